@@ -1,0 +1,258 @@
+"""encode() / decode() / quantize(): input checks, chunking and dispatch.
+
+The arithmetic lives in rounding.py; this module decides what an input is,
+rejects what it cannot convert exactly, and returns arrays of the input's
+shape (numpy scalars for 0-d inputs, as numpy ufuncs do).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .formats import Format, get_format
+from .policy import Resolved, resolve
+from .rounding import CHUNK, encode_f64, encode_fast
+
+__all__ = ["encode", "decode", "quantize", "encode_with_flags", "as_float_array"]
+
+_FLOAT_INPUTS = {
+    np.dtype(np.float16): "float16",
+    np.dtype(ml_dtypes.bfloat16): "bfloat16",
+    np.dtype(np.float32): "float32",
+    np.dtype(np.float64): "float64",
+}
+_EXACT_INT_LIMIT = 2**53
+
+
+def _where(shape: tuple[int, ...], flat_index: int) -> str:
+    if len(shape) <= 1:
+        return f"index {flat_index}"
+    return f"index {tuple(int(i) for i in np.unravel_index(flat_index, shape))}"
+
+
+def as_float_array(x: Any, what: str = "x") -> tuple[np.ndarray, str]:
+    """(array, source kind) for an encodable input; raises TypeError/ValueError otherwise.
+
+    float16, bfloat16, float32 and float64 pass through. Other ml_dtypes floats
+    (FP8, FP6, FP4) are widened exactly to float32. Integer arrays are accepted
+    when every value is exactly a float64 (|v| <= 2^53).
+    """
+    arr = np.asarray(x)
+    dt = arr.dtype
+    if dt in _FLOAT_INPUTS:
+        return arr, _FLOAT_INPUTS[dt]
+    if dt.kind == "b":
+        raise TypeError(f"{what}: boolean arrays are not numbers to encode")
+    if dt.kind in "iu":
+        if arr.size and (np.abs(arr.astype(np.float64)).max() > _EXACT_INT_LIMIT):
+            bad = int(np.argmax(np.abs(arr.astype(np.float64)) > _EXACT_INT_LIMIT))
+            raise ValueError(
+                f"{what}: integer {arr.reshape(-1)[bad]} at {_where(arr.shape, bad)} is not "
+                "exactly representable as float64; convert it yourself"
+            )
+        return arr.astype(np.float64), "float64"
+    if dt.kind == "c":
+        raise TypeError(f"{what}: complex input ({dt}) has no encoding; pass the real part explicitly")
+    if dt.kind == "O":
+        raise TypeError(f"{what}: object arrays are not accepted; convert to a float dtype first")
+    if dt.kind == "f":
+        raise TypeError(f"{what}: {dt} is not supported (float16, bfloat16, float32, float64)")
+    try:
+        info = ml_dtypes.finfo(dt)
+    except (TypeError, ValueError):
+        info = None
+    if info is not None and dt.itemsize <= 2:
+        return arr.astype(np.float32), "float32"
+    raise TypeError(f"{what}: dtype {dt} is not a number type fmtsim can encode")
+
+
+def _check_rbits(rbits: Any, shape: tuple[int, ...]) -> np.ndarray:
+    r = np.asarray(rbits)
+    if r.dtype.kind not in "iu":
+        raise TypeError(f"rbits must be an unsigned integer array, not {r.dtype}")
+    if r.shape != shape:
+        raise ValueError(f"rbits has shape {r.shape}; it needs one value per element, shape {shape}")
+    if r.dtype.kind == "i" and r.size and r.min() < 0:
+        bad = int(np.argmax(r.reshape(-1) < 0))
+        raise ValueError(f"rbits must be non-negative; {_where(shape, bad)} holds {r.reshape(-1)[bad]}")
+    return np.ascontiguousarray(r).reshape(-1).astype(np.uint64)
+
+
+def _check_nans(flat: np.ndarray, shape: tuple[int, ...], fmt: Format) -> None:
+    count = 0
+    first = -1
+    for i in range(0, flat.size, CHUNK):
+        m = np.isnan(flat[i : i + CHUNK])
+        k = int(np.count_nonzero(m))
+        if k and first < 0:
+            first = i + int(np.argmax(m))
+        count += k
+    if count:
+        raise ValueError(
+            f"{fmt.name} has no NaN encoding and {count} input(s) are NaN (first at "
+            f"{_where(shape, first)}); pass nan='max', 'zero' or 'ml_dtypes' to choose a code"
+        )
+
+
+def _prepare(
+    x: Any, fmt: str | Format, rounding: str | None, overflow: str | None, nan: str | None,
+    rbits: Any, profile: str | None,
+) -> tuple[np.ndarray, np.ndarray, str, Resolved, np.ndarray | None]:
+    arr, src = as_float_array(x)
+    pol = resolve(fmt, rounding, overflow, nan, profile)
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    if pol.rounding == "sr":
+        if rbits is None:
+            raise ValueError("rounding='sr' needs rbits: one unsigned random integer per element")
+        r = _check_rbits(rbits, arr.shape)
+    else:
+        if rbits is not None:
+            raise ValueError(f"rbits is only used with rounding='sr' (rounding is {pol.rounding!r})")
+        r = None
+    if pol.nan == "raise" and flat.size:
+        _check_nans(flat, arr.shape, pol.fmt)
+    return arr, flat, src, pol, r
+
+
+def _finish(out: np.ndarray, shape: tuple[int, ...]) -> Any:
+    out = out.reshape(shape)
+    return out[()] if out.ndim == 0 else out
+
+
+def encode(
+    x: Any,
+    fmt: str | Format,
+    *,
+    rounding: str | None = None,
+    overflow: str | None = None,
+    nan: str | None = None,
+    rbits: Any = None,
+    profile: str | None = None,
+) -> Any:
+    """Encode numbers into ``fmt`` codes (np.uint8), each rounded once from its exact value.
+
+    x: float16, bfloat16, float32 or float64 array (or Python float / numpy scalar;
+       other ml_dtypes floats and exactly-representable integers are widened exactly).
+    rounding: 'rne' (default), 'rna', 'rtz', 'rup', 'rdn' or 'sr'.
+    overflow: 'satfinite' (default), 'nonsat', or 'satsym' for signed integers.
+    nan: what NaN inputs become; default 'signed' for formats with a NaN,
+         'raise' (ValueError) for formats without. See fmtsim.policy.
+    rbits: with rounding='sr' only; unsigned integers of x's shape (see
+           fmtsim.rounding for exactly which bits are used).
+    profile: a named bundle of defaults ('ocp', 'ptx', 'ml_dtypes'); explicit
+             keywords win over it.
+
+    Returns uint8 codes of x's shape (a numpy scalar for 0-d input). UE4M3
+    codes fit in 7 bits; FP4/FP6/int4 codes in 4 or 6 bits.
+    """
+    arr, flat, src, pol, r = _prepare(x, fmt, rounding, overflow, nan, rbits, profile)
+    out = np.empty(flat.size, dtype=np.uint8)
+    if pol.rounding == "sr":
+        assert r is not None
+        for i in range(0, flat.size, CHUNK):
+            out[i : i + CHUNK], _ = encode_f64(
+                flat[i : i + CHUNK].astype(np.float64), pol, rbits=r[i : i + CHUNK], src=src
+            )
+    elif flat.size:
+        encode_fast(flat, pol, out)
+    return _finish(out, arr.shape)
+
+
+def encode_with_flags(
+    x: Any,
+    fmt: str | Format,
+    *,
+    rounding: str | None = None,
+    overflow: str | None = None,
+    nan: str | None = None,
+    rbits: Any = None,
+    profile: str | None = None,
+) -> tuple[Any, Any]:
+    """Like :func:`encode`, also returning per-element exception flags (np.uint8).
+
+    Flag bits (TestFloat order): 1 inexact, 2 underflow (tiny before rounding and
+    inexact), 4 overflow, 8 infinite (never set by a conversion), 16 invalid
+    (a NaN turned into a number, or an input with no meaning in the format
+    turned into NaN), 32 saturated (clamped to the format's range).
+    """
+    arr, flat, src, pol, r = _prepare(x, fmt, rounding, overflow, nan, rbits, profile)
+    out = np.empty(flat.size, dtype=np.uint8)
+    flags = np.empty(flat.size, dtype=np.uint8)
+    for i in range(0, flat.size, CHUNK):
+        c, f = encode_f64(
+            flat[i : i + CHUNK].astype(np.float64), pol, want_flags=True, src=src,
+            rbits=None if r is None else r[i : i + CHUNK],
+        )
+        out[i : i + CHUNK] = c
+        assert f is not None
+        flags[i : i + CHUNK] = f
+    return _finish(out, arr.shape), _finish(flags, arr.shape)
+
+
+_DECODE_DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32, np.float64)
+
+
+@lru_cache(maxsize=None)
+def _decode_table(fmt: Format, dtype: np.dtype) -> np.ndarray:
+    vals = fmt.values
+    with np.errstate(over="ignore"):
+        t = vals.astype(dtype)
+    finite = np.isfinite(vals)
+    if not np.array_equal(t[finite].astype(np.float64), vals[finite]):
+        raise ValueError(
+            f"{fmt.name}: not every value is representable in {dtype}; decode to float32 or float64"
+        )
+    t.flags.writeable = False
+    return t
+
+
+def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool = False) -> Any:
+    """Values of integer ``codes`` in ``fmt``, exactly, as ``dtype``.
+
+    dtype: float32 (default) or float64 are exact for every format; float16 and
+    bfloat16 are accepted where every value of the format fits (ValueError
+    otherwise). NaN codes decode to a quiet NaN carrying the code's sign bit.
+    Codes outside 0 .. 2^bits - 1 (e.g. 0x1F for FP4, or UE4M3 codes with bit 7
+    set) raise ValueError naming the first bad index, unless ``mask=True``, which
+    keeps only the low ``bits`` bits of each code.
+    """
+    f = get_format(fmt)
+    dt = np.dtype(dtype)
+    if dt not in [np.dtype(d) for d in _DECODE_DTYPES]:
+        raise TypeError(f"decode dtype must be float16, bfloat16, float32 or float64, not {dt}")
+    c = np.asarray(codes)
+    if c.dtype.kind not in "iu":
+        raise TypeError(
+            f"codes must be an integer array, not {c.dtype} (view FP8 arrays as uint8 first)"
+        )
+    table = _decode_table(f, dt)
+    flat = np.ascontiguousarray(c).reshape(-1)
+    n = f.n_codes
+    if mask:
+        flat = np.bitwise_and(flat, n - 1)
+    elif flat.size and not (c.dtype == np.uint8 and n == 256):
+        if flat.min() < 0 or flat.max() >= n:
+            bad = int(np.argmax((flat < 0) | (flat >= n)))
+            raise ValueError(
+                f"{f.name}: code {int(flat[bad])} at {_where(c.shape, bad)} is outside "
+                f"0..{n - 1:#x}; pass mask=True to keep only the low {f.bits} bits"
+            )
+    out = np.empty(flat.size, dtype=dt)
+    for i in range(0, flat.size, CHUNK):
+        np.take(table, flat[i : i + CHUNK], out=out[i : i + CHUNK])
+    return _finish(out, c.shape)
+
+
+def quantize(x: Any, fmt: str | Format, *, dtype: Any = None, **kwargs: Any) -> Any:
+    """decode(encode(x, fmt, **kwargs)): x rounded onto fmt's grid.
+
+    dtype defaults to float64 for float64 input and float32 otherwise.
+    """
+    arr, _ = as_float_array(x)
+    if dtype is None:
+        dtype = np.float64 if arr.dtype == np.float64 else np.float32
+    return decode(encode(arr, fmt, **kwargs), fmt, dtype)

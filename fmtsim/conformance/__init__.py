@@ -1,0 +1,1 @@
+"""Conformance: what other implementations do, where they differ, and how to check them."""

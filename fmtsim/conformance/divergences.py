@@ -1,0 +1,79 @@
+"""Known, named differences between peers and the exact answer.
+
+Each entry says which implementation and format it concerns, describes the
+behaviour, and gives ``expected(x, fmt)``: a boolean mask of the inputs on
+which the peer is known to differ from fmtsim's matching profile. Tests and
+``fmtsim conform`` report such differences by name instead of failing, and
+fail on any difference outside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codec import encode
+from ..formats import Format, get_format
+
+__all__ = ["Divergence", "DIVERGENCES", "explain"]
+
+
+@dataclass(frozen=True)
+class Divergence:
+    name: str
+    implementation: str
+    formats: tuple[str, ...]
+    sources: tuple[str, ...]  # input dtypes it concerns
+    description: str
+    expected: Callable[[np.ndarray, Format], np.ndarray]
+
+
+def _e8m0_subnormal(x: np.ndarray, fmt: Format) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        a = np.asarray(x, dtype=np.float64)
+    return (a > 2.0**-127) & (a < 1.5 * 2.0**-127)
+
+
+def _float64_through_float32(x: np.ndarray, fmt: Format) -> np.ndarray:
+    x64 = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        x32 = x64.astype(np.float32)
+    once = encode(x64, fmt, profile="ml_dtypes")
+    twice = encode(x32, fmt, profile="ml_dtypes")
+    return np.asarray(once != twice)
+
+
+DIVERGENCES = [
+    Divergence(
+        "ml_dtypes.e8m0_subnormal_ties_up",
+        "ml_dtypes",
+        ("e8m0",),
+        ("float32", "bfloat16"),
+        "ml_dtypes 0.6 encodes float32/bfloat16 subnormal inputs strictly between 2^-127 and "
+        "1.5*2^-127 as 0x01 (2^-126); the nearest E8M0 value is 0x00 (2^-127).",
+        _e8m0_subnormal,
+    ),
+    Divergence(
+        "ml_dtypes.float64_double_rounding",
+        "ml_dtypes",
+        ("e2m1", "e3m2", "e2m3", "e4m3", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0"),
+        ("float64",),
+        "ml_dtypes casts float64 arrays through float32 (two roundings); its scalar "
+        "constructor rounds once. Example: 1.0625 + 2^-40 -> E4M3 gives 1.0, exact is 1.125.",
+        _float64_through_float32,
+    ),
+]
+
+
+def explain(
+    implementation: str, fmt: str | Format, source: str, x: np.ndarray
+) -> dict[str, np.ndarray]:
+    """name -> mask of inputs covered by each known divergence of ``implementation``."""
+    f = get_format(fmt)
+    out = {}
+    for d in DIVERGENCES:
+        if d.implementation == implementation and f.name in d.formats and source in d.sources:
+            out[d.name] = d.expected(x, f)
+    return out

@@ -1,0 +1,297 @@
+"""What a format IS: one small declarative record per format.
+
+Every number a user might ask about (max finite, min normal, NaN codes, the
+value of each code, ...) is derived from the few fields of the record, never
+typed in. Adding a format is adding one record to ``_RECORDS``.
+
+Value of a float code with sign s, exponent field e and mantissa field m
+(OCP MX v1.0 and OFP8 rev 1.0):
+
+    normal     (-1)^s * 2^(e - bias) * (1 + m / 2^man_bits)
+    subnormal  (-1)^s * 2^(1 - bias) * (m / 2^man_bits)        (e == 0)
+
+``specials`` says which codes are not numbers:
+
+    "ieee"  exponent all ones: mantissa 0 is +-Inf, anything else NaN (E5M2)
+    "fn"    only exponent and mantissa all ones is NaN, no Inf (E4M3, UE4M3, E8M0)
+    "fnuz"  the negative-zero code 0x80 is the only NaN; no -0, no Inf (AMD FNUZ)
+    "none"  every code is a finite number (FP4, FP6, integers)
+
+Integer formats are two's complement (signed) or plain binary, and a code
+is worth ``code * 2**scale_exp`` (MX INT8: scale_exp = -6).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
+from typing import Literal
+
+import ml_dtypes
+import numpy as np
+
+__all__ = ["Format", "FORMATS", "get_format", "format_names"]
+
+Kind = Literal["float", "int"]
+Specials = Literal["ieee", "fn", "fnuz", "none"]
+
+
+@dataclass(frozen=True, eq=False)
+class Format:
+    """Declarative description of one number format (see module docstring)."""
+
+    name: str
+    kind: Kind
+    exp_bits: int = 0
+    man_bits: int = 0
+    bias: int = 0
+    signed: bool = True
+    specials: Specials = "none"
+    subnormals: bool = True
+    int_bits: int = 0
+    scale_exp: int = 0
+    aliases: tuple[str, ...] = ()
+    ml_dtypes_name: str | None = None
+    title: str = ""
+    source: str = field(default="", repr=False)
+
+    # ---- code space ---------------------------------------------------------------
+    @property
+    def bits(self) -> int:
+        """Width of a code in bits (UE4M3: 7; it is stored in a byte with bit 7 clear)."""
+        if self.kind == "int":
+            return self.int_bits
+        return int(self.signed) + self.exp_bits + self.man_bits
+
+    @property
+    def n_codes(self) -> int:
+        return 1 << self.bits
+
+    @property
+    def sign_mask(self) -> int:
+        """The sign bit of a code, 0 for unsigned formats."""
+        return 1 << (self.bits - 1) if self.signed else 0
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    # ---- the meaning of every code --------------------------------------------------
+    def code_class(self, code: int) -> str:
+        """'nan', 'inf', 'zero', 'subnormal', 'normal' (floats) or 'int'."""
+        self._check_code(code)
+        if self.kind == "int":
+            return "zero" if code == 0 else "int"
+        man_mask = (1 << self.man_bits) - 1
+        exp_mask = (1 << self.exp_bits) - 1
+        e = (code >> self.man_bits) & exp_mask
+        m = code & man_mask
+        if self.specials == "fnuz" and code == self.sign_mask:
+            return "nan"
+        if self.specials == "ieee" and e == exp_mask:
+            return "inf" if m == 0 else "nan"
+        if self.specials == "fn" and e == exp_mask and m == man_mask:
+            return "nan"
+        if e == 0 and self.subnormals:
+            return "zero" if m == 0 else "subnormal"
+        return "normal"
+
+    def code_fields(self, code: int) -> tuple[int, int, int]:
+        """(sign, biased exponent field, mantissa field) of a float code."""
+        self._check_code(code)
+        sign = 1 if code & self.sign_mask else 0
+        e = (code >> self.man_bits) & ((1 << self.exp_bits) - 1)
+        return sign, e, code & ((1 << self.man_bits) - 1)
+
+    def code_value(self, code: int) -> Fraction | float:
+        """Exact value of a code: a Fraction, or float nan / +-inf."""
+        cls = self.code_class(code)
+        if self.kind == "int":
+            v = code - (1 << self.bits) if (self.signed and code & self.sign_mask) else code
+            return Fraction(v) * Fraction(2) ** self.scale_exp
+        sign = -1 if code & self.sign_mask else 1
+        if cls == "nan":
+            return math.nan
+        if cls == "inf":
+            return sign * math.inf
+        _, e, m = self.code_fields(code)
+        if cls in ("zero", "subnormal"):
+            return sign * Fraction(m, 1 << self.man_bits) * Fraction(2) ** (1 - self.bias)
+        return sign * (1 + Fraction(m, 1 << self.man_bits)) * Fraction(2) ** (e - self.bias)
+
+    def _check_code(self, code: int) -> None:
+        if not 0 <= code < self.n_codes:
+            raise ValueError(f"{self.name}: code {code:#x} is outside 0..{self.n_codes - 1:#x}")
+
+    # ---- derived tables -------------------------------------------------------------
+    @cached_property
+    def values(self) -> np.ndarray:
+        """float64 value of every code (exact; NaN codes are NaN with the code's sign)."""
+        out = np.empty(self.n_codes, dtype=np.float64)
+        for c in range(self.n_codes):
+            v = self.code_value(c)
+            negative = self.kind == "float" and bool(c & self.sign_mask)
+            # keep the code's sign on NaN and on -0, which Fractions cannot carry
+            out[c] = math.copysign(abs(float(v)), -1.0 if negative else 1.0) if (
+                isinstance(v, float) and math.isnan(v) or v == 0
+            ) else float(v)
+        out.flags.writeable = False
+        return out
+
+    @cached_property
+    def nan_codes(self) -> tuple[int, ...]:
+        return tuple(c for c in range(self.n_codes) if self.code_class(c) == "nan")
+
+    @cached_property
+    def inf_codes(self) -> tuple[int, ...]:
+        return tuple(c for c in range(self.n_codes) if self.code_class(c) == "inf")
+
+    @property
+    def has_nan(self) -> bool:
+        return bool(self.nan_codes)
+
+    @property
+    def has_inf(self) -> bool:
+        return bool(self.inf_codes)
+
+    @property
+    def has_neg_zero(self) -> bool:
+        return self.signed and self.kind == "float" and self.code_class(self.sign_mask) == "zero"
+
+    @property
+    def has_zero(self) -> bool:
+        return any(self.code_class(c) == "zero" for c in range(self.n_codes))
+
+    @cached_property
+    def _finite(self) -> list[Fraction]:
+        return sorted(
+            v for c in range(self.n_codes) if isinstance(v := self.code_value(c), Fraction)
+        )
+
+    @property
+    def max_finite(self) -> Fraction:
+        return self._finite[-1]
+
+    @property
+    def min_finite(self) -> Fraction:
+        """Most negative finite value (0 for unsigned integers, min value for E8M0)."""
+        return self._finite[0]
+
+    @property
+    def min_normal(self) -> Fraction | None:
+        """Smallest positive normal value (None for integer formats)."""
+        if self.kind == "int":
+            return None
+        e_min = 0 if not self.subnormals else 1
+        return Fraction(2) ** (e_min - self.bias)
+
+    @property
+    def min_subnormal(self) -> Fraction | None:
+        """Smallest positive subnormal (None when the format has none)."""
+        if self.kind == "int" or not self.subnormals or self.man_bits == 0:
+            return None
+        return Fraction(2) ** (1 - self.bias - self.man_bits)
+
+    @property
+    def min_positive(self) -> Fraction:
+        return min(v for v in self._finite if v > 0)
+
+    @property
+    def emax(self) -> int:
+        """Exponent of the largest normal: floor(log2(max finite)); MX calls it emax_elem."""
+        return _floor_log2(self.max_finite)
+
+    @property
+    def emin(self) -> int:
+        """Exponent of the smallest normal (integer formats: of the smallest step)."""
+        if self.kind == "int":
+            return self.scale_exp
+        return _floor_log2(self.min_normal)  # type: ignore[arg-type]
+
+    @property
+    def precision(self) -> int:
+        """Significant bits of the largest value (floats: man_bits + 1)."""
+        if self.kind == "float":
+            return self.man_bits + 1
+        m = max(abs(self.max_finite), abs(self.min_finite)) / Fraction(2) ** self.scale_exp
+        return int(m).bit_length()
+
+    @property
+    def ml_dtype(self) -> np.dtype | None:
+        """The ml_dtypes / numpy dtype of the same name, if the installed ml_dtypes has one."""
+        if self.ml_dtypes_name is None:
+            return None
+        t = getattr(ml_dtypes, self.ml_dtypes_name, None) or getattr(np, self.ml_dtypes_name, None)
+        return None if t is None else np.dtype(t)
+
+    def __repr__(self) -> str:
+        return f"Format({self.name!r})"
+
+
+def _floor_log2(v: Fraction) -> int:
+    """floor(log2(v)) for v > 0, exactly."""
+    n, d = v.numerator, v.denominator
+    e = n.bit_length() - d.bit_length()
+    if Fraction(2) ** e > v:
+        e -= 1
+    return e
+
+
+_RECORDS = [
+    Format("e2m1", "float", 2, 1, 1, specials="none", aliases=("fp4", "fp4_e2m1", "float4_e2m1fn", "e2m1fn"),
+           ml_dtypes_name="float4_e2m1fn", title="FP4 E2M1 (MXFP4/NVFP4 element)", source="OCP MX v1.0 5.3.3"),
+    Format("e3m2", "float", 3, 2, 3, specials="none", aliases=("fp6_e3m2", "float6_e3m2fn", "e3m2fn"),
+           ml_dtypes_name="float6_e3m2fn", title="FP6 E3M2 (MXFP6 element)", source="OCP MX v1.0 5.3.2"),
+    Format("e2m3", "float", 2, 3, 1, specials="none", aliases=("fp6_e2m3", "float6_e2m3fn", "e2m3fn"),
+           ml_dtypes_name="float6_e2m3fn", title="FP6 E2M3 (MXFP6 element)", source="OCP MX v1.0 5.3.2"),
+    Format("e4m3", "float", 4, 3, 7, specials="fn", aliases=("e4m3fn", "fp8_e4m3", "fp8_e4m3fn", "float8_e4m3fn"),
+           ml_dtypes_name="float8_e4m3fn", title="FP8 E4M3, OCP (FN)", source="OCP OFP8 rev 1.0"),
+    Format("e4m3fnuz", "float", 4, 3, 8, specials="fnuz", aliases=("fp8_e4m3fnuz", "float8_e4m3fnuz"),
+           ml_dtypes_name="float8_e4m3fnuz", title="FP8 E4M3, AMD FNUZ", source="LLVM APFloat Float8E4M3FNUZ"),
+    Format("e5m2", "float", 5, 2, 15, specials="ieee", aliases=("fp8_e5m2", "float8_e5m2"),
+           ml_dtypes_name="float8_e5m2", title="FP8 E5M2, OCP", source="OCP OFP8 rev 1.0"),
+    Format("e5m2fnuz", "float", 5, 2, 16, specials="fnuz", aliases=("fp8_e5m2fnuz", "float8_e5m2fnuz"),
+           ml_dtypes_name="float8_e5m2fnuz", title="FP8 E5M2, AMD FNUZ", source="LLVM APFloat Float8E5M2FNUZ"),
+    Format("e8m0", "float", 8, 0, 127, signed=False, specials="fn", subnormals=False,
+           aliases=("ue8m0", "e8m0fnu", "float8_e8m0fnu"), ml_dtypes_name="float8_e8m0fnu",
+           title="E8M0 scale (MX shared scale)", source="OCP MX v1.0 5.4.1"),
+    Format("ue4m3", "float", 4, 3, 7, signed=False, specials="fn", aliases=("fp8_ue4m3", "e4m3_unsigned"),
+           title="UE4M3 scale (NVFP4 block scale; 7-bit code, byte bit 7 clear)",
+           source="NVIDIA NVFP4 (cuBLAS VEC16_UE4M3)"),
+    Format("mxint8", "int", int_bits=8, scale_exp=-6, aliases=("int8_mx", "mx_int8"),
+           title="MX INT8 element (two's complement code * 2^-6)", source="OCP MX v1.0 5.3.4"),
+    Format("int4", "int", int_bits=4, aliases=("s4",), ml_dtypes_name="int4", title="4-bit signed integer"),
+    Format("uint4", "int", int_bits=4, signed=False, aliases=("u4",), ml_dtypes_name="uint4",
+           title="4-bit unsigned integer"),
+    Format("int8", "int", int_bits=8, aliases=("s8",), ml_dtypes_name="int8", title="8-bit signed integer"),
+    Format("uint8", "int", int_bits=8, signed=False, aliases=("u8",), ml_dtypes_name="uint8",
+           title="8-bit unsigned integer"),
+]
+
+FORMATS: dict[str, Format] = {f.name: f for f in _RECORDS}
+_ALIASES: dict[str, str] = {}
+for _f in _RECORDS:
+    for _name in (_f.name, *_f.aliases):
+        assert _name not in _ALIASES, _name
+        _ALIASES[_name] = _f.name
+
+
+def format_names() -> list[str]:
+    return list(FORMATS)
+
+
+def get_format(fmt: str | Format) -> Format:
+    """A Format from its canonical name or an alias (case-insensitive).
+
+    Unknown names raise ValueError listing the canonical names.
+    """
+    if isinstance(fmt, Format):
+        return fmt
+    if not isinstance(fmt, str):
+        raise TypeError(f"format must be a name or a Format, not {type(fmt).__name__}")
+    key = fmt.strip().lower().replace("-", "_")
+    if key in _ALIASES:
+        return FORMATS[_ALIASES[key]]
+    raise ValueError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")

@@ -1,0 +1,156 @@
+"""Conversion policies: rounding mode, overflow and NaN handling, and profiles.
+
+A :class:`Policy` names every choice an encoder makes; :func:`resolve` turns
+the caller's keywords (and an optional named profile) into a concrete
+:class:`Resolved` policy for one format, with the codes each special case
+produces. Profiles are the "specialisations" of SoftFloat: named bundles that
+reproduce what a real implementation does.
+
+Rounding modes (all exact, applied once to the input's exact value):
+
+    rne  nearest, ties to the even code (code LSB 0). For E8M0 this is the
+         even *exponent* (gfloat); ml_dtypes rounds E8M0 ties up, which is rna.
+    rna  nearest, ties away from zero
+    rtz  toward zero
+    rup  toward +Inf
+    rdn  toward -Inf
+    sr   stochastic, with caller-supplied random bits (see rounding.py)
+
+Overflow (a finite input whose rounded value, with an unbounded exponent,
+exceeds max finite; rounding first, then the check, as OFP8 requires):
+
+    satfinite  +-max finite; +-Inf inputs also become +-max finite
+    nonsat     the format's own overflow value: +-Inf where it has Inf (E5M2),
+               else its NaN (E4M3 0x7F/0xFF, FNUZ 0x80, E8M0 0xFF, UE4M3 0x7F).
+               As IEEE 754 7.4 prescribes, a mode that rounds toward the
+               finite side (rtz; rdn for positives; rup for negatives) still
+               gives +-max. Formats with neither Inf nor NaN (FP4, FP6,
+               integers) always saturate.
+    satsym     signed integers only: saturate to the symmetric range
+               +-(2^(b-1)-1) (int4 -7..7; MX INT8 +-127/64, as the reference
+               MX code does).
+
+NaN inputs (``nan=``):
+
+    signed     formats with NaN: the quiet NaN with the input's sign (E4M3 0x7F/0xFF,
+               E5M2 0x7E/0xFE, FNUZ 0x80, E8M0 0xFF, UE4M3 0x7F): what ml_dtypes does.
+               The default for formats that have a NaN.
+    canonical  the positive canonical NaN PTX cvt writes (E4M3 and E5M2 0x7F).
+    raise      ValueError naming the count and the first index. The default for
+               formats without NaN.
+    max        +max finite (PTX cvt.satfinite to e2m1/e2m3/e3m2).
+    zero       +0.
+    ml_dtypes  what ml_dtypes 0.6 casts do: 'signed' for formats with NaN; for FP4/FP6
+               the zero whose sign is the opposite of the NaN's (-0 for +NaN, +0 for -NaN).
+
+E8M0 has no sign, zero or infinity: NaN, +-Inf, +-0 and negative inputs all
+encode to its NaN 0xFF under every policy (OCP MX 5.4.1; ml_dtypes agrees).
+Positive values below 2^-127 encode to 0x00 (the smallest scale) whatever the
+mode: there is nothing below it. Unsigned UE4M3 and unsigned integers clamp
+negative inputs to 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .formats import Format, get_format
+
+__all__ = [
+    "ROUNDING_MODES",
+    "OVERFLOW_MODES",
+    "NAN_MODES",
+    "PROFILES",
+    "Policy",
+    "Resolved",
+    "resolve",
+]
+
+ROUNDING_MODES = ("rne", "rna", "rtz", "rup", "rdn", "sr")
+OVERFLOW_MODES = ("satfinite", "nonsat", "satsym")
+NAN_MODES = ("signed", "canonical", "raise", "max", "zero", "ml_dtypes")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Caller-level choices; None means "the format's or the profile's default"."""
+
+    rounding: str | None = None
+    overflow: str | None = None
+    nan: str | None = None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A policy made concrete for one format: every field is decided."""
+
+    fmt: Format
+    rounding: str
+    overflow: str
+    nan: str
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.fmt.name, self.rounding, self.overflow, self.nan)
+
+
+def _profile_ocp(fmt: Format) -> Policy:
+    return Policy("rne", "satfinite", "canonical" if fmt.has_nan else "raise")
+
+
+def _profile_ptx(fmt: Format) -> Policy:
+    # PTX cvt: .satfinite is mandatory for FP8/FP6/FP4; NaN -> canonical 0x7F for
+    # FP8, +MAX_NORM for FP4/FP6; float->int cvt turns NaN into 0.
+    if fmt.kind == "int":
+        return Policy("rne", "satfinite", "zero")
+    return Policy("rne", "satfinite", "canonical" if fmt.has_nan else "max")
+
+
+def _profile_ml_dtypes(fmt: Format) -> Policy:
+    # ml_dtypes 0.6 numpy casts: RNE (E8M0 ties up), never saturating.
+    rounding = "rna" if fmt.name == "e8m0" else "rne"
+    return Policy(rounding, "nonsat", "signed" if fmt.has_nan else "ml_dtypes")
+
+
+PROFILES = {
+    "ocp": _profile_ocp,
+    "ptx": _profile_ptx,
+    "ml_dtypes": _profile_ml_dtypes,
+}
+
+
+def _check_choice(what: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}; choose one of: {', '.join(allowed)}")
+
+
+def resolve(
+    fmt: str | Format,
+    rounding: str | None = None,
+    overflow: str | None = None,
+    nan: str | None = None,
+    profile: str | None = None,
+) -> Resolved:
+    """Concrete policy for ``fmt``: explicit arguments win over the profile's."""
+    f = get_format(fmt)
+    base = Policy("rne", "satfinite", None)
+    if profile is not None:
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
+        base = PROFILES[profile](f)
+    r = rounding if rounding is not None else base.rounding or "rne"
+    o = overflow if overflow is not None else base.overflow or "satfinite"
+    n = nan if nan is not None else base.nan or ("signed" if f.has_nan else "raise")
+    _check_choice("rounding mode", r, ROUNDING_MODES)
+    _check_choice("overflow mode", o, OVERFLOW_MODES)
+    _check_choice("nan mode", n, NAN_MODES)
+    if o == "satsym" and not (f.kind == "int" and f.signed):
+        raise ValueError(f"{f.name}: overflow='satsym' applies to signed integer formats only")
+    if n in ("signed", "canonical") and not f.has_nan:
+        raise ValueError(
+            f"{f.name} has no NaN encoding; nan={n!r} is impossible "
+            "(use 'raise', 'max', 'zero' or 'ml_dtypes')"
+        )
+    if f.name == "e8m0" and n not in ("signed", "canonical"):
+        raise ValueError(f"e8m0: NaN always encodes to 0xFF; nan={n!r} cannot apply")
+    return Resolved(f, r, o, n)

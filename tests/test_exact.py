@@ -1,0 +1,182 @@
+"""The fast paths against the exact rational oracle (the slow twin)."""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fmtsim
+from fmtsim.oracle import encode_one
+from fmtsim.policy import resolve
+from fmtsim.rounding import encode_f64, table_f32
+
+from .conftest import ALL_FORMATS
+
+MODES = ["rne", "rna", "rtz", "rup", "rdn"]
+
+
+def overflow_modes(name):
+    f = fmtsim.get_format(name)
+    modes = ["satfinite"]
+    if f.has_inf or f.has_nan:
+        modes.append("nonsat")
+    if f.kind == "int" and f.signed:
+        modes.append("satsym")
+    return modes
+
+
+def nan_modes(name):
+    f = fmtsim.get_format(name)
+    if name == "e8m0":
+        return ["signed"]
+    return (["signed", "canonical"] if f.has_nan else []) + ["max", "zero", "ml_dtypes"]
+
+
+def oracle_codes(xs, name, mode, ov, nan=None, src="float64"):
+    codes, flags = [], []
+    for x in xs:
+        c, fl = encode_one(float(x), name, mode, ov, nan, src=src,
+                           negative_nan=bool(np.signbit(x)))
+        codes.append(c)
+        flags.append(fl)
+    return np.array(codes, dtype=np.uint8), np.array(flags, dtype=np.uint8)
+
+
+def boundary_points(name, dtype):
+    """Every code's value and every midpoint between neighbours, +-1 ulp, in ``dtype``."""
+    f = fmtsim.get_format(name)
+    vals = np.unique(np.abs(f.values[np.isfinite(f.values)]))
+    top = vals[-1]
+    step = 2.0 ** (math.floor(math.log2(top)) - f.man_bits) if f.kind == "float" else 2.0**f.scale_exp
+    ext = np.append(vals, top + step)
+    mids = (ext[:-1] + ext[1:]) / 2
+    pts = np.concatenate([ext, mids, [0.0, ext[0] / 2, ext[0] / 4, 2 * ext[-1], 4 * ext[-1]]])
+    with np.errstate(over="ignore"):
+        p = pts.astype(dtype)
+    p = p[np.isfinite(p)]
+    inf = np.array(np.inf, dtype=dtype)
+    around = np.concatenate([p, np.nextafter(p, inf) if dtype != ml_dtypes.bfloat16 else
+                             (p.view(np.uint16) + 1).view(dtype),
+                             np.nextafter(p, -inf) if dtype != ml_dtypes.bfloat16 else
+                             (p.view(np.uint16) - 1).view(dtype)])
+    around = around[np.isfinite(around.astype(np.float64)) & (around.astype(np.float64) >= 0)]
+    specials = np.array([np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0]).astype(dtype)
+    return np.unique(np.concatenate([around, -around, specials]).astype(dtype))
+
+
+@pytest.mark.parametrize("name", ALL_FORMATS)
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64],
+                         ids=["f16", "bf16", "f32", "f64"])
+def test_midpoints_and_neighbours_all_modes(name, dtype):
+    xs = boundary_points(name, dtype)
+    for mode in MODES:
+        for ov in overflow_modes(name):
+            pol_nan = "zero" if not fmtsim.get_format(name).has_nan else None
+            got = fmtsim.encode(xs, name, rounding=mode, overflow=ov, nan=pol_nan)
+            got_c, got_f = fmtsim.encode_with_flags(xs, name, rounding=mode, overflow=ov,
+                                                    nan=pol_nan)
+            want_c, want_f = oracle_codes(xs, name, mode, ov, pol_nan)
+            bad = np.nonzero((got != want_c) | (got_c != want_c) | (got_f != want_f))[0]
+            assert bad.size == 0, [
+                (float(xs[i]), hex(got[i]), hex(got_c[i]), int(got_f[i]), hex(want_c[i]),
+                 int(want_f[i])) for i in bad[:5]
+            ] + [name, mode, ov]
+
+
+@pytest.mark.parametrize("name", ALL_FORMATS)
+def test_nan_policies(name):
+    xs = np.array([np.nan, -np.nan, 1.0], dtype=np.float32)
+    for nan in nan_modes(name):
+        got_c, got_f = fmtsim.encode_with_flags(xs, name, nan=nan)
+        want_c, want_f = oracle_codes(xs, name, "rne", "satfinite", nan)
+        assert np.array_equal(got_c, want_c) and np.array_equal(got_f, want_f), nan
+        assert np.array_equal(fmtsim.encode(xs, name, nan=nan), want_c)
+
+
+def _interesting(name, reps):
+    """Table indices whose representative is near the format's range (else: long constant runs)."""
+    f = fmtsim.get_format(name)
+    a = np.abs(reps)
+    lo = float(f.min_positive) / 16
+    hi = float(f.max_finite) * 4
+    return (a == 0) | ((a >= lo) & (a <= hi)) | ~np.isfinite(a)
+
+
+@pytest.mark.parametrize("name", ALL_FORMATS)
+def test_every_float32_table_entry(name):
+    """Each entry of the float32 round-to-odd table equals the oracle at its representative.
+
+    Entries near the format's range are checked one by one. Outside it the table is
+    monotone and each run is checked at its two ends, so every entry in between agrees
+    with the (monotone) oracle too.
+    """
+    for mode in MODES:
+        for ov in overflow_modes(name):
+            pol = resolve(name, mode, ov, "zero" if not fmtsim.get_format(name).has_nan else None)
+            table, s = table_f32(pol)
+            idx = np.arange(table.size, dtype=np.uint64) << np.uint64(s)
+            reps = idx.astype(np.uint32).view(np.float32)
+            near = _interesting(name, reps.astype(np.float64))
+            check = np.nonzero(near)[0]
+            far = np.nonzero(~near)[0]
+            # ends of every far run
+            if far.size:
+                breaks = np.nonzero(np.diff(far) != 1)[0]
+                ends = np.unique(np.concatenate([far[:1], far[breaks], far[breaks + 1], far[-1:]]))
+                check = np.concatenate([check, ends])
+                for run in np.split(far, breaks + 1):
+                    assert np.unique(table[run]).size == 1, (name, mode, ov)
+            want, _ = oracle_codes(reps[check], name, mode, ov, pol.nan, src="float32")
+            bad = np.nonzero(table[check] != want)[0]
+            assert bad.size == 0, [(hex(int(idx[check[i]])), hex(table[check[i]]),
+                                    hex(want[i])) for i in bad[:5]]
+
+
+@pytest.mark.parametrize("name", ALL_FORMATS)
+def test_sixteen_bit_tables_equal_float32_path(name):
+    """Every float16 and bfloat16 pattern: its own table == the float32 path on the same value."""
+    pats = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    for dt in (np.float16, ml_dtypes.bfloat16):
+        x = pats.view(dt)
+        for mode in MODES:
+            for ov in overflow_modes(name):
+                kw = dict(rounding=mode, overflow=ov, nan="zero" if not fmtsim.get_format(name).has_nan else None)
+                assert np.array_equal(fmtsim.encode(x, name, **kw),
+                                      fmtsim.encode(x.astype(np.float32), name, **kw))
+
+
+finite64 = st.floats(allow_nan=False, allow_infinity=False, width=64)
+finite32 = st.floats(allow_nan=False, allow_infinity=False, width=32)
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.lists(finite64, min_size=1, max_size=20), name=st.sampled_from(ALL_FORMATS),
+       mode=st.sampled_from(MODES))
+def test_hypothesis_float64(x, name, mode):
+    xs = np.array(x, dtype=np.float64)
+    for ov in overflow_modes(name):
+        got = fmtsim.encode(xs, name, rounding=mode, overflow=ov)
+        want, _ = oracle_codes(xs, name, mode, ov)
+        assert np.array_equal(got, want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.lists(finite32, min_size=1, max_size=20), name=st.sampled_from(ALL_FORMATS),
+       mode=st.sampled_from(MODES), scale=st.integers(-20, 20))
+def test_hypothesis_float32_scaled_to_format(x, name, mode, scale):
+    """float32 inputs pulled into the format's range, where the interesting cases live."""
+    xs = (np.array(x, dtype=np.float64) % 8.0 * 2.0**scale * np.sign(np.array(x) + 0.5)).astype(np.float32)
+    got = fmtsim.encode(xs, name, rounding=mode)
+    want, _ = oracle_codes(xs, name, mode, "satfinite", src="float32")
+    assert np.array_equal(got, want)
+
+
+def test_engine_is_exact_on_float64_double_rounding_case():
+    # SPEC_NOTES 2: float64 1.0625 + 2^-40 -> E4M3 must be 1.125 (through float32: 1.0)
+    x = np.array([1.0625 + 2.0**-40])
+    assert fmtsim.decode(fmtsim.encode(x, "e4m3"), "e4m3")[0] == 1.125
+    c, _ = encode_f64(x, resolve("e4m3"))
+    assert c[0] == encode_one(float(x[0]), "e4m3")[0]
