@@ -7,7 +7,7 @@ shape (numpy scalars for 0-d inputs, as numpy ufuncs do).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import ml_dtypes
@@ -193,7 +193,7 @@ def encode_with_flags(
 _DECODE_DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32, np.float64)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _decode_table(fmt: Format, dtype: np.dtype) -> np.ndarray:
     vals = fmt.values
     with np.errstate(over="ignore"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import math
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 
 from .formats import Format, get_format
 from .policy import resolve
@@ -46,7 +46,7 @@ def value_of(code: int, fmt: str | Format) -> Fraction | str:
     return -mag if s else mag
 
 
-@lru_cache(maxsize=None)
+@cache
 def _finite_codes(f: Format, symmetric: bool) -> tuple[tuple[Fraction, int], ...]:
     """(value, code) of every finite code, ascending; -0 is kept apart (see _zero_code)."""
     out = []
@@ -63,7 +63,7 @@ def _finite_codes(f: Format, symmetric: bool) -> tuple[tuple[Fraction, int], ...
     return tuple(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sorted_values(f: Format, symmetric: bool) -> list[Fraction]:
     return [v for v, _ in _finite_codes(f, symmetric)]
 

@@ -37,7 +37,7 @@ than 32 bits are discarded only the top 32 discarded bits take part.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import ml_dtypes
 import numpy as np
@@ -98,7 +98,7 @@ class _Side:
         return len(self.codes) - 1
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sides(fmt: Format, symmetric: bool = False) -> tuple[_Side, _Side | None]:
     vals = fmt.values
     codes = np.arange(fmt.n_codes)

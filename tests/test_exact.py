@@ -1,6 +1,5 @@
 """The fast paths against the exact rational oracle (the slow twin)."""
 
-import math
 
 import ml_dtypes
 import numpy as np
@@ -9,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fmtsim
+from fmtsim.conformance.models import boundary_points
 from fmtsim.oracle import encode_one
 from fmtsim.policy import resolve
 from fmtsim.rounding import encode_f64, table_f32
@@ -43,28 +43,6 @@ def oracle_codes(xs, name, mode, ov, nan=None, src="float64"):
         codes.append(c)
         flags.append(fl)
     return np.array(codes, dtype=np.uint8), np.array(flags, dtype=np.uint8)
-
-
-def boundary_points(name, dtype):
-    """Every code's value and every midpoint between neighbours, +-1 ulp, in ``dtype``."""
-    f = fmtsim.get_format(name)
-    vals = np.unique(np.abs(f.values[np.isfinite(f.values)]))
-    top = vals[-1]
-    step = 2.0 ** (math.floor(math.log2(top)) - f.man_bits) if f.kind == "float" else 2.0**f.scale_exp
-    ext = np.append(vals, top + step)
-    mids = (ext[:-1] + ext[1:]) / 2
-    pts = np.concatenate([ext, mids, [0.0, ext[0] / 2, ext[0] / 4, 2 * ext[-1], 4 * ext[-1]]])
-    with np.errstate(over="ignore"):
-        p = pts.astype(dtype)
-    p = p[np.isfinite(p)]
-    inf = np.array(np.inf, dtype=dtype)
-    around = np.concatenate([p, np.nextafter(p, inf) if dtype != ml_dtypes.bfloat16 else
-                             (p.view(np.uint16) + 1).view(dtype),
-                             np.nextafter(p, -inf) if dtype != ml_dtypes.bfloat16 else
-                             (p.view(np.uint16) - 1).view(dtype)])
-    around = around[np.isfinite(around.astype(np.float64)) & (around.astype(np.float64) >= 0)]
-    specials = np.array([np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0]).astype(dtype)
-    return np.unique(np.concatenate([around, -around, specials]).astype(dtype))
 
 
 @pytest.mark.parametrize("name", ALL_FORMATS)

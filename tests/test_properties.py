@@ -106,7 +106,7 @@ def test_sat_nonsat_table_from_spec_notes():
     for x, *want in rows:
         got = [val(x, "e4m3"), val(x, "e4m3", overflow="nonsat"), val(x, "e5m2"),
                val(x, "e5m2", overflow="nonsat")]
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             assert (np.isnan(g) if w == "nan" else g == w), (x, got, want)
 
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import fmtsim
+from fmtsim.conformance.models import boundary_points
 from fmtsim.oracle import encode_one
 
 from .conftest import ALL_FORMATS
-from .test_exact import boundary_points
 
 SOURCES = {np.float16: "float16", ml_dtypes.bfloat16: "bfloat16", np.float32: "float32",
            np.float64: "float64"}
@@ -29,7 +29,7 @@ def test_sr_equals_oracle(name, dtype, rng):
     for ov in ("satfinite", "nonsat"):
         got = fmtsim.encode(x, name, rounding="sr", rbits=r, overflow=ov)
         want = [encode_one(float(v), name, "sr", ov, rbits=int(b), src=SOURCES[dtype])[0]
-                for v, b in zip(x.astype(np.float64), r)]
+                for v, b in zip(x.astype(np.float64), r, strict=True)]
         bad = np.nonzero(got != np.array(want, np.uint8))[0]
         assert bad.size == 0, [(float(x[i]), int(r[i]), hex(got[i]), hex(want[i])) for i in bad[:5]]
 

@@ -1,0 +1,251 @@
+"""The ``fmtsim`` command: parses arguments, calls the library, prints tables.
+
+Exit codes: 0 success, 1 conformance failures, 2 usage errors (bad names,
+malformed numbers or codes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+import time
+from collections.abc import Sequence
+from fractions import Fraction
+
+from tabulate import tabulate
+
+from . import __version__
+from .describe import (
+    CODE_COLUMNS,
+    FORMAT_COLUMNS,
+    code_bits,
+    code_rows,
+    exact_decimal,
+    format_rows,
+    hex_value,
+)
+from .formats import Format, get_format
+from .oracle import encode_one
+from .policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES, resolve
+
+FLAG_NAMES = ["inexact", "underflow", "overflow", "infinite", "invalid", "saturated"]
+
+
+class UsageError(Exception):
+    """A problem with what the user typed: reported on stderr, exit status 2."""
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    return tabulate(rows, headers, disable_numparse=True)
+
+
+def _fmt(name: str) -> Format:
+    try:
+        return get_format(name)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def parse_value(text: str) -> float | Fraction:
+    """A decimal (exact, as a Fraction), a C99 hex float, inf, -inf or nan."""
+    t = text.strip().lower()
+    if t in ("nan", "+nan", "-nan"):
+        return float(t)
+    if t in ("inf", "+inf", "-inf", "infinity", "-infinity"):
+        return float(t)
+    try:
+        if "0x" in t:
+            return float.fromhex(t)
+        if t in ("-0", "-0.0"):
+            return -0.0
+        return Fraction(t)
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f"not a number: {text!r} (decimal, hex float like 0x1.8p3, inf or nan)") from None
+
+
+def parse_code(text: str, f: Format) -> int:
+    try:
+        c = int(text, 0)
+    except ValueError:
+        raise UsageError(f"not a code: {text!r} (decimal, 0x.. hex or 0b.. binary)") from None
+    if not 0 <= c < f.n_codes:
+        raise UsageError(f"{f.name}: code {text} is outside 0..{f.n_codes - 1:#x}")
+    return c
+
+
+def _flag_text(flags: int) -> str:
+    return ",".join(n for i, n in enumerate(FLAG_NAMES) if flags >> i & 1) or "exact"
+
+
+def _value_text(f: Format, code: int) -> str:
+    if f.kind == "float" and f.code_class(code) == "zero" and code & f.sign_mask:
+        return "-0"
+    return exact_decimal(f.code_value(code))
+
+
+def _neighbours(f: Format, v: Fraction) -> tuple[int | None, int | None]:
+    """Codes of the nearest finite values at or below and at or above v."""
+    best_lo: tuple[Fraction, int] | None = None
+    best_hi: tuple[Fraction, int] | None = None
+    for c in range(f.n_codes):
+        val = f.code_value(c)
+        if not isinstance(val, Fraction):
+            continue
+        if val == 0 and f.kind == "float" and (c & f.sign_mask) != (f.sign_mask if v < 0 else 0):
+            if any(f.code_class(d) == "zero" and d != c for d in range(f.n_codes)):
+                continue  # the zero of the other sign
+        if val <= v and (best_lo is None or val > best_lo[0]):
+            best_lo = (val, c)
+        if val >= v and (best_hi is None or val < best_hi[0]):
+            best_hi = (val, c)
+    return (best_lo[1] if best_lo else None), (best_hi[1] if best_hi else None)
+
+
+def cmd_formats(args: argparse.Namespace) -> int:
+    print(_table(format_rows(), FORMAT_COLUMNS))
+    return 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    f = _fmt(args.format)
+    rows = code_rows(f)
+    if args.csv:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(CODE_COLUMNS)
+        w.writerows(rows)
+        sys.stdout.write(buf.getvalue())
+    else:
+        print(_table(rows, CODE_COLUMNS))
+    return 0
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    f = _fmt(args.format)
+    try:
+        pol = resolve(f, args.rounding, args.overflow, args.nan, args.profile)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if pol.rounding == "sr" and args.rbits is None:
+        raise UsageError("--rounding sr needs --rbits N")
+    rows = []
+    for text in args.values:
+        x = parse_value(text)
+        if isinstance(x, float) and x != x and pol.nan == "raise":
+            raise UsageError(f"{f.name} has no NaN encoding; choose one with --nan")
+        code, flags = encode_one(x, f, pol.rounding, pol.overflow, pol.nan,
+                                 rbits=args.rbits or 0, src=args.src)
+        lo = hi = None
+        tie = False
+        if isinstance(x, Fraction) or (isinstance(x, float) and x == x and abs(x) != float("inf")):
+            v = Fraction(x)
+            lo, hi = (code, code) if flags == 0 else _neighbours(f, v)
+            if lo is not None and hi is not None and lo != hi:
+                mid = (Fraction(f.code_value(lo)) + Fraction(f.code_value(hi))) / 2
+                tie = v == mid
+        width = (f.bits + 3) // 4
+        rows.append([
+            text,
+            f"0x{code:0{width}X}",
+            code_bits(f, code),
+            _value_text(f, code),
+            "-" if lo is None else f"0x{lo:0{width}X} ({_value_text(f, lo)})",
+            "-" if hi is None else f"0x{hi:0{width}X} ({_value_text(f, hi)})",
+            "yes" if tie else "no",
+            _flag_text(flags),
+        ])
+    print(f"{f.name}: rounding={pol.rounding} overflow={pol.overflow} nan={pol.nan}")
+    print(_table(rows, ["input", "code", "bits", "value", "below", "above", "tie", "flags"]))
+    return 0
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    f = _fmt(args.format)
+    rows = []
+    width = (f.bits + 3) // 4
+    for text in args.codes:
+        c = parse_code(text, f)
+        v = f.code_value(c)
+        rows.append([f"0x{c:0{width}X}", code_bits(f, c), f.code_class(c),
+                     hex_value(v) if _value_text(f, c) != "-0" else "-0x0p+0", _value_text(f, c)])
+    print(_table(rows, CODE_COLUMNS))
+    return 0
+
+
+def cmd_conform(args: argparse.Namespace) -> int:
+    from .conformance.run import run
+
+    t0 = time.perf_counter()
+    try:
+        rows = run(tuple(args.impl), args.formats, big=not args.quick)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    table = []
+    for r in rows:
+        known = "; ".join(f"{k}: {v}" for k, v in r.known.items()) or "-"
+        table.append([r.impl, r.fmt, r.model, str(r.cases), str(r.passed), known, str(r.failed)])
+    print(_table(table, ["implementation", "format", "model", "cases", "passed",
+                         "known divergences", "failed"]))
+    failed = sum(r.failed for r in rows)
+    cases = sum(r.cases for r in rows)
+    known_total = sum(sum(r.known.values()) for r in rows)
+    for r in rows:
+        for example in r.examples:
+            print(f"FAIL {r.impl} {r.fmt} {r.model}: {example}")
+    print(f"\n{cases} cases, {cases - failed - known_total} passed, {known_total} known "
+          f"divergences, {failed} unexpected failures ({time.perf_counter() - t0:.1f} s)")
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fmtsim", description="Bit-exact low-precision format reference")
+    p.add_argument("--version", action="version", version=f"fmtsim {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("formats", help="list every format and its derived numbers")
+    s.set_defaults(func=cmd_formats)
+
+    s = sub.add_parser("table", help="every code of a format: fields, class, exact value")
+    s.add_argument("format")
+    s.add_argument("--csv", action="store_true", help="CSV instead of a text table")
+    s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("encode", help="encode values (exact decimals, hex floats, inf, nan)")
+    s.add_argument("format")
+    s.add_argument("values", nargs="+")
+    s.add_argument("--rounding", choices=ROUNDING_MODES)
+    s.add_argument("--overflow", choices=OVERFLOW_MODES)
+    s.add_argument("--nan", choices=NAN_MODES)
+    s.add_argument("--profile", choices=list(PROFILES))
+    s.add_argument("--rbits", type=lambda t: int(t, 0), help="random bits for --rounding sr")
+    s.add_argument("--src", default="float32", choices=["float16", "bfloat16", "float32", "float64"],
+                   help="source type whose ulp sets how many bits sr discards (default float32)")
+    s.set_defaults(func=cmd_encode)
+
+    s = sub.add_parser("decode", help="decode codes (decimal, 0x hex or 0b binary)")
+    s.add_argument("format")
+    s.add_argument("codes", nargs="+")
+    s.set_defaults(func=cmd_decode)
+
+    s = sub.add_parser("conform", help="run the coverage models against implementations")
+    s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"])
+    s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
+    s.add_argument("--quick", action="store_true", help="boundary models only")
+    s.set_defaults(func=cmd_conform)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except UsageError as e:
+        print(f"fmtsim: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

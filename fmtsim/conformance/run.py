@@ -1,0 +1,135 @@
+"""Run the coverage models against implementations and tabulate the result.
+
+Implementations:
+
+    fmtsim     the table-driven fast paths against the exact rational oracle
+               (fmtsim.oracle), on decode_all and encode_ties, every format,
+               rne with satfinite and nonsat. Must be 100 %.
+    ml_dtypes  numpy ``astype`` into ml_dtypes types against fmtsim's
+               ``ml_dtypes`` profile on every model; differences covered by a
+               named divergence (conformance.divergences) are reported as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..codec import decode, encode
+from ..formats import FORMATS, get_format
+from ..oracle import encode_one, value_of
+from .divergences import explain
+from .models import iter_models
+
+__all__ = ["Row", "run", "IMPLEMENTATIONS"]
+
+IMPLEMENTATIONS = ("fmtsim", "ml_dtypes")
+
+
+@dataclass
+class Row:
+    impl: str
+    fmt: str
+    model: str
+    cases: int = 0
+    passed: int = 0
+    known: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, ok: np.ndarray, known: dict[str, np.ndarray], describe: Callable[[int], str]) -> None:
+        self.cases += ok.size
+        self.passed += int(ok.sum())
+        covered = np.zeros(ok.shape, bool)
+        for name, mask in known.items():
+            hit = ~ok & mask
+            if hit.any():
+                self.known[name] = self.known.get(name, 0) + int(hit.sum())
+            covered |= mask
+        bad = np.nonzero(~ok & ~covered)[0]
+        self.failed += bad.size
+        for i in bad[: max(0, 3 - len(self.examples))]:
+            self.examples.append(describe(int(i)))
+
+
+def _decode_all_fmtsim(name: str) -> Row:
+    f = get_format(name)
+    row = Row("fmtsim", name, "decode_all")
+    codes = np.arange(f.n_codes)
+    got = decode(codes, name, np.float64)
+    want = [value_of(int(c), f) for c in codes]
+    ok = np.array([
+        np.isnan(g) if w == "nan" else (g == float(w) if not isinstance(w, str) else
+                                         g == (np.inf if w == "+inf" else -np.inf))
+        for g, w in zip(got, want, strict=True)
+    ])
+    row.add(ok, {}, lambda i: f"code {i:#x}: got {got[i]!r}, oracle {want[i]}")
+    return row
+
+
+def _encode_ties_fmtsim(name: str) -> Row:
+    f = get_format(name)
+    row = Row("fmtsim", name, "encode_ties")
+    nan = None if f.has_nan else "zero"
+    overflows = ("satfinite", "nonsat") if (f.has_inf or f.has_nan) else ("satfinite",)
+    for _model, src, x in iter_models(name, big=False):
+        wide = x.astype(np.float64)
+        for ov in overflows:
+            got = encode(x, name, overflow=ov, nan=nan)
+            want = np.array([
+                encode_one(float(v), name, "rne", ov, nan, src=src, negative_nan=bool(np.signbit(v)))[0]
+                for v in wide
+            ], dtype=np.uint8)
+            row.add(got == want, {}, _mismatch(src, wide, got, "fmtsim", want, "oracle"))
+    return row
+
+
+def _mismatch(src: str, x: np.ndarray, a: np.ndarray, a_name: str, b: np.ndarray, b_name: str
+              ) -> Callable[[int], str]:
+    def describe(i: int) -> str:
+        return f"{src} {x[i]!r}: {a_name} {int(a[i]):#x}, {b_name} {int(b[i]):#x}"
+    return describe
+
+
+def _ml_dtypes_rows(name: str, big: bool) -> list[Row]:
+    f = get_format(name)
+    dt = f.ml_dtype
+    assert dt is not None
+    rows = []
+    dec = Row("ml_dtypes", name, "decode_all")
+    codes = np.arange(f.n_codes, dtype=np.uint8)
+    theirs = codes.view(dt).astype(np.float32).view(np.uint32)
+    ours = decode(codes, name, np.float32).view(np.uint32)
+    dec.add(theirs == ours, {}, lambda i: f"code {i:#x}: ml_dtypes {theirs[i]:#010x}, fmtsim {ours[i]:#010x}")
+    rows.append(dec)
+    by_model: dict[str, Row] = {}
+    for model, src, x in iter_models(name, big=big):
+        row = by_model.setdefault(model, Row("ml_dtypes", name, model))
+        ours_c = encode(x, name, profile="ml_dtypes")
+        with np.errstate(invalid="ignore", over="ignore"):
+            theirs_c = x.astype(dt).view(np.uint8)
+        row.add(ours_c == theirs_c, explain("ml_dtypes", name, src, x),
+                _mismatch(src, x, ours_c, "fmtsim", theirs_c, "ml_dtypes"))
+    rows.extend(by_model.values())
+    return rows
+
+
+def run(impls: tuple[str, ...] = IMPLEMENTATIONS, formats: list[str] | None = None,
+        big: bool = True) -> list[Row]:
+    """Every model for every (implementation, format) pair that applies."""
+    names = [get_format(n).name for n in formats] if formats else list(FORMATS)
+    rows: list[Row] = []
+    for impl in impls:
+        if impl not in IMPLEMENTATIONS:
+            raise ValueError(f"unknown implementation {impl!r}; choose from {', '.join(IMPLEMENTATIONS)}")
+        for name in names:
+            if impl == "fmtsim":
+                rows.append(_decode_all_fmtsim(name))
+                rows.append(_encode_ties_fmtsim(name))
+            elif impl == "ml_dtypes":
+                f = get_format(name)
+                if f.kind == "float" and f.ml_dtype is not None:
+                    rows.extend(_ml_dtypes_rows(name, big))
+    return rows
