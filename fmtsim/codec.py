@@ -239,8 +239,10 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
                 f"0..{n - 1:#x}; pass mask=True to keep only the low {f.bits} bits"
             )
     out = np.empty(flat.size, dtype=dt)
+    # codes are in range (checked or masked above): mode="wrap" only skips numpy's
+    # bounds-error path, which costs a third of the time
     for i in range(0, flat.size, CHUNK):
-        np.take(table, flat[i : i + CHUNK], out=out[i : i + CHUNK])
+        np.take(table, flat[i : i + CHUNK], out=out[i : i + CHUNK], mode="wrap")
     return _finish(out, c.shape)
 
 

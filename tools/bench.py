@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Throughput of fmtsim against its peers, measured side by side in one run.
+
+    python tools/bench.py [--n 16777216] [--repeat 3] [--only codec]
+
+Peers: ml_dtypes ``astype`` always; torch casts (and torchao, where a section
+uses it) when importable. Every number is the best of ``--repeat`` runs; the
+ratio column is peer time / fmtsim time (> 1: fmtsim is faster). Inputs are
+shuffled (ml_dtypes is several times faster on sorted data) and spread over the
+whole range of each format: random signs, exponents from below the smallest
+subnormal to above the overflow threshold, random mantissas.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import fmtsim  # noqa: E402
+from fmtsim import rounding  # noqa: E402
+from fmtsim.policy import resolve  # noqa: E402
+
+EIGHT_BIT = ["e4m3", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0"]
+ALL_ML = ["e4m3", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0", "e2m1", "e3m2", "e2m3"]
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    t = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        t = min(t, time.perf_counter() - t0)
+    return t
+
+
+def spread(fmt: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    f = fmtsim.get_format(fmt)
+    lo = np.log2(float(f.min_positive)) - 3
+    hi = np.log2(float(f.max_finite)) + 2
+    e = rng.uniform(lo, hi, n)
+    x = np.exp2(e) * rng.choice([-1.0, 1.0], n)
+    if not f.signed:
+        x = np.abs(x)
+    x = x.astype(np.float32)
+    rng.shuffle(x)
+    return x
+
+
+def row(label: str, ours: float, peer: float | None, n: int, peer_name: str) -> list[str]:
+    ns = lambda t: f"{t / n * 1e9:.2f}"  # noqa: E731
+    if peer is None:
+        return [label, ns(ours), "-", "-", peer_name]
+    return [label, ns(ours), ns(peer), f"{peer / ours:.2f}x", peer_name]
+
+
+def bench_codec(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]]:
+    rows = []
+    try:
+        import torch  # type: ignore[import-not-found]
+    except ImportError:
+        torch = None
+    torch_types = {} if torch is None else {
+        "e4m3": getattr(torch, "float8_e4m3fn", None), "e5m2": getattr(torch, "float8_e5m2", None),
+        "e4m3fnuz": getattr(torch, "float8_e4m3fnuz", None), "e5m2fnuz": getattr(torch, "float8_e5m2fnuz", None),
+    }
+    for fmt in ALL_ML:
+        f = fmtsim.get_format(fmt)
+        x = spread(fmt, n, rng)
+        out = fmtsim.encode(x, fmt, profile="ml_dtypes")  # warm the table
+        t_ours = best(lambda: fmtsim.encode(x, fmt, profile="ml_dtypes"), repeat)
+        t_ml = best(lambda: x.astype(f.ml_dtype), repeat)
+        assert np.array_equal(out, x.astype(f.ml_dtype).view(np.uint8)) or fmt == "e8m0"
+        rows.append(row(f"encode f32->{fmt} rne", t_ours, t_ml, n, "ml_dtypes astype"))
+        tt = torch_types.get(fmt)
+        if tt is not None:
+            xt = torch.from_numpy(x)
+            rows.append(row(f"encode f32->{fmt} rne", t_ours, best(lambda: xt.to(tt), repeat), n, "torch .to"))
+    for fmt in EIGHT_BIT:
+        f = fmtsim.get_format(fmt)
+        codes = rng.integers(0, 256, n, dtype=np.uint8)
+        typed = codes.view(f.ml_dtype)
+        t_ours = best(lambda: fmtsim.decode(codes, fmt), repeat)
+        t_ml = best(lambda: typed.astype(np.float32), repeat)
+        rows.append(row(f"decode {fmt}->f32", t_ours, t_ml, n, "ml_dtypes astype"))
+    for fmt in ("e4m3", "e5m2"):
+        f = fmtsim.get_format(fmt)
+        x64 = spread(fmt, n, rng).astype(np.float64) * (1 + 2.0**-30)
+        t_ours = best(lambda: fmtsim.encode(x64, fmt, profile="ml_dtypes"), repeat)
+        t_ml = best(lambda: x64.astype(f.ml_dtype), repeat)
+        rows.append(row(f"encode f64->{fmt} rne (exact)", t_ours, t_ml, n, "ml_dtypes astype (rounds twice)"))
+    return rows
+
+
+def bench_tables() -> list[list[str]]:
+    rows = []
+    for fmt in ("e4m3", "e5m2", "e8m0", "uint8"):
+        rounding.table_f32.cache_clear()
+        rounding._sides.cache_clear()
+        t0 = time.perf_counter()
+        rounding.table_f32(resolve(fmt))
+        rows.append([f"float32 table build {fmt}", f"{(time.perf_counter() - t0) * 1e3:.1f} ms"])
+    return rows
+
+
+def bench_memory(n: int, rng: np.random.Generator) -> list[list[str]]:
+    x = spread("e4m3", n, rng)
+    x64 = x.astype(np.float64)
+    fmtsim.encode(x[:10], "e4m3")
+    rows = []
+    for label, arr in (("float32", x), ("float64", x64)):
+        tracemalloc.start()
+        fmtsim.encode(arr, "e4m3")
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        rows.append([f"encode {label} peak allocation beyond input",
+                     f"{peak / n:.2f} bytes/element (output is 1)"])
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1 << 24)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", choices=["codec", "tables", "memory", "block", "conformance", "checkpoint"],
+                    nargs="*")
+    args = ap.parse_args()
+    from tabulate import tabulate
+
+    import ml_dtypes
+
+    rng = np.random.default_rng(0)
+    only = set(args.only or ["codec", "tables", "memory"])
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}")
+    print(f"n = {args.n} elements, best of {args.repeat}\n")
+    if "codec" in only:
+        print(tabulate(bench_codec(args.n, args.repeat, rng),
+                       ["operation", "fmtsim ns/el", "peer ns/el", "peer/fmtsim", "peer"],
+                       disable_numparse=True))
+        print()
+    if "tables" in only:
+        print(tabulate(bench_tables(), ["table", "time"], disable_numparse=True))
+        print()
+    if "memory" in only:
+        print(tabulate(bench_memory(args.n, rng), ["measure", "value"], disable_numparse=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

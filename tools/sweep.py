@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Exhaustive check: every one of the 2^32 float32 bit patterns, encoded by fmtsim,
+against (a) the exact oracle's threshold table and (b) ml_dtypes.
+
+    python tools/sweep.py e4m3 [--rounding rne] [--overflow nonsat] [--no-ml-dtypes]
+    python tools/sweep.py all          # every format ml_dtypes has, its profile
+
+The oracle threshold table is built independently of the fast path: for each
+sign the exact oracle (fmtsim.oracle, rational arithmetic) is bisected over the
+bit patterns to find every pattern where its answer changes (its answer is
+monotone in the value, so each code owns one run of patterns). Every pattern is
+then looked up in that table. ml_dtypes is compared under fmtsim's ml_dtypes
+profile, and its known divergences (fmtsim.conformance.divergences) are counted
+by name. Not run in CI: it takes minutes per format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import fmtsim  # noqa: E402
+from fmtsim.conformance.divergences import explain  # noqa: E402
+from fmtsim.oracle import encode_one  # noqa: E402
+from fmtsim.policy import resolve  # noqa: E402
+
+TOTAL = 1 << 32
+
+
+def _f32(p: int) -> float:
+    return float(np.array([p], dtype=np.uint32).view(np.float32)[0])
+
+
+def oracle_threshold_table(fmt: str, rounding: str, overflow: str, nan: str) -> tuple[np.ndarray, np.ndarray]:
+    """(run starts, codes): pattern p encodes to codes[searchsorted(starts, p, 'right') - 1]."""
+    starts: list[int] = []
+    codes: list[int] = []
+
+    def oracle(p: int) -> int:
+        return encode_one(_f32(p), fmt, rounding, overflow, nan, src="float32")[0]
+
+    for sign in (0, 1 << 31):
+        lo, end = sign, sign | 0x7F800000  # finite patterns and Inf
+        while lo <= end:
+            c = oracle(lo)
+            starts.append(lo)
+            codes.append(c)
+            # largest q in [lo, end] with oracle(q) == c: gallop then bisect
+            step = 1
+            good = lo
+            while good + step <= end and oracle(good + step) == c:
+                good += step
+                step *= 2
+            bad = min(good + step, end + 1)
+            while bad - good > 1:
+                mid = (good + bad) // 2
+                if oracle(mid) == c:
+                    good = mid
+                else:
+                    bad = mid
+            lo = good + 1
+        nan_code = encode_one(float("nan"), fmt, rounding, overflow, nan, src="float32",
+                              negative_nan=bool(sign))[0]
+        starts.append(end + 1)  # every NaN pattern of this sign
+        codes.append(nan_code)
+    return np.array(starts, dtype=np.uint64), np.array(codes, dtype=np.uint8)
+
+
+def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, use_ml: bool, chunk: int,
+          progress: bool = True) -> dict[str, object]:
+    pol = resolve(fmt, rounding, overflow, nan)
+    f = pol.fmt
+    t0 = time.perf_counter()
+    starts, codes = oracle_threshold_table(fmt, pol.rounding, pol.overflow, pol.nan)
+    t_table = time.perf_counter() - t0
+    use_ml = use_ml and f.ml_dtype is not None
+    bar = None
+    if progress:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=TOTAL, unit="pat", unit_scale=True, desc=f"{fmt} {pol.rounding}")
+        except ImportError:
+            bar = None
+    mism_oracle = 0
+    mism_ml = 0
+    known: dict[str, int] = {}
+    examples: list[str] = []
+    for base in range(0, TOTAL, chunk):
+        pats = np.arange(base, base + chunk, dtype=np.uint64)
+        x = pats.astype(np.uint32).view(np.float32)
+        ours = fmtsim.encode(x, fmt, rounding=pol.rounding, overflow=pol.overflow, nan=pol.nan)
+        want = codes[np.searchsorted(starts, pats, side="right") - 1]
+        bad = ours != want
+        if bad.any():
+            mism_oracle += int(bad.sum())
+            for i in np.nonzero(bad)[0][:3]:
+                examples.append(f"pattern {int(pats[i]):#010x}: fmtsim {ours[i]:#x}, oracle {want[i]:#x}")
+        if use_ml:
+            with np.errstate(invalid="ignore", over="ignore"):
+                theirs = x.astype(f.ml_dtype).view(np.uint8)
+            diff = ours != theirs
+            if diff.any():
+                covered = np.zeros_like(diff)
+                for name, mask in explain("ml_dtypes", fmt, "float32", x).items():
+                    known[name] = known.get(name, 0) + int((diff & mask).sum())
+                    covered |= mask
+                mism_ml += int((diff & ~covered).sum())
+        if bar is not None:
+            bar.update(chunk)
+        elif progress and (base // chunk) % 16 == 0:
+            print(f"  {fmt}: {base / TOTAL:.0%}", file=sys.stderr, flush=True)
+    if bar is not None:
+        bar.close()
+    return {
+        "format": fmt, "rounding": pol.rounding, "overflow": pol.overflow, "nan": pol.nan,
+        "patterns": TOTAL, "runs in oracle table": len(starts), "oracle table s": round(t_table, 1),
+        "mismatches vs oracle": mism_oracle,
+        "mismatches vs ml_dtypes (unexplained)": mism_ml if use_ml else "-",
+        "known ml_dtypes divergences": "; ".join(f"{k}: {v}" for k, v in known.items()) or "-",
+        "wall s": round(time.perf_counter() - t0, 1), "examples": examples[:3],
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("format", help="a format name, or 'all' for every format ml_dtypes has")
+    ap.add_argument("--rounding")
+    ap.add_argument("--overflow")
+    ap.add_argument("--nan")
+    ap.add_argument("--no-ml-dtypes", action="store_true")
+    ap.add_argument("--chunk", type=int, default=1 << 24)
+    args = ap.parse_args()
+    from tabulate import tabulate
+
+    if args.format == "all":
+        names = [n for n, f in fmtsim.FORMATS.items() if f.kind == "float" and f.ml_dtype is not None]
+    else:
+        names = [fmtsim.get_format(args.format).name]
+    results = []
+    for name in names:
+        prof = resolve(name, profile="ml_dtypes")
+        r = sweep(name, args.rounding or prof.rounding, args.overflow or prof.overflow,
+                  args.nan or prof.nan, not args.no_ml_dtypes, args.chunk)
+        results.append(r)
+        for e in r.pop("examples"):  # type: ignore[attr-defined]
+            print("  ", e)
+    print(tabulate([list(r.values()) for r in results], list(results[0].keys()), disable_numparse=True))
+    failed = any(r["mismatches vs oracle"] or r["mismatches vs ml_dtypes (unexplained)"] not in (0, "-")
+                 for r in results)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
