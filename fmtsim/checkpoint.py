@@ -417,11 +417,25 @@ def _fingerprint(h: Header) -> str:
     return hashlib.sha256(h.raw + f"{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()
 
 
-def _special_mask(chunk: np.ndarray, fmt: str) -> np.ndarray:
+class _Scratch:
+    """Reused work buffers: fresh megabyte arrays would page-fault on every chunk."""
+
+    def __init__(self) -> None:
+        self.u8 = np.empty(CHUNK_BYTES, dtype=np.uint8)
+        self.mask = np.empty(CHUNK_BYTES, dtype=bool)
+        self.mask2 = np.empty(CHUNK_BYTES, dtype=bool)
+        self.diff = np.empty(CHUNK_BYTES, dtype=bool)
+
+
+def _special_mask(chunk: np.ndarray, fmt: str, scratch: _Scratch) -> np.ndarray:
     """Bytes that are -0, NaN or Inf in OCP ``fmt`` (the only codes whose bits change)."""
+    n = chunk.size
     m = 0x7F if fmt == "e4m3" else 0x7C
-    mask = np.bitwise_and(chunk, m) == m
-    mask |= chunk == 0x80
+    tmp, mask, extra = scratch.u8[:n], scratch.mask[:n], scratch.mask2[:n]
+    np.bitwise_and(chunk, m, out=tmp)
+    np.equal(tmp, m, out=mask)
+    np.equal(chunk, 0x80, out=extra)
+    np.logical_or(mask, extra, out=mask)
     return mask
 
 
@@ -464,6 +478,7 @@ def _convert_shard(job: _Job, progress: Callable[[int], None] | None = None) -> 
     header = _header_bytes(h.ordered(), tags, meta)
     tmp = job.out_path.with_name(f".{job.out_path.name}.tmp-{os.getpid()}")
     buf = np.empty(CHUNK_BYTES, dtype=np.uint8)
+    scratch = _Scratch()
     try:
         with open(job.shard, "rb") as src, open(tmp, "wb") as dst:
             dst.write(header)
@@ -476,7 +491,7 @@ def _convert_shard(job: _Job, progress: Callable[[int], None] | None = None) -> 
                     fmt = job.plan_fp8[e.name]
                     res.fp8_tensors += 1
                     for chunk in _chunks(src, h, e, buf):
-                        special = _special_mask(chunk, fmt)
+                        special = _special_mask(chunk, fmt, scratch)
                         if special.any():
                             idx = np.flatnonzero(special)
                             vals = chunk[idx]
@@ -489,7 +504,7 @@ def _convert_shard(job: _Job, progress: Callable[[int], None] | None = None) -> 
                             res.inf += infs
                             res.nan += int(idx.size) - neg_zero - infs
                             chunk[idx] = luts[fmt][vals]
-                        dst.write(chunk.tobytes())
+                        dst.write(chunk.data)
                         if progress:
                             progress(chunk.size)
                 elif e.name in job.plan_doubled:
@@ -500,7 +515,7 @@ def _convert_shard(job: _Job, progress: Callable[[int], None] | None = None) -> 
                         progress(e.nbytes)
                 else:
                     for chunk in _chunks(src, h, e, buf):
-                        dst.write(chunk.tobytes())
+                        dst.write(chunk.data)
                         if progress:
                             progress(chunk.size)
                 pos = e.end
@@ -511,7 +526,7 @@ def _convert_shard(job: _Job, progress: Callable[[int], None] | None = None) -> 
             dst.flush()
             os.fsync(dst.fileno())
         if job.verify:
-            _verify_shard(h, tmp, job, luts)
+            _verify_shard(h, tmp, job, luts, scratch)
             res.verified = True
         os.replace(tmp, job.out_path)
     except BaseException:
@@ -521,7 +536,7 @@ def _convert_shard(job: _Job, progress: Callable[[int], None] | None = None) -> 
     return res
 
 
-def _verify_shard(h: Header, out_path: Path, job: _Job, luts: dict[str, np.ndarray]) -> None:
+def _verify_shard(h: Header, out_path: Path, job: _Job, luts: dict[str, np.ndarray], scratch: _Scratch) -> None:
     """Re-read the written file: FP8 codes against the rule, scales exactly doubled,
     every other tensor byte-identical."""
     o = read_header(out_path)
@@ -550,9 +565,12 @@ def _verify_shard(h: Header, out_path: Path, job: _Job, luts: dict[str, np.ndarr
                     same = np.array_equal(ca, cb)
                 else:
                     # every byte keeps its bits unless it is an OCP special, which must follow the rule
-                    changed = np.flatnonzero(ca != cb)
-                    special = np.flatnonzero(_special_mask(ca, fmt))
-                    same = np.array_equal(changed, special) and np.array_equal(cb[special], luts[fmt][ca[special]])
+                    special = _special_mask(ca, fmt, scratch)
+                    diff = np.not_equal(ca, cb, out=scratch.diff[: ca.size])
+                    same = np.array_equal(diff, special)
+                    if same and special.any():
+                        idx = np.flatnonzero(special)
+                        same = np.array_equal(cb[idx], luts[fmt][ca[idx]])
                 if not same:
                     raise CheckpointError(f"{out_path}: verification failed in tensor {e.name!r}")
 

@@ -127,12 +127,68 @@ def bench_memory(n: int, rng: np.random.Generator) -> list[list[str]]:
     return rows
 
 
+def bench_checkpoint(total_gb: float, keep: bool) -> list[list[str]]:
+    """Generate a sharded OCP FP8 checkpoint of about ``total_gb`` GB, convert it in a
+    separate process under /usr/bin/time -v, report throughput and peak RSS."""
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+
+    import ml_dtypes
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(1)
+    root = Path(tempfile.mkdtemp(prefix="fmtsim-bench-"))
+    src, out = root / "ocp", root / "fnuz"
+    src.mkdir()
+    rows_n, cols_n = 8192, 16384  # one FP8 weight: 128 MiB, the largest tensor
+    per_shard = 4
+    shard_bytes = per_shard * rows_n * cols_n
+    n_shards = max(1, int(round(total_gb * 2**30 / shard_bytes)))
+    weight_map = {}
+    for s in range(n_shards):
+        name = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
+        t: dict[str, np.ndarray] = {}
+        for k in range(per_shard):
+            p = f"model.layers.{s * per_shard + k}.mlp.down_proj"
+            # realistic codes: Gaussian weights quantized with a per-tensor amax scale
+            w = rng.standard_normal((rows_n, cols_n), dtype=np.float32) * np.float32(448 / 5.5)
+            t[f"{p}.weight"] = fmtsim.encode(w, "e4m3").view(ml_dtypes.float8_e4m3fn)
+            del w
+            t[f"{p}.weight_scale"] = np.array(0.01, np.float32)
+            t[f"{p}.input_scale"] = np.array(0.1, np.float32)
+        t[f"model.layers.{s}.norm.weight"] = np.ones(4096, ml_dtypes.bfloat16)
+        save_file(t, str(src / name))
+        weight_map.update({k: name for k in t})
+    (src / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    size = sum(f.stat().st_size for f in src.iterdir())
+    rows = []
+    for jobs in (1, 2):
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "fmtsim", "fnuz", "convert", str(src), str(out),
+               "--jobs", str(jobs)]
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+        wall = time.perf_counter() - t0
+        if r.returncode:
+            raise RuntimeError(r.stdout + r.stderr)
+        rss_kb = int(next(line.split()[-1] for line in r.stderr.splitlines() if "Maximum resident" in line))
+        limit = 3 * rows_n * cols_n / 2**20 + 200
+        rows.append([f"fnuz convert {size / 2**30:.2f} GiB, {n_shards} shards, --jobs {jobs} (verify on)",
+                     f"{size / wall / 1e6:.0f} MB/s", f"{rss_kb / 1024:.0f} MiB peak RSS (limit {limit:.0f})"])
+    if not keep:
+        shutil.rmtree(root)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1 << 24)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["codec", "tables", "memory", "block", "conformance", "checkpoint"],
                     nargs="*")
+    ap.add_argument("--checkpoint-gb", type=float, default=2.0)
     args = ap.parse_args()
     from tabulate import tabulate
 
@@ -153,6 +209,10 @@ def main() -> int:
         print()
     if "memory" in only:
         print(tabulate(bench_memory(args.n, rng), ["measure", "value"], disable_numparse=True))
+        print()
+    if "checkpoint" in only:
+        print(tabulate(bench_checkpoint(args.checkpoint_gb, keep=False), ["operation", "throughput", "memory"],
+                       disable_numparse=True))
     return 0
 
 
