@@ -13,7 +13,7 @@ pytest.importorskip("safetensors", reason="checkpoint conversion needs the safet
 from safetensors.numpy import save_file  # noqa: E402
 
 import fmtsim  # noqa: E402
-from fmtsim.checkpoint import META_KEY, CheckpointError, convert, load, plan  # noqa: E402
+from fmtsim.checkpoint import META_KEY, CheckpointError, convert, load  # noqa: E402
 from fmtsim.cli import main  # noqa: E402
 
 E4M3 = ml_dtypes.float8_e4m3fn

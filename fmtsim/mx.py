@@ -1,0 +1,217 @@
+"""OCP MX v1.0 block conversion (section 6.3): MXFP8 (E4M3, E5M2), MXFP6 (E3M2, E2M3),
+MXFP4 and MXINT8, with every scale rule in use.
+
+For a block of values V_i (32 by default) along ``axis``:
+
+    X   = 2^shared_exp, stored as an E8M0 code (bias 127)
+    P_i = element_encode(V_i / X)   rounded once with ``rounding``; magnitudes beyond the
+                                    element's max are clamped to +-max (MX INT8: +-127/64)
+
+``scale_rule`` picks shared_exp from the block's amax (bit for bit as torchao's
+``ScaleCalculationMode``; emax_elem: E4M3 8, E5M2 15, E3M2 4, E2M3 2, E2M1 2, INT8 0):
+
+    floor  floor(log2(amax)) - emax_elem            (OCP 6.3, the default)
+    ceil   floor + 1 when amax is not a power of two
+    even   floor after rounding amax to the element's mantissa width, half up (float32
+           input: an amax that rounds up to 2^128 overflows float32, scale 0xFF, as torchao)
+    rceil  the smallest power of two >= fl(amax * fl(1/max_elem)): the cuBLAS /
+           TransformerEngine recipe, PTX cvt.rp.satfinite.ue8m0x2.f32 (the product is
+           computed in float32 for float16/bfloat16/float32 input, float64 for float64)
+
+floor(log2(amax)) comes from the exponent bits (integer extraction), never from a
+floating-point log2: float32 log2(0x40FFFFFF) returns 3.0 and would pick the
+wrong scale. As in torchao, a float32 *subnormal* amax has exponent field 0 and so
+counts as 2^-127 with mantissa bits set; this only shows under ``ceil`` with
+MXINT8 (emax 0), where such a block gets scale byte 1. float64 input uses the true
+exponent (``frexp``). Special cases (each tested):
+
+    NaN or Inf in a block    scale 0xFF (NaN); the block decodes to NaN; its element
+                             codes are written as 0
+    all-zero block           scale 0x00 (2^-127), elements 0
+    shared_exp > 127         scale 0xFF (only float64 inputs can get there)
+    shared_exp < -127        clamped to -127; small elements then underflow
+    float32 subnormal input  handled exactly; ``flush_subnormals=True`` flushes them to
+                             (signed) zero first, as microxcaling does
+
+Rounding: ``rne`` (default; gfloat, torchao, cuDNN) or ``rna`` (microxcaling's default),
+or any fmtsim mode incl. ``sr`` with ``rbits`` of x's shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .block import Blocks, block_amax, merge, scales_from_layout, scales_to_layout, split
+from .codec import as_float_array, decode, encode
+from .formats import Format, get_format
+
+__all__ = ["SCHEMES", "SCALE_RULES", "MXTensor", "quantize", "dequantize", "scale_codes"]
+
+SCHEMES = {
+    "mxfp8_e4m3": "e4m3",
+    "mxfp8_e5m2": "e5m2",
+    "mxfp6_e3m2": "e3m2",
+    "mxfp6_e2m3": "e2m3",
+    "mxfp4": "e2m1",
+    "mxint8": "mxint8",
+}
+_ALIASES = {"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e3m2"}
+SCALE_RULES = ("floor", "ceil", "even", "rceil")
+E8M0_NAN = 0xFF
+
+
+@dataclass
+class MXTensor:
+    """codes: element codes (uint8, unpacked) in x's layout (padded along ``axis`` when
+    ``pad`` was used); scales: E8M0 codes, x's shape with ``axis`` divided by the block."""
+
+    codes: np.ndarray
+    scales: np.ndarray
+    scheme: str
+    axis: int
+    block_size: int
+    scale_rule: str
+    length: int  # original length along axis (before padding)
+    shape: tuple[int, ...]
+
+    @property
+    def element_format(self) -> Format:
+        return get_format(SCHEMES[self.scheme])
+
+
+def _scheme(name: str) -> str:
+    key = name.lower()
+    key = _ALIASES.get(key, key)
+    if key not in SCHEMES:
+        raise ValueError(f"unknown MX scheme {name!r}; choose from {', '.join(SCHEMES)}")
+    return key
+
+
+def _codes_from_exponent(e: np.ndarray, finite: np.ndarray) -> np.ndarray:
+    """Unbiased shared exponents -> E8M0 codes: clamp below at -127, NaN above 127."""
+    e = np.maximum(e, -127)
+    code = np.where(finite & (e <= 127), e + 127, E8M0_NAN)
+    return code.astype(np.uint8)
+
+
+def scale_codes(amax: np.ndarray, elem: str | Format, rule: str = "floor") -> np.ndarray:
+    """E8M0 scale code for each block amax (float32 or float64 array), per ``rule``."""
+    f = get_format(elem)
+    if rule not in SCALE_RULES:
+        raise ValueError(f"unknown scale rule {rule!r}; choose from {', '.join(SCALE_RULES)}")
+    emax = f.emax
+    mbits = f.precision - 1
+    a = np.asarray(amax)
+    finite = np.isfinite(a)
+    if a.dtype == np.float32:
+        u = a.view(np.uint32).astype(np.int64) & 0x7FFFFFFF
+        if rule == "rceil":
+            with np.errstate(over="ignore", invalid="ignore"):
+                d = (a * np.float32(1.0 / float(f.max_finite))).astype(np.float32)
+            du = d.view(np.uint32).astype(np.int64) & 0x7FFFFFFF
+            dexp, dman = du >> 23, du & 0x7FFFFF
+            # ceil to a power of two; float32 subnormals: byte 0 is 2^-127, above it byte 1
+            up = np.where(dexp == 0, dman > 0x400000, dman != 0)
+            code = dexp + up
+            return np.where(np.isfinite(d) & finite & (code <= 254), code, E8M0_NAN).astype(np.uint8)
+        if rule == "even":
+            u = (u + (1 << (23 - mbits - 1))) & 0x7F800000
+            finite = finite & (u != 0x7F800000)
+        exp_field = u >> 23
+        e = exp_field - 127
+        if rule == "ceil":
+            e = e + ((u & 0x7FFFFF) != 0)
+        return _codes_from_exponent(e - emax, finite)
+    a64 = a.astype(np.float64)
+    m, ex = np.frexp(a64)  # a = m * 2^ex, m in [0.5, 1): floor(log2 a) = ex - 1, exactly
+    floor_log2 = np.where(a64 > 0, ex - 1, -1100)
+    if rule == "rceil":
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = a64 * (1.0 / float(f.max_finite))
+        dm, dex = np.frexp(d)
+        e = np.where(d > 0, np.where(dm == 0.5, dex - 1, dex), -1100)
+        return _codes_from_exponent(e, finite & np.isfinite(d))
+    if rule == "ceil":
+        floor_log2 = floor_log2 + ((a64 > 0) & (m != 0.5))
+    elif rule == "even":
+        floor_log2 = floor_log2 + ((a64 > 0) & (m >= 1 - 2.0 ** -(mbits + 2)))
+    return _codes_from_exponent(floor_log2 - emax, finite)
+
+
+def _flush(x: np.ndarray) -> np.ndarray:
+    tiny = np.finfo(np.float32).tiny if x.dtype == np.float32 else np.finfo(np.float64).tiny
+    return np.where(np.abs(x) < tiny, np.copysign(np.zeros_like(x), x), x)
+
+
+def quantize(
+    x: Any,
+    scheme: str = "mxfp8_e4m3",
+    *,
+    axis: int = -1,
+    block_size: int = 32,
+    scale_rule: str = "floor",
+    rounding: str = "rne",
+    rbits: Any = None,
+    pad: bool = False,
+    flush_subnormals: bool = False,
+) -> MXTensor:
+    """MX-quantize ``x`` along ``axis`` (see the module docstring for every rule)."""
+    key = _scheme(scheme)
+    elem = get_format(SCHEMES[key])
+    arr, src = as_float_array(x)
+    work = arr.astype(np.float64) if src == "float64" else arr.astype(np.float32)
+    if flush_subnormals:
+        work = _flush(work.astype(np.float32)) if src != "float64" else _flush(work)
+    b = split(work, axis=axis, block=block_size, pad=pad, what=key)
+    amax = block_amax(b.data)
+    codes_x = scale_codes(amax, elem, scale_rule)
+    nan_block = codes_x == E8M0_NAN
+    se = codes_x.astype(np.int64) - 127
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        scaled = np.ldexp(b.data, -np.where(nan_block, 0, se)[:, None].astype(np.int32))
+    # a nonzero that underflowed to zero keeps its sign and its being nonzero, which is
+    # all that directed and stochastic rounding can see this far below the element grid
+    lost = (scaled == 0) & (b.data != 0)
+    if lost.any():
+        tiny = np.nextafter(scaled.dtype.type(0), scaled.dtype.type(1))
+        scaled = np.where(lost, np.copysign(tiny, b.data), scaled)
+    scaled = np.where(nan_block[:, None], 0, scaled).astype(work.dtype)
+    r = None
+    if rbits is not None:
+        r = split(np.asarray(rbits), axis=axis, block=block_size, pad=pad, what="rbits").data
+    overflow = "satsym" if elem.kind == "int" else "satfinite"
+    nan = "zero" if not elem.has_nan else None
+    codes = encode(scaled, elem, rounding=rounding, overflow=overflow, nan=nan, rbits=r)
+    codes = np.asarray(codes).reshape(b.data.shape)
+    return MXTensor(
+        codes=merge(codes, b, trim=False),
+        scales=scales_to_layout(codes_x, b),
+        scheme=key,
+        axis=b.axis,
+        block_size=block_size,
+        scale_rule=scale_rule,
+        length=arr.shape[b.axis] if arr.ndim else 1,
+        shape=arr.shape,
+    )
+
+
+def _blocks_of(q: MXTensor) -> Blocks:
+    return split(q.codes, axis=q.axis, block=q.block_size, what="codes")
+
+
+def dequantize(q: MXTensor, dtype: Any = np.float32) -> np.ndarray:
+    """Exact values element * 2^(scale - 127) (NaN for NaN scales), padding removed,
+    rounded once to ``dtype`` (float64 is exact)."""
+    elem = q.element_format
+    b = _blocks_of(q)
+    vals = decode(b.data, elem, np.float64)
+    sc = scales_from_layout(q.scales, b).astype(np.int64)
+    with np.errstate(over="ignore", under="ignore"):
+        out = np.ldexp(vals, (sc - 127)[:, None].astype(np.int32))
+    out = np.where((sc == E8M0_NAN)[:, None], np.nan, out)
+    full = merge(out, b, trim=False)
+    full = np.take(full, np.arange(q.length), axis=q.axis) if q.length != full.shape[q.axis] else full
+    return full.astype(dtype)

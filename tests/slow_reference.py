@@ -1,0 +1,100 @@
+"""Independent slow references for the block-scaled schemes: one block at a time,
+Python scalars and Fractions, elements through the exact oracle."""
+
+from fractions import Fraction
+
+import numpy as np
+
+import fmtsim
+from fmtsim.oracle import encode_one
+
+EMAX = {"e4m3": 8, "e5m2": 15, "e3m2": 4, "e2m3": 2, "e2m1": 2, "mxint8": 0}
+
+
+def floor_log2(v: Fraction) -> int:
+    e = 0
+    while Fraction(2) ** e > v:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= v:
+        e += 1
+    return e
+
+
+def mx_block(values, elem, rule="floor", rounding="rne"):
+    """(scale code, element codes) for one block of Python floats (float32 values)."""
+    f = fmtsim.get_format(elem)
+    if any(v != v or v in (float("inf"), float("-inf")) for v in values):
+        return 0xFF, [0] * len(values)
+    amax = max(abs(Fraction(v)) for v in values)
+    if amax == 0:
+        return 0x00, [0] * len(values)
+    emax = EMAX[elem]
+    if rule == "rceil":
+        d = np.float32(np.float32(float(amax)) * np.float32(1.0 / float(f.max_finite)))
+        d = Fraction(float(d))
+        e = floor_log2(d)
+        if Fraction(2) ** e != d:
+            e += 1
+        if d < Fraction(2) ** -127:  # E8M0 byte 0 is 2^-127: anything at or below it
+            e = -127
+    else:
+        # float32 inputs: the exponent is read from the bit fields, so a subnormal amax
+        # counts as exponent -127 and (for ceil) as having mantissa bits set
+        e = max(floor_log2(amax), -127)
+        if rule == "ceil" and (Fraction(2) ** e != amax):
+            e += 1
+        if rule == "even":
+            mbits = f.precision - 1
+            if amax < Fraction(2) ** -126:  # float32 subnormal: exponent field 0 until it carries
+                e = -126 if amax >= Fraction(2) ** -126 - Fraction(2) ** (-127 - mbits) else -127
+            else:  # round amax to mbits fraction bits, half up, then take its exponent
+                step = Fraction(2) ** (e - mbits)
+                r = (amax / step + Fraction(1, 2)).__floor__() * step
+                if r >= Fraction(2) ** 128:  # past float32's range: torchao's bit trick gives Inf
+                    return 0xFF, [0] * len(values)
+                e = floor_log2(r)
+        e -= emax
+    e = max(e, -127)
+    if e > 127:
+        return 0xFF, [0] * len(values)
+    overflow = "satsym" if f.kind == "int" else "satfinite"
+    codes = [encode_one(Fraction(v) / Fraction(2) ** e if v != 0 else float(v), elem, rounding, overflow,
+                        "zero" if not f.has_nan else None)[0] for v in values]
+    return e + 127, codes
+
+
+def mx_reference(x2d, elem, rule="floor", rounding="rne", block=32):
+    """x2d (rows, K) float32, blocked along the last axis."""
+    scales, codes = [], []
+    for row in x2d:
+        srow, crow = [], []
+        for i in range(0, len(row), block):
+            s, c = mx_block([float(v) for v in row[i:i + block]], elem, rule, rounding)
+            srow.append(s)
+            crow.extend(c)
+        scales.append(srow)
+        codes.append(crow)
+    return np.array(scales, np.uint8), np.array(codes, np.uint8)
+
+
+def intq_reference(values, bits, symmetric, scale_dtype=np.float32):
+    """(scale, zero point, codes) for one block, exact rounding with Fractions."""
+    vals = [Fraction(float(v)) for v in values]
+
+    def rne(q: Fraction) -> int:
+        k = q.__floor__()
+        rem = q - k
+        return k + (1 if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and k % 2) else 0)
+
+    if symmetric:
+        qmax = 2 ** (bits - 1) - 1
+        amax = max(abs(v) for v in vals)
+        s = float(scale_dtype(float(amax) / qmax)) if amax else 1.0
+        codes = [max(-qmax, min(qmax, rne(v / Fraction(s)))) for v in vals]
+        return s, 0, codes
+    top = 2**bits - 1
+    lo, hi = min(min(vals), 0), max(max(vals), 0)
+    s = float(scale_dtype(float(hi - lo) / top)) if hi > lo else 1.0
+    z = max(0, min(top, rne(-lo / Fraction(s))))
+    codes = [max(0, min(top, rne(v / Fraction(s)) + z)) for v in vals]
+    return s, z, codes
