@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Blocks", "split", "merge", "scales_to_layout", "scales_from_layout", "block_amax"]
+__all__ = ["Blocks", "split", "merge", "scales_to_layout", "scales_from_layout", "block_amax", "row_max"]
 
 
 @dataclass(frozen=True)
@@ -150,9 +150,19 @@ def scales_from_layout(scales: np.ndarray, b: Blocks) -> np.ndarray:
     return moved.reshape(-1)
 
 
-def block_amax(data: np.ndarray) -> np.ndarray:
-    """max |x| of each block; NaN if the block holds a NaN (np.max propagates it)."""
-    if data.shape[1] == 0:
-        return np.zeros(data.shape[0], dtype=data.dtype)
-    out: Any = np.max(np.abs(data), axis=1)
+def row_max(a: np.ndarray) -> np.ndarray:
+    """Max of each row; NaN if the row holds one. Short rows (MX blocks of 32) reduce
+    about twice as fast by halving with np.maximum than with max(axis=1)."""
+    if a.shape[1] == 0:
+        return np.zeros(a.shape[0], dtype=a.dtype)
+    w = a.shape[1]
+    while w > 1 and w % 2 == 0:
+        w //= 2
+        a = np.maximum(a[:, :w], a[:, w : 2 * w])
+    out: Any = a.max(axis=1) if w > 1 else a[:, 0]
     return np.asarray(out)
+
+
+def block_amax(data: np.ndarray) -> np.ndarray:
+    """max |x| of each block; NaN if the block holds a NaN (np.maximum propagates it)."""
+    return row_max(np.abs(data))

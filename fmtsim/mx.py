@@ -44,9 +44,11 @@ from typing import Any
 
 import numpy as np
 
-from .block import Blocks, block_amax, merge, scales_from_layout, scales_to_layout, split
-from .codec import as_float_array, decode, encode
+from .block import Blocks, merge, row_max, scales_from_layout, scales_to_layout, split
+from .codec import as_float_array, decode
 from .formats import Format, get_format
+from .policy import resolve
+from .rounding import CHUNK, encode_f64, encode_fast
 
 __all__ = ["SCHEMES", "SCALE_RULES", "MXTensor", "quantize", "dequantize", "scale_codes"]
 
@@ -142,7 +144,8 @@ def scale_codes(amax: np.ndarray, elem: str | Format, rule: str = "floor") -> np
 
 
 def _flush(x: np.ndarray) -> np.ndarray:
-    tiny = np.finfo(np.float32).tiny if x.dtype == np.float32 else np.finfo(np.float64).tiny
+    """Subnormals -> zero of the same sign, judged in float32 (microxcaling's behaviour)."""
+    tiny = np.finfo(np.float32).tiny
     return np.where(np.abs(x) < tiny, np.copysign(np.zeros_like(x), x), x)
 
 
@@ -162,30 +165,47 @@ def quantize(
     key = _scheme(scheme)
     elem = get_format(SCHEMES[key])
     arr, src = as_float_array(x)
-    work = arr.astype(np.float64) if src == "float64" else arr.astype(np.float32)
+    work = arr.astype(np.float64 if src == "float64" else np.float32, copy=False)
     if flush_subnormals:
-        work = _flush(work.astype(np.float32)) if src != "float64" else _flush(work)
+        work = _flush(work)
     b = split(work, axis=axis, block=block_size, pad=pad, what=key)
-    amax = block_amax(b.data)
-    codes_x = scale_codes(amax, elem, scale_rule)
-    nan_block = codes_x == E8M0_NAN
-    se = codes_x.astype(np.int64) - 127
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        scaled = np.ldexp(b.data, -np.where(nan_block, 0, se)[:, None].astype(np.int32))
-    # a nonzero that underflowed to zero keeps its sign and its being nonzero, which is
-    # all that directed and stochastic rounding can see this far below the element grid
-    lost = (scaled == 0) & (b.data != 0)
-    if lost.any():
-        tiny = np.nextafter(scaled.dtype.type(0), scaled.dtype.type(1))
-        scaled = np.where(lost, np.copysign(tiny, b.data), scaled)
-    scaled = np.where(nan_block[:, None], 0, scaled).astype(work.dtype)
     r = None
     if rbits is not None:
         r = split(np.asarray(rbits), axis=axis, block=block_size, pad=pad, what="rbits").data
-    overflow = "satsym" if elem.kind == "int" else "satfinite"
-    nan = "zero" if not elem.has_nan else None
-    codes = encode(scaled, elem, rounding=rounding, overflow=overflow, nan=nan, rbits=r)
-    codes = np.asarray(codes).reshape(b.data.shape)
+        if r.shape != b.data.shape:
+            raise ValueError(f"rbits must have x's shape {arr.shape}, not {np.shape(rbits)}")
+    pol = resolve(elem, rounding, "satsym" if elem.kind == "int" else "satfinite",
+                  "zero" if not elem.has_nan else None)
+    n_rows, blen = b.data.shape
+    codes = np.empty((n_rows, blen), dtype=np.uint8)
+    codes_x = np.empty(n_rows, dtype=np.uint8)
+    rows_per = max(1, CHUNK // max(blen, 1))
+    tiny = np.nextafter(work.dtype.type(0), work.dtype.type(1))
+    mag = np.empty((min(rows_per, n_rows), blen), dtype=work.dtype)
+    for r0 in range(0, n_rows, rows_per):
+        d = b.data[r0 : r0 + rows_per]
+        m = np.abs(d, out=mag[: d.shape[0]])
+        sc = scale_codes(row_max(m), elem, scale_rule)
+        codes_x[r0 : r0 + rows_per] = sc
+        nan_block = sc == E8M0_NAN
+        # X = 2^(code - 127) is a power of two, so x / X is exact unless it underflows
+        factor = np.ldexp(work.dtype.type(1), (127 - np.where(nan_block, 127, sc.astype(np.int32))))
+        with np.errstate(invalid="ignore"):
+            scaled = np.multiply(d, factor[:, None].astype(work.dtype), out=m)
+        if factor.min() < 1 and np.count_nonzero(scaled) != np.count_nonzero(d):
+            # a nonzero that underflowed keeps its sign and its being nonzero, which is all
+            # that directed and stochastic rounding can see this far below the element grid
+            lost = (scaled == 0) & (d != 0)
+            scaled[lost] = np.copysign(tiny, d[lost])
+        if nan_block.any():
+            scaled[nan_block] = 0
+        flat = scaled.reshape(-1)
+        out = codes[r0 : r0 + rows_per].reshape(-1)
+        if r is None:
+            encode_fast(flat, pol, out)
+        else:
+            out[:] = encode_f64(flat.astype(np.float64), pol, rbits=r[r0 : r0 + rows_per].reshape(-1),
+                                src=src)[0]
     return MXTensor(
         codes=merge(codes, b, trim=False),
         scales=scales_to_layout(codes_x, b),

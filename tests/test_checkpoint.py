@@ -279,3 +279,4 @@ def test_load_returns_fnuz_dtypes(tmp_path):
     assert np.array_equal(got["w"].astype(np.float32) * got["w_scale"], x * 3.0)
     assert not math.isnan(float(got["w_scale"]))
     assert os.path.exists(tmp_path / "f.safetensors")
+

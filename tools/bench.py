@@ -127,6 +127,44 @@ def bench_memory(n: int, rng: np.random.Generator) -> list[list[str]]:
     return rows
 
 
+def _numpy_mx(x: np.ndarray, elem: str, dtype: object) -> tuple[np.ndarray, np.ndarray]:
+    """The straightforward numpy + ml_dtypes MX quantizer a user would write (float log2)."""
+    f = fmtsim.get_format(elem)
+    xb = x.reshape(-1, 32)
+    amax = np.abs(xb).max(axis=1)
+    with np.errstate(divide="ignore"):
+        e = np.clip(np.floor(np.log2(amax)) - f.emax, -127, 127)
+    scaled = np.clip(xb / np.exp2(e)[:, None], -float(f.max_finite), float(f.max_finite))
+    return scaled.astype(dtype), (e + 127).astype(np.uint8)
+
+
+def bench_block(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]]:
+    import ml_dtypes
+
+    from fmtsim import mx, nvfp4
+
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-8, 8, n))).astype(np.float32).reshape(-1, 1024)
+    rows = []
+    try:
+        import torch
+        from torchao.prototype.mx_formats.mx_tensor import to_mx  # type: ignore[import-not-found]
+    except ImportError:
+        torch = None
+    for scheme, elem, dt in (("mxfp8_e4m3", "e4m3", ml_dtypes.float8_e4m3fn),
+                             ("mxfp4", "e2m1", ml_dtypes.float4_e2m1fn)):
+        t_ours = best(lambda: mx.quantize(x, scheme), repeat)
+        t_np = best(lambda: _numpy_mx(x, elem, dt), repeat)
+        rows.append(row(f"mx.quantize {scheme} (floor)", t_ours, t_np, n, "numpy+ml_dtypes, float log2"))
+        if torch is not None:
+            xt = torch.from_numpy(x)
+            tdt = torch.float8_e4m3fn if elem == "e4m3" else torch.float4_e2m1fn_x2
+            rows.append(row(f"mx.quantize {scheme} (floor)", t_ours, best(lambda: to_mx(xt, tdt, 32), repeat), n,
+                            "torchao to_mx (CPU)"))
+    t_nv = best(lambda: nvfp4.quantize(x), repeat)
+    rows.append(row("nvfp4.quantize 1x16 (te)", t_nv, None, n, "torchao not installed" if torch is None else ""))
+    return rows
+
+
 def bench_checkpoint(total_gb: float, keep: bool) -> list[list[str]]:
     """Generate a sharded OCP FP8 checkpoint of about ``total_gb`` GB, convert it in a
     separate process under /usr/bin/time -v, report throughput and peak RSS."""
@@ -164,7 +202,8 @@ def bench_checkpoint(total_gb: float, keep: bool) -> list[list[str]]:
     (src / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     size = sum(f.stat().st_size for f in src.iterdir())
     rows = []
-    for jobs in (1, 2):
+    os.sync()  # the generated input is on disk and in the page cache: a warm cache, no writeback in flight
+    for jobs in (1, 1, 2):
         shutil.rmtree(out, ignore_errors=True)
         cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "fmtsim", "fnuz", "convert", str(src), str(out),
                "--jobs", str(jobs)]
@@ -175,6 +214,7 @@ def bench_checkpoint(total_gb: float, keep: bool) -> list[list[str]]:
             raise RuntimeError(r.stdout + r.stderr)
         rss_kb = int(next(line.split()[-1] for line in r.stderr.splitlines() if "Maximum resident" in line))
         limit = 3 * rows_n * cols_n / 2**20 + 200
+        os.sync()
         rows.append([f"fnuz convert {size / 2**30:.2f} GiB, {n_shards} shards, --jobs {jobs} (verify on)",
                      f"{size / wall / 1e6:.0f} MB/s", f"{rss_kb / 1024:.0f} MiB peak RSS (limit {limit:.0f})"])
     if not keep:
@@ -195,7 +235,7 @@ def main() -> int:
     import ml_dtypes
 
     rng = np.random.default_rng(0)
-    only = set(args.only or ["codec", "tables", "memory"])
+    only = set(args.only or ["codec", "tables", "memory", "block", "checkpoint"])
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}")
     print(f"n = {args.n} elements, best of {args.repeat}\n")
@@ -209,6 +249,10 @@ def main() -> int:
         print()
     if "memory" in only:
         print(tabulate(bench_memory(args.n, rng), ["measure", "value"], disable_numparse=True))
+        print()
+    if "block" in only:
+        print(tabulate(bench_block(1 << 22, args.repeat, rng),
+                       ["operation", "fmtsim ns/el", "peer ns/el", "peer/fmtsim", "peer"], disable_numparse=True))
         print()
     if "checkpoint" in only:
         print(tabulate(bench_checkpoint(args.checkpoint_gb, keep=False), ["operation", "throughput", "memory"],
