@@ -98,3 +98,39 @@ def intq_reference(values, bits, symmetric, scale_dtype=np.float32):
     z = max(0, min(top, rne(-lo / Fraction(s))))
     codes = [max(0, min(top, rne(v / Fraction(s)) + z)) for v in vals]
     return s, z, codes
+
+
+def nvfp4_block(values, recipe, g):
+    """(scale code, element codes) for one 16-element block; ``g`` the global decode
+    multiplier (float32). Every step a numpy float32 scalar op, in the recipe's order."""
+    f32 = np.float32
+    vals = [f32(v) for v in values]
+    bmax = max(abs(v) for v in vals)
+    e4m3 = fmtsim.get_format("e4m3")
+
+    def e4m3_code(v):
+        return encode_one(float(v), "e4m3")[0]
+
+    if recipe == "te":
+        enc = f32(f32(1.0) / f32(g))
+        s = f32(bmax * f32(enc * f32(f32(1.0) / f32(6.0))))
+        s = f32(min(max(s, f32(-448)), f32(448)))
+        sc = e4m3_code(s)
+        sv = f32(float(e4m3.code_value(sc)))
+        m = f32(min(f32(f32(1.0) / f32(sv * f32(g))), np.finfo(np.float32).max))
+        scaled = [f32(v * m) for v in vals]
+    else:
+        s = f32(f32(bmax / f32(6.0)) / f32(g))
+        s = f32(min(max(s, f32(2.0**-6)), f32(448)))
+        sc = e4m3_code(s)
+        sv = f32(float(e4m3.code_value(sc)))
+        total = f32(f32(g) * sv)
+        scaled = [f32(v / total) for v in vals]
+    codes = []
+    for v in scaled:
+        v = f32(min(max(v, f32(-6)), f32(6)))
+        c = encode_one(float(v), "e2m1")[0]
+        if recipe == "te" and c == 0x8:
+            c = 0  # TE's cast writes -0 as code 0
+        codes.append(c)
+    return sc, codes

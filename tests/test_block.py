@@ -311,3 +311,32 @@ def test_torch_peers_bit_for_bit():
         q = mx.quantize(x, "mxfp8_e4m3", scale_rule=rule)
         assert np.array_equal(s.view(torch.uint8).numpy(), q.scales)
         assert np.array_equal(d.view(torch.uint8).numpy(), q.codes)
+
+
+@pytest.mark.parametrize("recipe", nvfp4.RECIPES)
+@pytest.mark.parametrize("tile", [(1, 16), (16, 16)])
+def test_nvfp4_equals_slow_reference(recipe, tile, rng):
+    from .slow_reference import nvfp4_block
+
+    x = (rng.standard_normal((16, 48)) * np.exp2(rng.integers(-12, 12, (16, 1)))).astype(np.float32)
+    x[0, :16] = 0  # an all-zero block
+    x[1, 16:32] = 1e-30  # a block tiny relative to the tensor
+    x[2, 0] = 6.5e3  # the tensor amax
+    x[3, 5] = -0.0
+    q = nvfp4.quantize(x, recipe=recipe, tile=tile)
+    g = q.global_scale
+    if recipe == "te":
+        enc = np.float32(min(np.float32(2688.0) / np.float32(np.max(np.abs(x))), np.finfo(np.float32).max))
+        assert g == np.float32(np.float32(1.0) / enc)
+    else:
+        assert g == np.float32(np.float32(np.max(np.abs(x))) / np.float32(2688.0))
+    rows = tile[0]
+    for r0 in range(0, 16, rows):
+        for c0 in range(0, 48, 16):
+            tile_vals = x[r0:r0 + rows, c0:c0 + 16]
+            sc, _ = nvfp4_block(tile_vals.ravel(), recipe, g)
+            assert np.all(q.scales[r0:r0 + rows, c0 // 16] == sc)
+            for r in range(r0, r0 + rows):
+                # elements use the tile's scale; the block max only decides that scale
+                _, codes = nvfp4_block(np.concatenate([x[r, c0:c0 + 16], tile_vals.ravel()]), recipe, g)
+                assert q.codes[r, c0:c0 + 16].tolist() == codes[:16]
