@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import io
 import sys
 import time
@@ -242,6 +243,70 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _vector_files(level: int, seed: int) -> list:  # type: ignore[type-arg]
+    from .conformance.vectors import block_files, scalar_files
+
+    return list(scalar_files(level, seed)) + list(block_files(seed + 1))
+
+
+def cmd_gen(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .conformance.vectors import write_vectors
+
+    files = _vector_files(args.level, args.seed)
+    if args.op != "all":
+        files = [f for f in files if fnmatch.fnmatchcase(f.name, args.op) or f.name.startswith(args.op + ".")]
+        if not files:
+            raise UsageError(f"no vector file matches {args.op!r}; try 'fmtsim gen all --list'")
+    if args.list:
+        for f in files:
+            print(f.name)
+        return 0
+    if args.output is None:
+        if len(files) != 1 or not files[0].name.endswith(".tv"):
+            raise UsageError("printing to stdout needs exactly one .tv file; name it or pass -o DIR")
+        text = files[0].text.decode()
+        if args.operands:
+            n_ops = 2 if "rbits" in files[0].meta.get("line", "") else 1
+            text = "".join(" ".join(line.split()[:n_ops]) + "\n" for line in text.splitlines())
+        sys.stdout.write(text)
+        return 0
+    manifest = write_vectors(files, Path(args.output), args.level)
+    print(f"wrote {len(manifest['files'])} files and manifest.json to {args.output}")
+    return 0
+
+
+def cmd_ver(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from .conformance.vectors import verify_lines
+
+    vec_dir = Path(args.vectors)
+    try:
+        manifest = json.loads((vec_dir / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{vec_dir}/manifest.json: {e}") from None
+    if args.op not in manifest["files"]:
+        raise UsageError(f"{args.op!r} is not in {vec_dir}/manifest.json")
+    meta = manifest["files"][args.op]
+    if not args.op.endswith(".tv"):
+        raise UsageError("fmtsim ver compares .tv files; check binary block outputs against the manifest's arrays")
+    expected = (vec_dir / args.op).read_text()
+    actual = sys.stdin.read() if args.file in (None, "-") else Path(args.file).read_text()
+    try:
+        res = verify_lines(expected, actual, meta, check_flags=not args.ignore_flags,
+                           check_nans=args.check_nans, max_errors=args.errors, what=args.file or "stdin")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    for m in res.messages:
+        print(m)
+    print(f"{args.op}: {res.cases} cases, {res.cases - res.failed} passed, {res.failed} failed "
+          f"({meta.get('coverage_model', '-')})")
+    return 1 if res.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fmtsim", description="Bit-exact low-precision format reference")
     p.add_argument("--version", action="version", version=f"fmtsim {__version__}")
@@ -287,6 +352,24 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--jobs", type=int, default=1, help="shards converted in parallel processes")
     c.add_argument("--no-verify", action="store_true", help="skip re-reading and checking the output")
     c.set_defaults(func=cmd_fnuz_convert)
+
+    s = sub.add_parser("gen", help="write golden vectors (TestFloat-style .tv and block binaries)")
+    s.add_argument("op", nargs="?", default="all", help="a file name or glob, e.g. 'f32_to_e4m3.rne.*' (default all)")
+    s.add_argument("--level", type=int, choices=[1, 2], default=1)
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("-o", "--output", help="directory; without it one .tv file goes to stdout")
+    s.add_argument("--operands", action="store_true", help="stdout: operands only (to feed a device)")
+    s.add_argument("--list", action="store_true", help="list the file names")
+    s.set_defaults(func=cmd_gen)
+
+    s = sub.add_parser("ver", help="verify a device's results against a vector file")
+    s.add_argument("op", help="the vector file name (as in manifest.json)")
+    s.add_argument("file", nargs="?", help="the device's result lines (default: stdin)")
+    s.add_argument("--vectors", default="vectors", help="the vectors directory (default ./vectors)")
+    s.add_argument("--errors", type=int, default=20, help="failures printed")
+    s.add_argument("--check-nans", action="store_true", help="NaN codes must match exactly")
+    s.add_argument("--ignore-flags", action="store_true", help="do not compare flags (GPUs report none)")
+    s.set_defaults(func=cmd_ver)
 
     s = sub.add_parser("conform", help="run the coverage models against implementations")
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"])

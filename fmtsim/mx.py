@@ -224,7 +224,7 @@ def _blocks_of(q: MXTensor) -> Blocks:
 
 def dequantize(q: MXTensor, dtype: Any = np.float32) -> np.ndarray:
     """Exact values element * 2^(scale - 127) (NaN for NaN scales), padding removed,
-    rounded once to ``dtype`` (float64 is exact)."""
+    rounded once to ``dtype`` (float64 is exact; float32 overflows to Inf beyond its range)."""
     elem = q.element_format
     b = _blocks_of(q)
     vals = decode(b.data, elem, np.float64)
@@ -234,4 +234,5 @@ def dequantize(q: MXTensor, dtype: Any = np.float32) -> np.ndarray:
     out = np.where((sc == E8M0_NAN)[:, None], np.nan, out)
     full = merge(out, b, trim=False)
     full = np.take(full, np.arange(q.length), axis=q.axis) if q.length != full.shape[q.axis] else full
-    return full.astype(dtype)
+    with np.errstate(over="ignore"):  # float32 cannot hold e.g. 448 * 2^127: Inf, as a cast gives
+        return full.astype(dtype)

@@ -1,0 +1,315 @@
+"""Golden vector files: generation (``fmtsim gen``) and verification (``fmtsim ver``).
+
+Scalar conversions are text files in Berkeley TestFloat's shape, one case per
+line, fields separated by one space, uppercase hex:
+
+    encode   <input bits> <code> <flags>            f32_to_e4m3.rne.satfinite.encode_ties.tv
+    encode   <input bits> <rbits> <code> <flags>    (rounding sr: 8 hex digits of random bits)
+    decode   <code> <float32 bits> <flags>          e4m3_to_f32.decode_all.tv
+
+Input bits are the source type's pattern (4 digits for float16/bfloat16, 8 for
+float32, 16 for float64); codes are 2 digits; flags 2 digits (bit 0 inexact,
+1 underflow, 2 overflow, 3 infinite, 4 invalid, 5 saturated). Block schemes are
+raw little-endian binary files whose arrays the manifest lists (name, dtype,
+shape, byte offset). vectors/README.md documents both completely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .. import __version__
+from ..codec import decode, encode_with_flags
+from ..formats import get_format
+from ..layout import pack_fp4
+from ..policy import resolve
+from .models import boundary_points, random_float32
+
+__all__ = ["VectorFile", "level1_files", "write_vectors", "read_tv", "verify_lines", "format_params"]
+
+SRC = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
+       "f64": np.dtype(np.float64)}
+SRC_NAME = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+@dataclass
+class VectorFile:
+    name: str
+    text: bytes
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def format_params(fmt: str) -> dict[str, Any]:
+    f = get_format(fmt)
+    return {"name": f.name, "bits": f.bits, "kind": f.kind, "exp_bits": f.exp_bits, "man_bits": f.man_bits,
+            "bias": f.bias, "signed": f.signed, "nan_codes": [f"0x{c:02X}" for c in f.nan_codes],
+            "inf_codes": [f"0x{c:02X}" for c in f.inf_codes], "scale_exp": f.scale_exp}
+
+
+def _hex(bits: np.ndarray, width: int) -> list[str]:
+    return [format(int(b), f"0{width}X") for b in bits]
+
+
+def _encode_lines(x: np.ndarray, src: str, fmt: str, rounding: str, overflow: str, nan: str | None,
+                  rbits: np.ndarray | None = None) -> bytes:
+    codes, flags = encode_with_flags(x, fmt, rounding=rounding, overflow=overflow, nan=nan, rbits=rbits)
+    width = SRC[src].itemsize * 2
+    ins = _hex(x.view(UINT[SRC[src].itemsize]), width)
+    rows = []
+    for i, (c, f) in enumerate(zip(np.asarray(codes).tolist(), np.asarray(flags).tolist(), strict=True)):
+        mid = f" {int(rbits[i]):08X}" if rbits is not None else ""
+        rows.append(f"{ins[i]}{mid} {c:02X} {f:02X}")
+    return ("\n".join(rows) + "\n").encode()
+
+
+def _encode_file(model: str, x: np.ndarray, src: str, fmt: str, rounding: str, overflow: str,
+                 rbits: np.ndarray | None = None) -> VectorFile:
+    f = get_format(fmt)
+    nan = None if f.has_nan else "max"
+    pol = resolve(fmt, rounding, overflow, nan)
+    name = f"{src}_to_{f.name}.{rounding}.{overflow}.{model}.tv"
+    meta = {"operation": "encode", "source": SRC_NAME[src], "format": format_params(fmt), "rounding": rounding,
+            "overflow": overflow, "nan": pol.nan, "coverage_model": model, "cases": int(x.size),
+            "line": "input code flags" if rbits is None else "input rbits code flags"}
+    return VectorFile(name, _encode_lines(x, src, fmt, rounding, overflow, nan, rbits), meta)
+
+
+def _range_points(fmt: str, dt: np.dtype) -> np.ndarray:
+    """+-0, tiny, subnormal edges, max, overflow ties, Inf, NaN payloads of both signs."""
+    f = get_format(fmt)
+    pos = float(f.min_positive)
+    top = float(f.max_finite)
+    vals = [0.0, pos / 2, pos / 4, pos, pos * 2, top, top * 1.03125, top * 1.0625, top * 1.125, top * 2,
+            float(f.min_normal or pos), 1e-30, 1e30]
+    with np.errstate(over="ignore"):
+        a = np.array(vals, dtype=np.float64).astype(dt)
+    a = a[np.isfinite(a.astype(np.float64))]
+    u = UINT[dt.itemsize]
+    specials = {2: [0x7C00, 0x7E00, 0x7D00, 0x7C01] if dt == np.float16 else [0x7F80, 0x7FC0, 0x7FA0, 0x7F81],
+                4: [0x7F800000, 0x7FC00000, 0x7FA00000, 0x7F800001, 0x00000001, 0x007FFFFF],
+                8: [0x7FF0000000000000, 0x7FF8000000000000, 0x7FF4000000000000, 1]}[dt.itemsize]
+    sp = np.array(specials, dtype=np.uint64).astype(u)
+    sign = np.array(1 << (8 * dt.itemsize - 1), dtype=np.uint64).astype(u)
+    both = np.concatenate([a.view(u), sp, a.view(u) | sign, sp | sign])
+    return both.view(dt)
+
+
+def _double_rounding(fmt: str) -> np.ndarray:
+    """float64 inputs one float32 ulp/2^20 off each midpoint: through float32 they land on it."""
+    f = get_format(fmt)
+    vals = np.unique(np.abs(f.values[np.isfinite(f.values)]))
+    mids = (vals[:-1] + vals[1:]) / 2
+    mids = mids[mids > 0]
+    near = np.concatenate([mids * (1 + 2.0**-40), mids * (1 - 2.0**-40)])
+    return np.concatenate([near, -near])
+
+
+SCALAR_FORMATS = ["e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m1", "e3m2", "e2m3", "e8m0", "ue4m3", "mxint8"]
+
+
+def scalar_files(level: int = 1, seed: int = 1) -> Iterator[VectorFile]:
+    for fmt in SCALAR_FORMATS:
+        f = get_format(fmt)
+        yield VectorFile(
+            f"{fmt}_to_f32.decode_all.tv",
+            ("\n".join(f"{c:02X} {int(b):08X} 00" for c, b in
+                       enumerate(decode(np.arange(f.n_codes), fmt, np.float32).view(np.uint32))) + "\n").encode(),
+            {"operation": "decode", "format": format_params(fmt), "coverage_model": "decode_all",
+             "cases": f.n_codes, "line": "code float32_bits flags"},
+        )
+        overflows = ["satfinite", "nonsat"] if (f.has_nan or f.has_inf) else ["satfinite"]
+        rne = "rne"
+        for src in ("f32", "f16", "bf16", "f64"):
+            x = boundary_points(fmt, SRC[src])
+            for ov in overflows:
+                yield _encode_file("encode_ties", x, src, fmt, rne, ov)
+        for ov in overflows:
+            yield _encode_file("encode_range", _range_points(fmt, SRC["f32"]), "f32", fmt, rne, ov)
+        n_random = 4096 if level == 1 else 1 << 20
+        rng = np.random.default_rng(seed)
+        lo, hi = np.log2(float(f.min_positive)) - 3, min(np.log2(float(f.max_finite)) + 2, 127.9)
+        xr = (np.exp2(rng.uniform(lo, hi, n_random)) * rng.choice([-1.0, 1.0], n_random)).astype(np.float32)
+        yield _encode_file("encode_random", xr, "f32", fmt, rne, "satfinite")
+        yield _encode_file("double_rounding", _double_rounding(fmt), "f64", fmt, rne, "satfinite")
+        xm = boundary_points(fmt, SRC["f32"])
+        for mode in ("rtz", "rup", "rdn", "rna"):
+            yield _encode_file("modes", xm, "f32", fmt, mode, "satfinite")
+        xs = xm[~np.isnan(xm.astype(np.float64))]
+        xs = np.concatenate([xs, xs, xs])
+        r = rng.integers(0, 2**32, xs.size, dtype=np.uint64).astype(np.uint32)
+        r[: xs.size // 3] = 0
+        r[-(xs.size // 3):] = 0xFFFFFFFF
+        yield _encode_file("modes", xs, "f32", fmt, "sr", "satfinite", rbits=r)
+        if level >= 2:
+            for src in ("f16", "bf16"):
+                x16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(SRC[src])
+                for ov in overflows:
+                    yield _encode_file("encode_all16", x16, src, fmt, rne, ov)
+            xr2 = random_float32(1 << 20, seed)
+            yield _encode_file("encode_random_bits", xr2, "f32", fmt, rne, "satfinite")
+
+
+def _block_inputs(seed: int) -> np.ndarray:
+    """(rows, 32) float32: specials of block_mx, then random rows."""
+    rng = np.random.default_rng(seed)
+    rows = np.zeros((12, 32), np.float32)
+    rows[1, 3] = 1e30  # one outlier
+    rows[2, 0] = 4.0  # amax exactly 2^k
+    rows[3, 0] = np.array([0x40FFFFFF], np.uint32).view(np.float32)[0]  # just below 8
+    rows[4, :] = 1e-40  # float32 subnormals
+    rows[5, 5] = np.nan
+    rows[6, 7] = -np.inf
+    rows[7, :4] = [5.0, 5.5, 6.5, 0.25]  # ties after scaling
+    rows[8, :] = 3.4e38  # scale overflow under 'even'
+    rows[9, :] = rng.standard_normal(32).astype(np.float32) * 1e-38  # scale underflow
+    rows[10, :] = np.linspace(-7, 7, 32, dtype=np.float32)
+    rows[11, :] = rng.standard_normal(32).astype(np.float32) * 1000
+    rnd = (rng.standard_normal((52, 32)) * np.exp2(rng.integers(-30, 30, (52, 1)))).astype(np.float32)
+    return np.concatenate([rows, rnd])
+
+
+def _binary(arrays: list[tuple[str, np.ndarray]]) -> tuple[bytes, list[dict[str, Any]]]:
+    out = b""
+    layout = []
+    for name, a in arrays:
+        a = np.ascontiguousarray(a)
+        layout.append({"name": name, "dtype": a.dtype.str.lstrip("<|="), "shape": list(a.shape),
+                       "offset": len(out), "nbytes": a.nbytes})
+        out += a.tobytes()
+    return out, layout
+
+
+def block_files(seed: int = 2) -> Iterator[VectorFile]:
+    from .. import mx, nvfp4
+
+    x = _block_inputs(seed)
+    for scheme in ("mxfp4", "mxfp8_e4m3"):
+        for rule in mx.SCALE_RULES:
+            q = mx.quantize(x, scheme, scale_rule=rule)
+            deq = mx.dequantize(q, np.float32)
+            codes = pack_fp4(q.codes) if scheme == "mxfp4" else q.codes
+            data, layout = _binary([("input", x), ("codes", codes), ("scales", q.scales), ("dequantized", deq)])
+            yield VectorFile(
+                f"{scheme}.{rule}.rne.block_mx.bin", data,
+                {"operation": "mx_quantize", "scheme": scheme, "format": format_params(mx.SCHEMES[scheme]),
+                 "scale_format": format_params("e8m0"), "scale_rule": rule, "rounding": "rne",
+                 "block_size": 32, "axis": -1, "packing": "fp4 two per byte, element 2i in the low nibble"
+                 if scheme == "mxfp4" else "one code per byte", "scale_layout": "row-major [rows, K/32]",
+                 "coverage_model": "block_mx", "cases": int(x.shape[0]), "arrays": layout},
+            )
+    for recipe in nvfp4.RECIPES:
+        xs = x[:64].copy()
+        xs[~np.isfinite(xs)] = 0.0  # NVFP4 refuses NaN/Inf
+        q = nvfp4.quantize(xs, recipe=recipe)
+        deq = nvfp4.dequantize(q, np.float32)
+        gs = np.array([q.global_scale], np.float32)
+        data, layout = _binary([("input", xs), ("codes", pack_fp4(q.codes)), ("scales", q.scales),
+                                ("global_scale", gs), ("dequantized", deq)])
+        yield VectorFile(
+            f"nvfp4.{recipe}.1x16.block_nvfp4.bin", data,
+            {"operation": "nvfp4_quantize", "recipe": recipe, "format": format_params("e2m1"),
+             "scale_format": format_params("ue4m3"), "global_scale": "float32 decode multiplier",
+             "tile": [1, 16], "block_size": 16, "axis": -1, "packing": "fp4 two per byte, element 2i in the low nibble",
+             "scale_layout": "row-major [rows, K/16]", "coverage_model": "block_nvfp4", "cases": int(xs.shape[0]),
+             "arrays": layout},
+        )
+
+
+def level1_files() -> list[VectorFile]:
+    return list(scalar_files(1)) + list(block_files())
+
+
+def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, Any]:
+    """Write files and manifest.json (each via a temporary name, then renamed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    manifest: dict[str, Any] = {"fmtsim_version": __version__, "level": level, "files": {}}
+    for vf in files:
+        digest = hashlib.sha256(vf.text).hexdigest()
+        manifest["files"][vf.name] = dict(vf.meta, sha256=digest, bytes=len(vf.text))
+        _atomic_write(out / vf.name, vf.text)
+    _atomic_write(out / "manifest.json", (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+    return manifest
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def read_tv(text: str, what: str) -> list[list[str]]:
+    """Split a .tv text into fields; malformed lines raise ValueError with the line number."""
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split()
+        try:
+            [int(p, 16) for p in parts]
+        except ValueError:
+            raise ValueError(f"{what}: line {n}: not hex fields: {line!r}") from None
+        rows.append(parts)
+    return rows
+
+
+@dataclass
+class VerifyResult:
+    cases: int = 0
+    failed: int = 0
+    messages: list[str] = field(default_factory=list)
+
+
+def _describe(fmt: str, code: int) -> str:
+    f = get_format(fmt)
+    if f.kind == "int":
+        return f"code {code:02X} ({f.code_value(code)})"
+    s, e, m = f.code_fields(code)
+    v = f.code_value(code)
+    return f"{code:02X} (sign {s}, exp {e}, man {m}, {float(v) if not isinstance(v, float) else v})"
+
+
+def verify_lines(expected: str, actual: str, meta: dict[str, Any], *, check_flags: bool = True,
+                 check_nans: bool = False, max_errors: int = 20, what: str = "results") -> VerifyResult:
+    """Compare a device's result lines (same line format) against the expected file."""
+    fmt = meta["format"]["name"]
+    exp_rows = read_tv(expected, "expected")
+    got_rows = read_tv(actual, what)
+    res = VerifyResult()
+    if len(got_rows) != len(exp_rows):
+        raise ValueError(f"{what}: {len(got_rows)} result lines for {len(exp_rows)} cases")
+    f = get_format(fmt)
+    encode_op = meta["operation"] == "encode"
+    n_ops = 2 if "rbits" in meta.get("line", "") else 1
+    for n, (e, g) in enumerate(zip(exp_rows, got_rows, strict=True), 1):
+        if len(g) != len(e):
+            raise ValueError(f"{what}: line {n}: {len(g)} fields, expected {len(e)}")
+        if g[:n_ops] != e[:n_ops]:
+            raise ValueError(f"{what}: line {n}: operands {' '.join(g[:n_ops])} do not match case "
+                             f"{' '.join(e[:n_ops])}")
+        res.cases += 1
+        ec, gc = int(e[n_ops], 16), int(g[n_ops], 16)
+        ok = ec == gc
+        if not ok and encode_op and not check_nans and ec in f.nan_codes and gc in f.nan_codes:
+            ok = True  # any NaN of the target format
+        if ok and check_flags and e[-1].upper() != g[-1].upper():
+            ok = False
+        if not ok:
+            res.failed += 1
+            if len(res.messages) < max_errors:
+                if encode_op:
+                    res.messages.append(f"line {n}: input {' '.join(e[:n_ops])}: expected {_describe(fmt, ec)} "
+                                        f"flags {e[-1]}, got {_describe(fmt, gc) if gc < f.n_codes else hex(gc)} "
+                                        f"flags {g[-1]}")
+                else:
+                    res.messages.append(f"line {n}: code {e[0]}: expected {e[1]}, got {g[1]}")
+    return res

@@ -1,0 +1,95 @@
+"""Golden vectors: committed copies fresh, the verifier, and a C consumer."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fmtsim
+from fmtsim.cli import main
+from fmtsim.oracle import encode_one
+
+ROOT = Path(__file__).resolve().parent.parent
+VEC = ROOT / "vectors"
+
+
+def test_committed_level1_vectors_are_fresh():
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_vectors.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    manifest = json.loads((VEC / "manifest.json").read_text())
+    assert sum(m["bytes"] for m in manifest["files"].values()) < 20e6
+
+
+def test_encode_lines_agree_with_the_oracle():
+    name = "f32_to_e4m3.rne.nonsat.encode_ties.tv"
+    for line in (VEC / name).read_text().splitlines()[::7]:
+        x_hex, code, flags = line.split()
+        x = float(np.array([int(x_hex, 16)], np.uint32).view(np.float32)[0])
+        c, fl = encode_one(x, "e4m3", "rne", "nonsat", negative_nan=x_hex[0] in "89ABCDEF")
+        assert (int(code, 16), int(flags, 16)) == (c, fl), line
+
+
+def test_ver_accepts_own_output_and_reports_failures(tmp_path, capsys):
+    name = "f32_to_e2m1.rne.satfinite.encode_ties.tv"
+    good = (VEC / name).read_text()
+    assert main(["ver", name, str(VEC / name), "--vectors", str(VEC)]) == 0
+    assert "0 failed" in capsys.readouterr().out
+    lines = good.splitlines()
+    parts = lines[5].split()
+    parts[1] = f"{(int(parts[1], 16) ^ 1):02X}"
+    lines[5] = " ".join(parts)
+    bad = tmp_path / "bad.tv"
+    bad.write_text("\n".join(lines) + "\n")
+    assert main(["ver", name, str(bad), "--vectors", str(VEC)]) == 1
+    out = capsys.readouterr().out
+    assert "line 6" in out and "sign" in out and "1 failed" in out
+    bad.write_text("\n".join(lines[:3] + ["zz 00 00"] + lines[4:]) + "\n")
+    assert main(["ver", name, str(bad), "--vectors", str(VEC)]) == 2
+    assert "line 4" in capsys.readouterr().err
+
+
+def test_ver_nan_and_flags_options(tmp_path, capsys):
+    name = "f32_to_e5m2.rne.satfinite.encode_range.tv"
+    lines = (VEC / name).read_text().splitlines()
+    out = []
+    for line in lines:
+        x, c, f = line.split()
+        if int(c, 16) in fmtsim.get_format("e5m2").nan_codes:
+            c = "7D"  # another NaN of the target format
+        out.append(f"{x} {c} 00")
+    p = tmp_path / "dev.tv"
+    p.write_text("\n".join(out) + "\n")
+    assert main(["ver", name, str(p), "--vectors", str(VEC), "--ignore-flags"]) == 0
+    assert main(["ver", name, str(p), "--vectors", str(VEC), "--ignore-flags", "--check-nans"]) == 1
+    capsys.readouterr()
+
+
+def test_gen_operands_to_stdout(capsys):
+    assert main(["gen", "f32_to_e2m1.rne.satfinite.encode_ties.tv", "--operands"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "00000000"
+
+
+def test_c_consumer_reads_the_vectors(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler on this machine")
+    exe = tmp_path / "check_vectors"
+    subprocess.run([cc, "-std=c99", "-O2", "-Wall", "-Werror", "-o", str(exe),
+                    str(ROOT / "tools" / "c" / "check_vectors.c"), "-lm"], check=True)
+    r = subprocess.run([str(exe), str(VEC)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "256 codes, 0 mismatches" in r.stdout
+    # a corrupted copy must fail
+    bad = tmp_path / "vec"
+    bad.mkdir()
+    text = (VEC / "e4m3_to_f32.decode_all.tv").read_text().replace("3F800000", "3F800001")
+    (bad / "e4m3_to_f32.decode_all.tv").write_text(text)
+    shutil.copy(VEC / "mxfp4.floor.rne.block_mx.bin", bad)
+    r = subprocess.run([str(exe), str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1
