@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 from tabulate import tabulate
 
@@ -243,7 +244,7 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _vector_files(level: int, seed: int) -> list:  # type: ignore[type-arg]
+def _vector_files(level: int, seed: int) -> list[Any]:
     from .conformance.vectors import block_files, scalar_files
 
     return list(scalar_files(level, seed)) + list(block_files(seed + 1))

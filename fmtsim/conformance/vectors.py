@@ -210,10 +210,10 @@ def block_files(seed: int = 2) -> Iterator[VectorFile]:
     for recipe in nvfp4.RECIPES:
         xs = x[:64].copy()
         xs[~np.isfinite(xs)] = 0.0  # NVFP4 refuses NaN/Inf
-        q = nvfp4.quantize(xs, recipe=recipe)
-        deq = nvfp4.dequantize(q, np.float32)
-        gs = np.array([q.global_scale], np.float32)
-        data, layout = _binary([("input", xs), ("codes", pack_fp4(q.codes)), ("scales", q.scales),
+        qn = nvfp4.quantize(xs, recipe=recipe)
+        deq = nvfp4.dequantize(qn, np.float32)
+        gs = np.array([qn.global_scale], np.float32)
+        data, layout = _binary([("input", xs), ("codes", pack_fp4(qn.codes)), ("scales", qn.scales),
                                 ("global_scale", gs), ("dequantized", deq)])
         yield VectorFile(
             f"nvfp4.{recipe}.1x16.block_nvfp4.bin", data,
