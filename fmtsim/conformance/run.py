@@ -8,13 +8,20 @@ Implementations:
     ml_dtypes  numpy ``astype`` into ml_dtypes types against fmtsim's
                ``ml_dtypes`` profile on every model; differences covered by a
                named divergence (conformance.divergences) are reported as such.
+
+Both also run the committed golden vectors (vectors/*.tv, when the package runs
+from a checkout): fmtsim must reproduce every line; ml_dtypes runs the files
+whose policy it shares (rne, nonsat, signed NaN; not float64 inputs, not E8M0).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from ..codec import decode, encode
@@ -116,8 +123,53 @@ def _ml_dtypes_rows(name: str, big: bool) -> list[Row]:
     return rows
 
 
+VECTOR_DIR = Path(__file__).resolve().parent.parent.parent / "vectors"
+_SRC_DTYPES = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
+               "f64": np.dtype(np.float64)}
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _vector_rows(impl: str, names: list[str], vec_dir: Path) -> list[Row]:
+    """The committed .tv vectors, run through ``impl``: fmtsim must reproduce every line;
+    ml_dtypes is run on the files whose policy it shares (rne, nonsat, signed NaN)."""
+    manifest_path = vec_dir / "manifest.json"
+    if not manifest_path.exists():
+        return []
+    manifest = json.loads(manifest_path.read_text())
+    rows: dict[str, Row] = {}
+    for fname, meta in sorted(manifest["files"].items()):
+        fmt = meta["format"]["name"]
+        if not fname.endswith(".tv") or fmt not in names or meta["operation"] != "encode":
+            continue
+        f = get_format(fmt)
+        src = fname.split("_to_")[0]
+        if impl == "ml_dtypes" and not (
+            f.ml_dtype is not None and f.has_nan and fmt != "e8m0" and meta["rounding"] == "rne"
+            and meta["overflow"] == "nonsat" and src != "f64"
+        ):
+            continue
+        lines = [ln.split() for ln in (vec_dir / fname).read_text().splitlines() if ln.strip()]
+        dt = _SRC_DTYPES[src]
+        x = np.array([int(ln[0], 16) for ln in lines], dtype=np.uint64).astype(_UINT[dt.itemsize]).view(dt)
+        want = np.array([int(ln[-2], 16) for ln in lines], dtype=np.uint8)
+        if impl == "fmtsim":
+            rb = np.array([int(ln[1], 16) for ln in lines], np.uint32) if len(lines[0]) == 4 else None
+            got = np.asarray(encode(x, fmt, rounding=meta["rounding"], overflow=meta["overflow"], nan=meta["nan"],
+                                    rbits=rb), dtype=np.uint8).reshape(-1)
+        else:
+            with np.errstate(invalid="ignore", over="ignore"):
+                got = x.astype(f.ml_dtype).view(np.uint8)
+        row = rows.setdefault(f"{impl}:{fmt}", Row(impl, fmt, "vectors (committed .tv)"))
+        row.add(got == want, explain(impl, fmt, SRC_NAME.get(src, src), x) if impl != "fmtsim" else {},
+                _mismatch(f"{fname}", x, got, impl, want, "vector"))
+    return list(rows.values())
+
+
+SRC_NAME = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+
+
 def run(impls: tuple[str, ...] = IMPLEMENTATIONS, formats: list[str] | None = None,
-        big: bool = True) -> list[Row]:
+        big: bool = True, vectors: Path | None = VECTOR_DIR) -> list[Row]:
     """Every model for every (implementation, format) pair that applies."""
     names = [get_format(n).name for n in formats] if formats else list(FORMATS)
     rows: list[Row] = []
@@ -132,4 +184,6 @@ def run(impls: tuple[str, ...] = IMPLEMENTATIONS, formats: list[str] | None = No
                 f = get_format(name)
                 if f.kind == "float" and f.ml_dtype is not None:
                     rows.extend(_ml_dtypes_rows(name, big))
+        if vectors is not None:
+            rows.extend(_vector_rows(impl, names, vectors))
     return rows
