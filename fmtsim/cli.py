@@ -177,11 +177,17 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
-    from .conformance.run import run
+    from pathlib import Path
+
+    from .conformance.run import find_vectors, run
 
     t0 = time.perf_counter()
+    vec = Path(args.vectors) if args.vectors else find_vectors()
+    if vec is not None and not (vec / "manifest.json").exists():
+        raise UsageError(f"{vec}: no manifest.json (generate vectors with 'fmtsim gen -o {vec}')")
+    print(f"golden vectors: {vec if vec is not None else 'none found (run from a checkout, or pass --vectors DIR)'}")
     try:
-        rows = run(tuple(args.impl), args.formats, big=not args.quick)
+        rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec)
     except ValueError as e:
         raise UsageError(str(e)) from None
     table = []
@@ -376,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"])
     s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
     s.add_argument("--quick", action="store_true", help="boundary models only")
+    s.add_argument("--vectors", help="golden vector directory (default ./vectors, else the checkout's)")
     s.set_defaults(func=cmd_conform)
     return p
 

@@ -84,3 +84,6 @@ def test_conform_quick_passes(capsys):
     rc, out, _ = run(capsys, "conform", "--quick", "--formats", "e4m3", "e2m1")
     assert rc == 0
     assert "0 unexpected failures" in out
+    assert "vectors (committed .tv)" in out and "golden vectors:" in out
+    rc, _, err = run(capsys, "conform", "--quick", "--vectors", "/nonexistent-dir")
+    assert rc == 2 and "no manifest.json" in err

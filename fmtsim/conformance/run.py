@@ -123,7 +123,13 @@ def _ml_dtypes_rows(name: str, big: bool) -> list[Row]:
     return rows
 
 
-VECTOR_DIR = Path(__file__).resolve().parent.parent.parent / "vectors"
+def find_vectors() -> Path | None:
+    """./vectors (the checkout you run from), else the one beside the package source."""
+    for cand in (Path.cwd() / "vectors", Path(__file__).resolve().parent.parent.parent / "vectors"):
+        if (cand / "manifest.json").exists():
+            return cand
+    return None
+
 _SRC_DTYPES = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
                "f64": np.dtype(np.float64)}
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -169,7 +175,7 @@ SRC_NAME = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "floa
 
 
 def run(impls: tuple[str, ...] = IMPLEMENTATIONS, formats: list[str] | None = None,
-        big: bool = True, vectors: Path | None = VECTOR_DIR) -> list[Row]:
+        big: bool = True, vectors: Path | None = None) -> list[Row]:
     """Every model for every (implementation, format) pair that applies."""
     names = [get_format(n).name for n in formats] if formats else list(FORMATS)
     rows: list[Row] = []
