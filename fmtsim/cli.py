@@ -251,9 +251,9 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
 
 
 def _vector_files(level: int, seed: int) -> list[Any]:
-    from .conformance.vectors import block_files, scalar_files
+    from .conformance.vectors import block_files, fmt2fmt_files, scalar_files
 
-    return list(scalar_files(level, seed)) + list(block_files(seed + 1))
+    return list(scalar_files(level, seed)) + list(fmt2fmt_files()) + list(block_files(seed + 1))
 
 
 def cmd_gen(args: argparse.Namespace) -> int:
@@ -312,6 +312,21 @@ def cmd_ver(args: argparse.Namespace) -> int:
     print(f"{args.op}: {res.cases} cases, {res.cases - res.failed} passed, {res.failed} failed "
           f"({meta.get('coverage_model', '-')})")
     return 1 if res.failed else 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .conformance.diff import diff_rows
+
+    values = None
+    if args.values:
+        if not args.format:
+            raise UsageError("fmtsim diff VALUE... needs --format FMT")
+        f = _fmt(args.format)
+        values = [(f.name, float(parse_value(v)), args.src, "") for v in args.values]
+    headers, rows = diff_rows(values, args.profiles)
+    print(_table(rows, headers))
+    print("\n* the profiles disagree;  ! ml_dtypes differs from its own profile (a named divergence)")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -377,6 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--check-nans", action="store_true", help="NaN codes must match exactly")
     s.add_argument("--ignore-flags", action="store_true", help="do not compare flags (GPUs report none)")
     s.set_defaults(func=cmd_ver)
+
+    s = sub.add_parser("diff", help="what each profile produces on the inputs where implementations disagree")
+    s.add_argument("values", nargs="*", help="values to show (default: the built-in divergence set)")
+    s.add_argument("--format", help="format for the given values")
+    s.add_argument("--src", default="float32", choices=["float32", "float64"], help="source type of the values")
+    s.add_argument("--profiles", nargs="+", choices=list(PROFILES), help="profiles to show (default all)")
+    s.set_defaults(func=cmd_diff)
 
     s = sub.add_parser("conform", help="run the coverage models against implementations")
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"])

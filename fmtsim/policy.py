@@ -100,9 +100,12 @@ def _profile_ocp(fmt: Format) -> Policy:
 
 def _profile_ptx(fmt: Format) -> Policy:
     # PTX cvt: .satfinite is mandatory for FP8/FP6/FP4; NaN -> canonical 0x7F for
-    # FP8, +MAX_NORM for FP4/FP6; float->int cvt turns NaN into 0.
+    # FP8, +MAX_NORM for FP4/FP6; float->int cvt turns NaN into 0; E8M0 takes .rz or
+    # .rp only, and .rp (cvt.rp.satfinite.ue8m0x2) is the one MX scale recipes use.
     if fmt.kind == "int":
         return Policy("rne", "satfinite", "zero")
+    if fmt.name == "e8m0":  # cvt to ue8m0x2 takes only .rz or .rp; MX scale recipes use .rp
+        return Policy("rup", "satfinite", "canonical")
     return Policy("rne", "satfinite", "canonical" if fmt.has_nan else "max")
 
 

@@ -93,3 +93,15 @@ def test_c_consumer_reads_the_vectors(tmp_path):
     shutil.copy(VEC / "mxfp4.floor.rne.block_mx.bin", bad)
     r = subprocess.run([str(exe), str(bad)], capture_output=True, text=True)
     assert r.returncode == 1
+
+
+@pytest.mark.parametrize("src,dst", [("e5m2", "e4m3"), ("e4m3", "e5m2"), ("e4m3", "e4m3fnuz"),
+                                     ("e5m2", "e5m2fnuz"), ("e4m3fnuz", "e4m3"), ("e5m2fnuz", "e5m2")])
+def test_fmt2fmt_nonsat_files_agree_with_ml_dtypes_casts(src, dst):
+    """An independent source: ml_dtypes' own FP8 -> FP8 casts (non-saturating, NaN keeps sign)."""
+    lines = (VEC / f"{src}_to_{dst}.rne.nonsat.fmt2fmt.tv").read_text().split("\n")[:-1]
+    codes = np.array([int(ln.split()[0], 16) for ln in lines], np.uint8)
+    want = np.array([int(ln.split()[1], 16) for ln in lines], np.uint8)
+    fa, fb = fmtsim.get_format(src), fmtsim.get_format(dst)
+    theirs = codes.view(fa.ml_dtype).astype(fb.ml_dtype).view(np.uint8)
+    assert np.array_equal(theirs, want)

@@ -159,6 +159,32 @@ def scalar_files(level: int = 1, seed: int = 1) -> Iterator[VectorFile]:
             yield _encode_file("encode_random_bits", xr2, "f32", fmt, rne, "satfinite")
 
 
+FMT2FMT = [("e5m2", "e4m3"), ("e4m3", "e5m2"), ("e4m3", "e2m1"), ("e5m2", "e2m1"), ("e4m3", "e2m3"),
+           ("e4m3", "e3m2"), ("e5m2", "e3m2"), ("e4m3", "e4m3fnuz"), ("e5m2", "e5m2fnuz"), ("e4m3fnuz", "e4m3"),
+           ("e5m2fnuz", "e5m2")]
+
+
+def fmt2fmt_files() -> Iterator[VectorFile]:
+    """Every code of one format converted into another: the source value (exact in
+    float32) rounded once. Lines: ``<source code> <code> <flags>``. These convert the
+    *value*; re-encoding OCP bits as FNUZ with a doubled scale is fmtsim.fnuz."""
+    for a, b in FMT2FMT:
+        fa, fb = get_format(a), get_format(b)
+        codes = np.arange(fa.n_codes)
+        vals = decode(codes, a, np.float32)
+        for ov in (["satfinite", "nonsat"] if (fb.has_nan or fb.has_inf) else ["satfinite"]):
+            nan = None if fb.has_nan else "max"
+            c, fl = encode_with_flags(vals, b, rounding="rne", overflow=ov, nan=nan)
+            text = "".join(f"{int(s):02X} {int(d):02X} {int(g):02X}\n" for s, d, g in zip(codes, c, fl, strict=True))
+            pol = resolve(b, "rne", ov, nan)
+            yield VectorFile(
+                f"{a}_to_{b}.rne.{ov}.fmt2fmt.tv", text.encode(),
+                {"operation": "convert", "source_format": format_params(a), "format": format_params(b),
+                 "rounding": "rne", "overflow": ov, "nan": pol.nan, "coverage_model": "fmt2fmt",
+                 "cases": int(fa.n_codes), "line": "source_code code flags"},
+            )
+
+
 def _block_inputs(seed: int) -> np.ndarray:
     """(rows, 32) float32: specials of block_mx, then random rows."""
     rng = np.random.default_rng(seed)
@@ -226,7 +252,7 @@ def block_files(seed: int = 2) -> Iterator[VectorFile]:
 
 
 def level1_files() -> list[VectorFile]:
-    return list(scalar_files(1)) + list(block_files())
+    return list(scalar_files(1)) + list(fmt2fmt_files()) + list(block_files())
 
 
 def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, Any]:
@@ -288,7 +314,7 @@ def verify_lines(expected: str, actual: str, meta: dict[str, Any], *, check_flag
     if len(got_rows) != len(exp_rows):
         raise ValueError(f"{what}: {len(got_rows)} result lines for {len(exp_rows)} cases")
     f = get_format(fmt)
-    encode_op = meta["operation"] == "encode"
+    encode_op = meta["operation"] in ("encode", "convert")
     n_ops = 2 if "rbits" in meta.get("line", "") else 1
     for n, (e, g) in enumerate(zip(exp_rows, got_rows, strict=True), 1):
         if len(g) != len(e):
