@@ -27,6 +27,7 @@ import numpy as np
 from ..codec import decode, encode
 from ..formats import FORMATS, get_format
 from ..oracle import encode_one, value_of
+from .adapters import Adapter, load_adapter
 from .divergences import explain
 from .models import iter_models
 
@@ -174,14 +175,49 @@ def _vector_rows(impl: str, names: list[str], vec_dir: Path) -> list[Row]:
 SRC_NAME = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
 
 
+def _adapter_rows(adapter: Adapter, names: list[str], big: bool) -> list[Row]:
+    rows: list[Row] = []
+    for name in names:
+        if adapter.formats is not None and name not in adapter.formats:
+            continue
+        by_model: dict[str, Row] = {}
+        for model, src, x in iter_models(name, big=big):
+            if src not in adapter.sources:
+                continue
+            row = by_model.setdefault(model, Row(adapter.name, name, model))
+            keep, want = adapter.expected(x, name)
+            xs = x[keep]
+            try:
+                got = np.asarray(adapter.encode(xs, name)).astype(np.int64).reshape(-1)
+            except Exception as e:  # the adapter's own failure is a failed case set, not a crash
+                row.cases += xs.size
+                row.failed += xs.size
+                row.examples.append(f"{src}: adapter raised {type(e).__name__}: {e}")
+                continue
+            if got.shape != want.shape:
+                row.cases += xs.size
+                row.failed += xs.size
+                row.examples.append(f"{src}: adapter returned {got.size} codes for {xs.size} inputs")
+                continue
+            row.add(got == want, {}, _mismatch(src, xs, got, adapter.name, want, f"fmtsim[{adapter.profile}]"))
+        rows.extend(by_model.values())
+    return rows
+
+
 def run(impls: tuple[str, ...] = IMPLEMENTATIONS, formats: list[str] | None = None,
         big: bool = True, vectors: Path | None = None) -> list[Row]:
-    """Every model for every (implementation, format) pair that applies."""
+    """Every model for every (implementation, format) pair that applies. An entry of
+    ``impls`` may also be an adapter spec (``module:function`` or ``file.py:function``,
+    see conformance.adapters)."""
     names = [get_format(n).name for n in formats] if formats else list(FORMATS)
     rows: list[Row] = []
     for impl in impls:
+        if ":" in impl:
+            rows.extend(_adapter_rows(load_adapter(impl), names, big))
+            continue
         if impl not in IMPLEMENTATIONS:
-            raise ValueError(f"unknown implementation {impl!r}; choose from {', '.join(IMPLEMENTATIONS)}")
+            raise ValueError(f"unknown implementation {impl!r}; choose from {', '.join(IMPLEMENTATIONS)} "
+                             "or name an adapter as module:function")
         for name in names:
             if impl == "fmtsim":
                 rows.append(_decode_all_fmtsim(name))

@@ -1,0 +1,88 @@
+"""Plug your own implementation into ``fmtsim conform``.
+
+An adapter is a Python callable ``encode(x, fmt) -> codes``: ``x`` a 1-D numpy array
+of one source dtype, ``fmt`` an fmtsim format name, the result one integer code per
+element (any integer dtype; a CuPy or torch result converted with ``.get()`` /
+``.cpu().numpy()``). Optional attributes on the callable say what it claims:
+
+    profile  the fmtsim profile it should match bit for bit (default "ocp"; "ptx" for
+             cvt.rn.satfinite kernels, "ml_dtypes" for numpy casts)
+    formats  the format names it implements (default: every format)
+    sources  the input dtypes it accepts, from "float16", "bfloat16", "float32",
+             "float64" (default: ("float32",))
+
+Name it on the command line as ``module:function`` or ``path/to/file.py:function``::
+
+    fmtsim conform --impl fmtsim my_kernels.py:encode_e4m3
+
+Inputs that the claimed profile refuses (NaN into FP4/FP6 under "ocp") are left out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..codec import encode
+from ..formats import get_format
+from ..policy import PROFILES, resolve
+
+__all__ = ["Adapter", "load_adapter"]
+
+
+@dataclass
+class Adapter:
+    name: str
+    encode: Callable[[np.ndarray, str], Any]
+    profile: str = "ocp"
+    formats: tuple[str, ...] | None = None
+    sources: tuple[str, ...] = ("float32",)
+
+    def expected(self, x: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
+        """(mask of inputs the profile accepts, fmtsim's codes for them)."""
+        pol = resolve(fmt, profile=self.profile)
+        keep = np.ones(x.shape, bool)
+        if pol.nan == "raise":
+            with np.errstate(invalid="ignore"):
+                keep = ~np.isnan(x.astype(np.float64))
+        return keep, np.asarray(encode(x[keep], fmt, profile=self.profile), dtype=np.uint8).reshape(-1)
+
+
+def load_adapter(spec: str) -> Adapter:
+    """``module:attr`` or ``file.py:attr`` -> Adapter (the attr may already be one)."""
+    if ":" not in spec:
+        raise ValueError(f"adapter {spec!r}: write it as module:function or path/to/file.py:function")
+    where, attr = spec.rsplit(":", 1)
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.exists():
+            raise ValueError(f"adapter file {where} does not exist")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert module_spec is not None and module_spec.loader is not None
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as e:
+            raise ValueError(f"adapter module {where!r} cannot be imported: {e}") from None
+    obj = getattr(module, attr, None)
+    if obj is None:
+        raise ValueError(f"adapter {spec!r}: {where} has no attribute {attr!r}")
+    if isinstance(obj, Adapter):
+        return obj
+    if not callable(obj):
+        raise ValueError(f"adapter {spec!r} is not callable")
+    profile = getattr(obj, "profile", "ocp")
+    if profile not in PROFILES:
+        raise ValueError(f"adapter {spec!r}: unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    formats = getattr(obj, "formats", None)
+    if formats is not None:
+        formats = tuple(get_format(f).name for f in formats)
+    return Adapter(spec, obj, profile, formats, tuple(getattr(obj, "sources", ("float32",))))
