@@ -149,6 +149,9 @@ def encode_one(
             nan_mode = "signed"
         if nan_mode == "signed":
             return _quiet_nan(f, neg), 0
+        if nan_mode == "all_ones":
+            ones = (1 << f.bits) - 1
+            return (ones if value_of(ones, f) == "nan" else _quiet_nan(f, False)), 0
         if nan_mode == "canonical":
             return _canonical_nan(f), 0
         if nan_mode == "max":
@@ -168,7 +171,7 @@ def encode_one(
         if nonsat and f.has_inf:
             return (min(f.inf_codes) | (0 if v == "+inf" else 1 << (f.bits - 1))), 0
         if nonsat and f.has_nan:
-            return _quiet_nan(f, v == "-inf"), INVALID
+            return _nan_for_overflow(f, nan_mode, v == "-inf"), INVALID
         return code_max, INEXACT | SATURATED
 
     if v == "-0":
@@ -243,8 +246,17 @@ def encode_one(
         if f.has_inf:
             return min(f.inf_codes) | (0 if positive else 1 << (f.bits - 1)), flags
         if f.has_nan:
-            return _quiet_nan(f, not positive), flags
+            return _nan_for_overflow(f, nan_mode, not positive), flags
     return (hi_code if positive else lo_code), flags | SATURATED
+
+
+def _nan_for_overflow(f: Format, nan_mode: str, negative: bool) -> int:
+    if nan_mode == "canonical":
+        return _canonical_nan(f)
+    if nan_mode == "all_ones":
+        ones = (1 << f.bits) - 1
+        return ones if value_of(ones, f) == "nan" else _quiet_nan(f, False)
+    return _quiet_nan(f, negative)
 
 
 def _floor_log2(a: Fraction) -> int:

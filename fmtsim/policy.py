@@ -36,6 +36,12 @@ NaN inputs (``nan=``):
                E5M2 0x7E/0xFE, FNUZ 0x80, E8M0 0xFF, UE4M3 0x7F): what ml_dtypes does.
                The default for formats that have a NaN.
     canonical  the positive canonical NaN PTX cvt writes (E4M3 and E5M2 0x7F).
+    all_ones   the code with every bit set where that is a NaN (E4M3, E5M2, E8M0 0xFF;
+               UE4M3 0x7F), else the format's only NaN (FNUZ 0x80): what gfloat writes.
+
+Under ``canonical`` and ``all_ones`` a NaN produced by nonsat overflow or an Inf
+input is written the same way; under the others it is the quiet NaN with the
+input's sign.
     raise      ValueError naming the count and the first index. The default for
                formats without NaN.
     max        +max finite (PTX cvt.satfinite to e2m1/e2m3/e3m2).
@@ -68,7 +74,7 @@ __all__ = [
 
 ROUNDING_MODES = ("rne", "rna", "rtz", "rup", "rdn", "sr")
 OVERFLOW_MODES = ("satfinite", "nonsat", "satsym")
-NAN_MODES = ("signed", "canonical", "raise", "max", "zero", "ml_dtypes")
+NAN_MODES = ("signed", "canonical", "all_ones", "raise", "max", "zero", "ml_dtypes")
 
 
 @dataclass(frozen=True)
@@ -115,10 +121,48 @@ def _profile_ml_dtypes(fmt: Format) -> Policy:
     return Policy(rounding, "nonsat", "signed" if fmt.has_nan else "ml_dtypes")
 
 
+def _profile_onnx_sat(fmt: Format) -> Policy:
+    # ONNX Cast (opset 24/25 reference, onnx 1.23), saturate=1: FP8 clips to +-max and
+    # casts with ml_dtypes (RNE, NaN keeps its sign); FP4 casts with ml_dtypes; E8M0
+    # uses round_mode "up" by default; integers round half to even and clip.
+    if fmt.name == "e8m0":
+        return Policy("rup", "satfinite", "signed")
+    if fmt.kind == "int":
+        return Policy("rne", "satfinite", "zero")
+    return Policy("rne", "satfinite", "signed" if fmt.has_nan else "ml_dtypes")
+
+
+def _profile_onnx_nosat(fmt: Format) -> Policy:
+    # saturate=0: a plain ml_dtypes cast (FP8 overflow -> Inf / NaN; FP4 still saturates)
+    if fmt.name == "e8m0":
+        return Policy("rup", "nonsat", "signed")
+    if fmt.kind == "int":
+        return Policy("rne", "satfinite", "zero")
+    return Policy("rne", "nonsat", "signed" if fmt.has_nan else "ml_dtypes")
+
+
+def _profile_gfloat(fmt: Format) -> Policy:
+    # gfloat round_float + encode_float defaults: TiesToEven (E8M0: the even exponent),
+    # sat=False, every NaN written as the all-ones code; FP4/FP6 NaN raises there too.
+    return Policy("rne", "nonsat", "all_ones" if fmt.has_nan else "raise")
+
+
+def _profile_microxcaling(fmt: Format) -> Policy:
+    # microxcaling's default element rounding "nearest" is ties away; MX elements
+    # saturate. (Its subnormal flush is a block-level option: mx.quantize(...,
+    # flush_subnormals=True).) Its NaN handling has not been checked against its code:
+    # fmtsim's defaults apply.
+    return Policy("rna", "satfinite", None)
+
+
 PROFILES = {
     "ocp": _profile_ocp,
     "ptx": _profile_ptx,
     "ml_dtypes": _profile_ml_dtypes,
+    "onnx_sat": _profile_onnx_sat,
+    "onnx_nosat": _profile_onnx_nosat,
+    "gfloat": _profile_gfloat,
+    "microxcaling": _profile_microxcaling,
 }
 
 
@@ -149,11 +193,11 @@ def resolve(
     _check_choice("nan mode", n, NAN_MODES)
     if o == "satsym" and not (f.kind == "int" and f.signed):
         raise ValueError(f"{f.name}: overflow='satsym' applies to signed integer formats only")
-    if n in ("signed", "canonical") and not f.has_nan:
+    if n in ("signed", "canonical", "all_ones") and not f.has_nan:
         raise ValueError(
             f"{f.name} has no NaN encoding; nan={n!r} is impossible "
             "(use 'raise', 'max', 'zero' or 'ml_dtypes')"
         )
-    if f.name == "e8m0" and n not in ("signed", "canonical"):
+    if f.name == "e8m0" and n not in ("signed", "canonical", "all_ones"):
         raise ValueError(f"e8m0: NaN always encodes to 0xFF; nan={n!r} cannot apply")
     return Resolved(f, r, o, n)

@@ -168,6 +168,9 @@ def _nan_code(pol: Resolved, negative: np.ndarray) -> np.ndarray:
         n = "signed"
     if n == "signed":
         return np.where(negative, _quiet_nan(fmt, True), _quiet_nan(fmt, False))
+    if n == "all_ones":
+        ones = fmt.n_codes - 1
+        return np.full(negative.shape, ones if ones in fmt.nan_codes else _quiet_nan(fmt, False))
     if n == "canonical":
         return np.full(negative.shape, _quiet_nan(fmt, False) if fmt.specials == "fnuz" else
                        max(c for c in fmt.nan_codes if not c & fmt.sign_mask))
@@ -179,6 +182,14 @@ def _nan_code(pol: Resolved, negative: np.ndarray) -> np.ndarray:
         negzero = zero | fmt.sign_mask if fmt.has_neg_zero else zero
         return np.where(negative, zero, negzero)
     return np.full(negative.shape, zero)  # "zero", and the placeholder for "raise"
+
+
+def _overflow_nan(pol: Resolved, code: int, negative: bool) -> int:
+    """A NaN that overflow produces is written like a NaN input under the 'canonical'
+    and 'all_ones' policies (PTX, gfloat); otherwise it is the signed quiet NaN."""
+    if code in pol.fmt.nan_codes and pol.nan in ("canonical", "all_ones"):
+        return int(_nan_code(pol, np.array([negative]))[0])
+    return code
 
 
 def _direction(rounding: str, negative: bool) -> str:
@@ -272,7 +283,7 @@ def encode_f64(
         over = idx > side.n
         c = side.codes[np.minimum(idx, side.n)]
         if pol.overflow == "nonsat" and how != "down":
-            c = np.where(over, side.overflow_code, c)
+            c = np.where(over, _overflow_nan(pol, side.overflow_code, negative_side), c)
         codes[sel] = c
         if flags is not None:
             f = np.where(exact, 0, FLAG_INEXACT)
@@ -292,7 +303,7 @@ def encode_f64(
         if side is None or not sel.any():
             continue
         nonsat = pol.overflow == "nonsat"
-        c = side.inf_code if nonsat else int(side.codes[-1])
+        c = _overflow_nan(pol, side.inf_code, negative_side) if nonsat else int(side.codes[-1])
         codes[sel] = c
         if flags is not None:
             is_num = c not in fmt.inf_codes and c not in fmt.nan_codes

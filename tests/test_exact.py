@@ -32,7 +32,7 @@ def nan_modes(name):
     f = fmtsim.get_format(name)
     if name == "e8m0":
         return ["signed"]
-    return (["signed", "canonical"] if f.has_nan else []) + ["max", "zero", "ml_dtypes"]
+    return (["signed", "canonical", "all_ones"] if f.has_nan else []) + ["max", "zero", "ml_dtypes"]
 
 
 def oracle_codes(xs, name, mode, ov, nan=None, src="float64"):

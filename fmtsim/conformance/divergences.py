@@ -27,6 +27,8 @@ class Divergence:
     formats: tuple[str, ...]
     sources: tuple[str, ...]  # input dtypes it concerns
     description: str
+    # the inputs on which the peer may differ (for some, e.g. onnx's E8M0, a superset:
+    # whether a huge negative differs depends on the peer's saturate flag)
     expected: Callable[[np.ndarray, Format], np.ndarray]
 
 
@@ -43,6 +45,24 @@ def _float64_through_float32(x: np.ndarray, fmt: Format) -> np.ndarray:
     once = encode(x64, fmt, profile="ml_dtypes")
     twice = encode(x32, fmt, profile="ml_dtypes")
     return np.asarray(once != twice)
+
+
+def _onnx_e8m0(x: np.ndarray, fmt: Format) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        a = np.asarray(x, dtype=np.float64)
+    return ((a <= 2.0**-127) | np.signbit(a)) & np.isfinite(a)
+
+
+def _gfloat_e8m0_underflow(x: np.ndarray, fmt: Format) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        a = np.asarray(x, dtype=np.float64)
+    return (a > 0) & (a < 2.0**-128)
+
+
+def _gfloat_overflow(x: np.ndarray, fmt: Format) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        a = np.abs(np.asarray(x, dtype=np.float64))
+    return ~np.isnan(a) & (a > float(fmt.max_finite))
 
 
 DIVERGENCES = [
@@ -63,6 +83,35 @@ DIVERGENCES = [
         "ml_dtypes casts float64 arrays through float32 (two roundings); its scalar "
         "constructor rounds once. Example: 1.0625 + 2^-40 -> E4M3 gives 1.0, exact is 1.125.",
         _float64_through_float32,
+    ),
+    Divergence(
+        "onnx.e8m0_zero_and_negatives",
+        "onnx",
+        ("e8m0",),
+        ("float32",),
+        "The ONNX reference Cast to FLOAT8E8M0 (onnx 1.23) reads only the exponent bits: 0 "
+        "becomes 0x00 and a finite negative x the code of |x| (fmtsim: NaN 0xFF, since E8M0 "
+        "has no zero or sign, OCP MX 5.4.1, as ml_dtypes does); and a float32 subnormal, whose "
+        "exponent field is 0, rounds up to 0x01 even at or below 2^-127 (fmtsim: 0x00).",
+        _onnx_e8m0,
+    ),
+    Divergence(
+        "gfloat.overflow_raises",
+        "gfloat",
+        ("e2m1", "e3m2", "e2m3"),
+        ("float32", "float64"),
+        "gfloat's round_float(sat=False) raises ValueError when a value overflows a format "
+        "with neither Inf nor NaN; fmtsim saturates (there is nothing else to write).",
+        _gfloat_overflow,
+    ),
+    Divergence(
+        "gfloat.e8m0_underflow_nan",
+        "gfloat",
+        ("e8m0",),
+        ("float32", "float64"),
+        "gfloat rounds values below 2^-128 toward a zero that E8M0 lacks and writes NaN 0xFF; "
+        "fmtsim writes the smallest scale 0x00.",
+        _gfloat_e8m0_underflow,
     ),
 ]
 
