@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import fnmatch
+import re
 import io
 import sys
 import time
@@ -250,10 +251,20 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _vector_files(level: int, seed: int) -> list[Any]:
+def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
+    import itertools
+
     from .conformance.vectors import block_files, fmt2fmt_files, scalar_files
 
-    return list(scalar_files(level, seed)) + list(fmt2fmt_files()) + list(block_files(seed + 1))
+    gen: Any = itertools.chain(scalar_files(level, seed), fmt2fmt_files(), block_files(seed + 1))
+    if progress:
+        try:
+            from tqdm import tqdm
+
+            gen = tqdm(gen, desc=f"level {level} vectors", unit="file")
+        except ImportError:
+            pass
+    return list(gen)
 
 
 def cmd_gen(args: argparse.Namespace) -> int:
@@ -261,8 +272,22 @@ def cmd_gen(args: argparse.Namespace) -> int:
 
     from .conformance.vectors import write_vectors
 
-    files = _vector_files(args.level, args.seed)
-    if args.op != "all":
+    policy_op = re.fullmatch(r"(f16|bf16|f32|f64)_to_(\w+)", args.op)
+    if args.rounding or args.overflow or args.profile:
+        if not policy_op:
+            raise UsageError("--rounding/--overflow/--profile need an OP like f32_to_e4m3")
+        from .conformance.vectors import policy_files
+
+        try:
+            files = list(policy_files(policy_op.group(1), policy_op.group(2), args.rounding, args.overflow,
+                                      args.profile, args.level, args.seed))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    else:
+        files = _vector_files(args.level, args.seed, progress=args.level >= 2 and not args.list)
+        if policy_op:
+            args.op = args.op + ".*"
+    if args.op != "all" and not (args.rounding or args.overflow or args.profile):
         files = [f for f in files if fnmatch.fnmatchcase(f.name, args.op) or f.name.startswith(args.op + ".")]
         if not files:
             raise UsageError(f"no vector file matches {args.op!r}; try 'fmtsim gen all --list'")
@@ -382,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", help="directory; without it one .tv file goes to stdout")
     s.add_argument("--operands", action="store_true", help="stdout: operands only (to feed a device)")
     s.add_argument("--list", action="store_true", help="list the file names")
+    s.add_argument("--rounding", choices=ROUNDING_MODES, help="with OP like f32_to_e4m3: this rounding mode")
+    s.add_argument("--overflow", choices=OVERFLOW_MODES, help="with OP like f32_to_e4m3: this overflow policy")
+    s.add_argument("--profile", choices=list(PROFILES), help="with OP like f32_to_e4m3: this profile")
     s.set_defaults(func=cmd_gen)
 
     s = sub.add_parser("ver", help="verify a device's results against a vector file")

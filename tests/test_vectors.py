@@ -105,3 +105,19 @@ def test_fmt2fmt_nonsat_files_agree_with_ml_dtypes_casts(src, dst):
     fa, fb = fmtsim.get_format(src), fmtsim.get_format(dst)
     theirs = codes.view(fa.ml_dtype).astype(fb.ml_dtype).view(np.uint8)
     assert np.array_equal(theirs, want)
+
+
+def test_gen_with_policy_flags(tmp_path, capsys):
+    assert main(["gen", "f32_to_e4m3", "--rounding", "rtz", "--profile", "ptx", "-o", str(tmp_path)]) == 0
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert set(manifest["files"]) == {f"f32_to_e4m3.rtz.satfinite.ptx.{m}.tv"
+                                      for m in ("encode_ties", "encode_range", "encode_random")}
+    meta = manifest["files"]["f32_to_e4m3.rtz.satfinite.ptx.encode_ties.tv"]
+    assert meta["nan"] == "canonical" and meta["rounding"] == "rtz"
+    for line in (tmp_path / "f32_to_e4m3.rtz.satfinite.ptx.encode_ties.tv").read_text().splitlines()[::11]:
+        x_hex, code, _ = line.split()
+        x = float(np.array([int(x_hex, 16)], np.uint32).view(np.float32)[0])
+        assert int(code, 16) == encode_one(x, "e4m3", "rtz", "satfinite", "canonical")[0]
+    capsys.readouterr()
+    assert main(["gen", "e4m3", "--rounding", "rtz"]) == 2
+    assert main(["gen", "f32_to_e2m1", "--profile", "ocp", "--list"]) == 0  # NaN inputs left out

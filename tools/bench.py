@@ -165,6 +165,24 @@ def bench_block(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]
     return rows
 
 
+def bench_conformance() -> list[list[str]]:
+    """Wall time of level-1 generation, the default conform run and level-2 generation,
+    each as the user runs it (a separate process)."""
+    import subprocess
+    import tempfile
+
+    rows = []
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as d:
+        for label, cmd in (("fmtsim gen -o DIR (level 1)", ["gen", "-o", f"{d}/l1"]),
+                           ("fmtsim conform (defaults)", ["conform"]),
+                           ("fmtsim gen --level 2 -o DIR", ["gen", "--level", "2", "-o", f"{d}/l2"])):
+            t0 = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "fmtsim", *cmd], capture_output=True, text=True, cwd=root)
+            rows.append([label, f"{time.perf_counter() - t0:.1f} s", "ok" if r.returncode == 0 else f"exit {r.returncode}"])
+    return rows
+
+
 def bench_checkpoint(total_gb: float, keep: bool) -> list[list[str]]:
     """Generate a sharded OCP FP8 checkpoint of about ``total_gb`` GB, convert it in a
     separate process under /usr/bin/time -v, report throughput and peak RSS."""
@@ -235,7 +253,7 @@ def main() -> int:
     import ml_dtypes
 
     rng = np.random.default_rng(0)
-    only = set(args.only or ["codec", "tables", "memory", "block", "checkpoint"])
+    only = set(args.only or ["codec", "tables", "memory", "block", "conformance", "checkpoint"])
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}")
     print(f"n = {args.n} elements, best of {args.repeat}\n")
@@ -253,6 +271,9 @@ def main() -> int:
     if "block" in only:
         print(tabulate(bench_block(1 << 22, args.repeat, rng),
                        ["operation", "fmtsim ns/el", "peer ns/el", "peer/fmtsim", "peer"], disable_numparse=True))
+        print()
+    if "conformance" in only:
+        print(tabulate(bench_conformance(), ["command", "wall time", "status"], disable_numparse=True))
         print()
     if "checkpoint" in only:
         print(tabulate(bench_checkpoint(args.checkpoint_gb, keep=False), ["operation", "throughput", "memory"],

@@ -17,7 +17,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fmtsim.conformance.vectors import block_files, fmt2fmt_files, scalar_files, write_vectors  # noqa: E402
+from fmtsim.conformance.vectors import (  # noqa: E402
+    block_files,
+    fmt2fmt_files,
+    manifest_text,
+    scalar_files,
+    write_vectors,
+)
 
 OUT = Path(__file__).resolve().parent.parent / "vectors"
 
@@ -40,6 +46,8 @@ def main() -> int:
         if not path.exists() or path.read_bytes() != f.text or listed.get(f.name, {}).get("sha256") != digest:
             stale.append(f.name)
     extra = sorted(set(listed) - {f.name for f in files})
+    if (OUT / "manifest.json").exists() and (OUT / "manifest.json").read_bytes() != manifest_text(files, 1):
+        stale.append("manifest.json")
     for name in stale + extra:
         print(f"stale: vectors/{name}")
     return 1 if stale or extra else 0

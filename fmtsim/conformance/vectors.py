@@ -34,7 +34,8 @@ from ..layout import pack_fp4
 from ..policy import resolve
 from .models import boundary_points, random_float32
 
-__all__ = ["VectorFile", "level1_files", "write_vectors", "read_tv", "verify_lines", "format_params"]
+__all__ = ["VectorFile", "level1_files", "write_vectors", "read_tv", "verify_lines", "format_params",
+           "policy_files"]
 
 SRC = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
        "f64": np.dtype(np.float64)}
@@ -72,16 +73,41 @@ def _encode_lines(x: np.ndarray, src: str, fmt: str, rounding: str, overflow: st
     return ("\n".join(rows) + "\n").encode()
 
 
-def _encode_file(model: str, x: np.ndarray, src: str, fmt: str, rounding: str, overflow: str,
-                 rbits: np.ndarray | None = None) -> VectorFile:
+def _encode_file(model: str, x: np.ndarray, src: str, fmt: str, rounding: str | None, overflow: str | None,
+                 rbits: np.ndarray | None = None, profile: str | None = None) -> VectorFile:
     f = get_format(fmt)
-    nan = None if f.has_nan else "max"
-    pol = resolve(fmt, rounding, overflow, nan)
-    name = f"{src}_to_{f.name}.{rounding}.{overflow}.{model}.tv"
-    meta = {"operation": "encode", "source": SRC_NAME[src], "format": format_params(fmt), "rounding": rounding,
-            "overflow": overflow, "nan": pol.nan, "coverage_model": model, "cases": int(x.size),
+    nan = None if f.has_nan or profile else "max"
+    pol = resolve(fmt, rounding, overflow, nan, profile)
+    if pol.nan == "raise":  # the profile refuses NaN into this format: leave NaN inputs out
+        with np.errstate(invalid="ignore"):
+            x = x[~np.isnan(x.astype(np.float64))]
+    tag = f".{profile}" if profile else ""
+    name = f"{src}_to_{f.name}.{pol.rounding}.{pol.overflow}{tag}.{model}.tv"
+    meta = {"operation": "encode", "source": SRC_NAME[src], "format": format_params(fmt),
+            "rounding": pol.rounding, "overflow": pol.overflow, "nan": pol.nan, "profile": profile,
+            "coverage_model": model, "cases": int(x.size),
             "line": "input code flags" if rbits is None else "input rbits code flags"}
-    return VectorFile(name, _encode_lines(x, src, fmt, rounding, overflow, nan, rbits), meta)
+    return VectorFile(name, _encode_lines(x, src, fmt, pol.rounding, pol.overflow, pol.nan, rbits), meta)
+
+
+def policy_files(src: str, fmt: str, rounding: str | None, overflow: str | None, profile: str | None,
+                 level: int = 1, seed: int = 1) -> Iterator[VectorFile]:
+    """The encode coverage models for one source type and format under any policy
+    (``fmtsim gen f32_to_e4m3 --rounding rtz --profile ptx``)."""
+    if src not in SRC:
+        raise ValueError(f"unknown source {src!r}; choose from {', '.join(SRC)}")
+    f = get_format(fmt)
+    dt = SRC[src]
+    yield _encode_file("encode_ties", boundary_points(fmt, dt), src, fmt, rounding, overflow, profile=profile)
+    yield _encode_file("encode_range", _range_points(fmt, dt), src, fmt, rounding, overflow, profile=profile)
+    rng = np.random.default_rng(seed)
+    n = 4096 if level == 1 else 1 << 20
+    lo, hi = np.log2(float(f.min_positive)) - 3, min(np.log2(float(f.max_finite)) + 2, 127.9)
+    xr = (np.exp2(rng.uniform(lo, hi, n)) * rng.choice([-1.0, 1.0], n)).astype(dt)
+    yield _encode_file("encode_random", xr, src, fmt, rounding, overflow, profile=profile)
+    if level >= 2 and dt.itemsize == 2:
+        yield _encode_file("encode_all16", np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dt), src,
+                           fmt, rounding, overflow, profile=profile)
 
 
 def _range_points(fmt: str, dt: np.dtype) -> np.ndarray:
@@ -255,16 +281,21 @@ def level1_files() -> list[VectorFile]:
     return list(scalar_files(1)) + list(fmt2fmt_files()) + list(block_files())
 
 
+def manifest_text(files: list[VectorFile], level: int) -> bytes:
+    manifest: dict[str, Any] = {"fmtsim_version": __version__, "level": level, "files": {}}
+    for vf in files:
+        manifest["files"][vf.name] = dict(vf.meta, sha256=hashlib.sha256(vf.text).hexdigest(), bytes=len(vf.text))
+    return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+
+
 def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, Any]:
     """Write files and manifest.json (each via a temporary name, then renamed)."""
     out.mkdir(parents=True, exist_ok=True)
-    manifest: dict[str, Any] = {"fmtsim_version": __version__, "level": level, "files": {}}
     for vf in files:
-        digest = hashlib.sha256(vf.text).hexdigest()
-        manifest["files"][vf.name] = dict(vf.meta, sha256=digest, bytes=len(vf.text))
         _atomic_write(out / vf.name, vf.text)
-    _atomic_write(out / "manifest.json", (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
-    return manifest
+    text = manifest_text(files, level)
+    _atomic_write(out / "manifest.json", text)
+    return dict(json.loads(text))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
