@@ -254,9 +254,10 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
 def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
     import itertools
 
-    from .conformance.vectors import block_files, fmt2fmt_files, scalar_files
+    from .conformance.vectors import block_files, dot_files, fmt2fmt_files, layout_files, scalar_files
 
-    gen: Any = itertools.chain(scalar_files(level, seed), fmt2fmt_files(), block_files(seed + 1))
+    gen: Any = itertools.chain(scalar_files(level, seed), fmt2fmt_files(), block_files(seed + 1), layout_files(),
+                               dot_files())
     if progress:
         try:
             from tqdm import tqdm

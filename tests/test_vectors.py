@@ -121,3 +121,54 @@ def test_gen_with_policy_flags(tmp_path, capsys):
     capsys.readouterr()
     assert main(["gen", "e4m3", "--rounding", "rtz"]) == 2
     assert main(["gen", "f32_to_e2m1", "--profile", "ocp", "--list"]) == 0  # NaN inputs left out
+
+
+def _arrays(name):
+    meta = json.loads((VEC / "manifest.json").read_text())["files"][name]
+    data = (VEC / name).read_bytes()
+    return {a["name"]: np.frombuffer(data[a["offset"]:a["offset"] + a["nbytes"]], dtype=a["dtype"]).reshape(a["shape"])
+            for a in meta["arrays"]}, meta
+
+
+def test_layout_vectors_follow_the_written_rules():
+    t, _ = _arrays("fp4_pack.low_first.layout.bin")
+    c, p = t["codes"].tolist(), t["packed"].tolist()
+    assert p == [c[2 * i] | c[2 * i + 1] << 4 for i in range(len(p))]
+    t, _ = _arrays("fp4_pack.high_first.layout.bin")
+    c, p = t["codes"].tolist(), t["packed"].tolist()
+    assert p == [c[2 * i] << 4 | c[2 * i + 1] for i in range(len(p))]
+    t, _ = _arrays("fp6_pack.dense.layout.bin")
+    c, p = t["codes"].tolist(), t["packed"].tolist()
+    for g in range(len(c) // 4):
+        w = c[4 * g] | c[4 * g + 1] << 6 | c[4 * g + 2] << 12 | c[4 * g + 3] << 18
+        assert p[3 * g:3 * g + 3] == [w & 0xFF, w >> 8 & 0xFF, w >> 16]
+    t, meta = _arrays("scale_swizzle.128x4.layout.bin")
+    s, sw = t["scales"], t["swizzled"]
+    assert sw.size == 256 * 8
+    for r in range(s.shape[0]):
+        for col in range(s.shape[1]):
+            tile = (r // 128) * 2 + col // 4
+            assert sw[tile * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + col % 4] == s[r, col]
+
+
+def test_dot_vectors_against_fsum():
+    import math
+
+    for name, elem in (("mxfp8_e4m3.floor.rne.dot.bin", "e4m3"), ("mxfp4.floor.rne.dot.bin", "e2m1")):
+        t, meta = _arrays(name)
+        codes_a = t["a_codes"] if elem == "e4m3" else fmtsim.layout.unpack_fp4(t["a_codes"])
+        codes_b = t["b_codes"] if elem == "e4m3" else fmtsim.layout.unpack_fp4(t["b_codes"])
+        da = fmtsim.decode(codes_a, elem, np.float64) * np.exp2(np.repeat(t["a_scales"].astype(np.float64) - 127, 32, 1))
+        db = fmtsim.decode(codes_b, elem, np.float64) * np.exp2(np.repeat(t["b_scales"].astype(np.float64) - 127, 32, 1))
+        for i in range(8):
+            for j in range(8):
+                s = math.fsum(da[i] * db[j])  # every product is exact in float64
+                c = t["c"][i, j]
+                if t["c_exact"][i, j]:
+                    assert float(c) == s
+                assert abs(float(c) - s) <= float(t["c_bound"][i, j]) + abs(s) * 2.0**-24
+
+
+def test_cli_gen_writes_the_committed_vectors(tmp_path):
+    assert main(["gen", "-o", str(tmp_path)]) == 0
+    assert (tmp_path / "manifest.json").read_bytes() == (VEC / "manifest.json").read_bytes()

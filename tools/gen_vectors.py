@@ -17,13 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fmtsim.conformance.vectors import (  # noqa: E402
-    block_files,
-    fmt2fmt_files,
-    manifest_text,
-    scalar_files,
-    write_vectors,
-)
+from fmtsim.conformance.vectors import level1_files, manifest_text, write_vectors  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "vectors"
 
@@ -32,7 +26,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    files = list(scalar_files(1, 1)) + list(fmt2fmt_files()) + list(block_files(2))
+    files = level1_files()
     if not args.check:
         write_vectors(files, OUT, 1)
         print(f"wrote {len(files)} files to {OUT}")

@@ -277,8 +277,103 @@ def block_files(seed: int = 2) -> Iterator[VectorFile]:
         )
 
 
+def layout_files(seed: int = 3) -> Iterator[VectorFile]:
+    """Memory layouts: FP4 nibble orders, FP6 dense packing, the 128x4 scale swizzle."""
+    from ..layout import pack_fp6, swizzle_scales
+
+    rng = np.random.default_rng(seed)
+    c4 = np.concatenate([np.arange(16, dtype=np.uint8).repeat(16), np.tile(np.arange(16, dtype=np.uint8), 16),
+                         rng.integers(0, 16, 512, dtype=np.uint8)])
+    for order in ("low_first", "high_first"):
+        data, arrays = _binary([("codes", c4), ("packed", pack_fp4(c4, order=order))])
+        yield VectorFile(f"fp4_pack.{order}.layout.bin", data,
+                         {"operation": "pack_fp4", "order": order, "coverage_model": "layout",
+                          "cases": int(c4.size), "arrays": arrays})
+    c6 = np.concatenate([np.arange(64, dtype=np.uint8), rng.integers(0, 64, 448, dtype=np.uint8)])
+    data, arrays = _binary([("codes", c6), ("packed", pack_fp6(c6))])
+    yield VectorFile("fp6_pack.dense.layout.bin", data,
+                     {"operation": "pack_fp6", "order": "w = c0 | c1<<6 | c2<<12 | c3<<18, bytes LSB first",
+                      "coverage_model": "layout", "cases": int(c6.size), "arrays": arrays})
+    s = ((np.arange(130 * 5) * 7 + 1) % 255 + 1).astype(np.uint8).reshape(130, 5)
+    data, arrays = _binary([("scales", s), ("swizzled", swizzle_scales(s))])
+    yield VectorFile("scale_swizzle.128x4.layout.bin", data,
+                     {"operation": "swizzle_scales", "rows": 130, "cols": 5, "padded": [256, 8],
+                      "rule": "tile = (r // 128) * ceil(cols/4) + c // 4; byte = tile*512 + (r%32)*16 + "
+                              "((r%128)//32)*4 + c%4; padding zero",
+                      "coverage_model": "layout", "cases": int(s.size), "arrays": arrays})
+
+
+def _exact_dot(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A (M, K) and B (N, K) exact float64 values -> (C rounded once to float32, 1 where
+    the exact C is a float32, the tolerance bound K * 2^-24 * sum |a_k b_k|)."""
+    from fractions import Fraction
+
+    m, n = a.shape[0], b.shape[0]
+    c = np.empty((m, n), np.float32)
+    exact = np.empty((m, n), np.uint8)
+    bound = np.empty((m, n), np.float32)
+    fa = [[Fraction(float(v)) for v in row] for row in a]
+    fb = [[Fraction(float(v)) for v in row] for row in b]
+    for i in range(m):
+        for j in range(n):
+            if np.isnan(a[i]).any() or np.isnan(b[j]).any():
+                c[i, j], exact[i, j], bound[i, j] = np.nan, 1, 0
+                continue
+            s = sum((x * y for x, y in zip(fa[i], fb[j], strict=True)), Fraction(0))
+            # round the exact sum once to float32: the nearest of three neighbours, ties to even
+            r = np.float32(float(s))
+            cands = [np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))]
+            pick = min(cands, key=lambda v: (abs(Fraction(float(v)) - s), int(np.array(v).view(np.uint32)) & 1))
+            c[i, j] = pick
+            exact[i, j] = int(Fraction(float(pick)) == s)
+            mag = sum((abs(x * y) for x, y in zip(fa[i], fb[j], strict=True)), Fraction(0))
+            bound[i, j] = np.float32(float(mag) * a.shape[1] * 2.0**-24)
+    return c, exact, bound
+
+
+def dot_files(seed: int = 4) -> Iterator[VectorFile]:
+    """Block-scaled GEMMs C = A B^T with A (8, 64) and B (8, 64) quantized along K, against
+    the exact product of the dequantized operands."""
+    from .. import mx, nvfp4
+
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal((8, 64)) * np.exp2(rng.integers(-4, 4, (8, 1)))).astype(np.float32)
+    b = (rng.standard_normal((8, 64)) * np.exp2(rng.integers(-4, 4, (8, 1)))).astype(np.float32)
+    a[0, :32] = 0  # an all-zero block
+    b[1, 5] = 1000.0  # an outlier
+    for scheme in ("mxfp8_e4m3", "mxfp4"):
+        qa, qb = mx.quantize(a, scheme), mx.quantize(b, scheme)
+        da, db = mx.dequantize(qa, np.float64), mx.dequantize(qb, np.float64)
+        c, exact, bound = _exact_dot(da, db)
+        pack = pack_fp4 if scheme == "mxfp4" else (lambda v: v)
+        data, arrays = _binary([("a_input", a), ("b_input", b), ("a_codes", pack(qa.codes)), ("a_scales", qa.scales),
+                                ("b_codes", pack(qb.codes)), ("b_scales", qb.scales), ("c", c),
+                                ("c_exact", exact), ("c_bound", bound)])
+        yield VectorFile(f"{scheme}.floor.rne.dot.bin", data, {
+            "operation": "block_scaled_gemm", "scheme": scheme, "format": format_params(mx.SCHEMES[scheme]),
+            "scale_format": format_params("e8m0"), "block_size": 32, "M": 8, "N": 8, "K": 64,
+            "c": "C = A_deq @ B_deq^T, exact sum rounded once to float32 (RNE)",
+            "tolerance": "c_exact == 1: bit-exact; else |device - c| <= c_bound = K * 2^-24 * sum_k |a_k b_k|",
+            "coverage_model": "dot", "cases": 64, "arrays": arrays})
+    qa, qb = nvfp4.quantize(a), nvfp4.quantize(b)
+    da, db = nvfp4.dequantize(qa, np.float64), nvfp4.dequantize(qb, np.float64)
+    c, exact, bound = _exact_dot(da, db)
+    data, arrays = _binary([("a_input", a), ("b_input", b), ("a_codes", pack_fp4(qa.codes)), ("a_scales", qa.scales),
+                            ("a_global_scale", np.array([qa.global_scale], np.float32)),
+                            ("b_codes", pack_fp4(qb.codes)), ("b_scales", qb.scales),
+                            ("b_global_scale", np.array([qb.global_scale], np.float32)), ("c", c),
+                            ("c_exact", exact), ("c_bound", bound)])
+    yield VectorFile("nvfp4.te.dot.bin", data, {
+        "operation": "block_scaled_gemm", "scheme": "nvfp4", "recipe": "te", "format": format_params("e2m1"),
+        "scale_format": format_params("ue4m3"), "block_size": 16, "M": 8, "N": 8, "K": 64,
+        "c": "C = A_deq @ B_deq^T (global scales included), exact sum rounded once to float32 (RNE)",
+        "tolerance": "c_exact == 1: bit-exact; else |device - c| <= c_bound = K * 2^-24 * sum_k |a_k b_k|",
+        "coverage_model": "dot", "cases": 64, "arrays": arrays})
+
+
 def level1_files() -> list[VectorFile]:
-    return list(scalar_files(1)) + list(fmt2fmt_files()) + list(block_files())
+    return (list(scalar_files(1)) + list(fmt2fmt_files()) + list(block_files()) + list(layout_files())
+            + list(dot_files()))
 
 
 def manifest_text(files: list[VectorFile], level: int) -> bytes:
