@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import csv
 import fnmatch
-import re
 import io
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -324,14 +324,19 @@ def cmd_ver(args: argparse.Namespace) -> int:
     if args.op not in manifest["files"]:
         raise UsageError(f"{args.op!r} is not in {vec_dir}/manifest.json")
     meta = manifest["files"][args.op]
-    if not args.op.endswith(".tv"):
-        raise UsageError("fmtsim ver compares .tv files; check binary block outputs against the manifest's arrays")
-    expected = (vec_dir / args.op).read_text()
-    actual = sys.stdin.read() if args.file in (None, "-") else Path(args.file).read_text()
     try:
-        res = verify_lines(expected, actual, meta, check_flags=not args.ignore_flags,
-                           check_nans=args.check_nans, max_errors=args.errors, what=args.file or "stdin")
-    except ValueError as e:
+        if args.op.endswith(".bin"):
+            from .conformance.vectors import verify_binary
+
+            actual_b = sys.stdin.buffer.read() if args.file in (None, "-") else Path(args.file).read_bytes()
+            res = verify_binary((vec_dir / args.op).read_bytes(), actual_b, meta, max_errors=args.errors,
+                                what=args.file or "stdin")
+        else:
+            expected = (vec_dir / args.op).read_text()
+            actual = sys.stdin.read() if args.file in (None, "-") else Path(args.file).read_text()
+            res = verify_lines(expected, actual, meta, check_flags=not args.ignore_flags,
+                               check_nans=args.check_nans, max_errors=args.errors, what=args.file or "stdin")
+    except (ValueError, OSError) as e:
         raise UsageError(str(e)) from None
     for m in res.messages:
         print(m)

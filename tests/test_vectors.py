@@ -172,3 +172,24 @@ def test_dot_vectors_against_fsum():
 def test_cli_gen_writes_the_committed_vectors(tmp_path):
     assert main(["gen", "-o", str(tmp_path)]) == 0
     assert (tmp_path / "manifest.json").read_bytes() == (VEC / "manifest.json").read_bytes()
+
+
+def test_ver_binary_files(tmp_path, capsys):
+    for name in ("mxfp4.floor.rne.block_mx.bin", "nvfp4.te.1x16.block_nvfp4.bin", "mxfp4.floor.rne.dot.bin",
+                 "scale_swizzle.128x4.layout.bin"):
+        good = (VEC / name).read_bytes()
+        p = tmp_path / name
+        p.write_bytes(good)
+        assert main(["ver", name, str(p), "--vectors", str(VEC)]) == 0
+    capsys.readouterr()
+    t, meta = _arrays("mxfp4.floor.rne.block_mx.bin")
+    data = bytearray((VEC / "mxfp4.floor.rne.block_mx.bin").read_bytes())
+    off = next(a["offset"] for a in meta["arrays"] if a["name"] == "scales")
+    data[off + 3] ^= 1
+    p = tmp_path / "bad.bin"
+    p.write_bytes(bytes(data))
+    assert main(["ver", "mxfp4.floor.rne.block_mx.bin", str(p), "--vectors", str(VEC)]) == 1
+    assert "scales[3, 0]: expected np.uint8(127), got np.uint8(126)" in capsys.readouterr().out
+    p.write_bytes(b"\0" * 10)
+    assert main(["ver", "mxfp8_e4m3.floor.rne.dot.bin", str(p), "--vectors", str(VEC)]) == 2
+    assert "bytes" in capsys.readouterr().err

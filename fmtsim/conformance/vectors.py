@@ -355,13 +355,13 @@ def dot_files(seed: int = 4) -> Iterator[VectorFile]:
             "c": "C = A_deq @ B_deq^T, exact sum rounded once to float32 (RNE)",
             "tolerance": "c_exact == 1: bit-exact; else |device - c| <= c_bound = K * 2^-24 * sum_k |a_k b_k|",
             "coverage_model": "dot", "cases": 64, "arrays": arrays})
-    qa, qb = nvfp4.quantize(a), nvfp4.quantize(b)
-    da, db = nvfp4.dequantize(qa, np.float64), nvfp4.dequantize(qb, np.float64)
+    na, nb = nvfp4.quantize(a), nvfp4.quantize(b)
+    da, db = nvfp4.dequantize(na, np.float64), nvfp4.dequantize(nb, np.float64)
     c, exact, bound = _exact_dot(da, db)
-    data, arrays = _binary([("a_input", a), ("b_input", b), ("a_codes", pack_fp4(qa.codes)), ("a_scales", qa.scales),
-                            ("a_global_scale", np.array([qa.global_scale], np.float32)),
-                            ("b_codes", pack_fp4(qb.codes)), ("b_scales", qb.scales),
-                            ("b_global_scale", np.array([qb.global_scale], np.float32)), ("c", c),
+    data, arrays = _binary([("a_input", a), ("b_input", b), ("a_codes", pack_fp4(na.codes)), ("a_scales", na.scales),
+                            ("a_global_scale", np.array([na.global_scale], np.float32)),
+                            ("b_codes", pack_fp4(nb.codes)), ("b_scales", nb.scales),
+                            ("b_global_scale", np.array([nb.global_scale], np.float32)), ("c", c),
                             ("c_exact", exact), ("c_bound", bound)])
     yield VectorFile("nvfp4.te.dot.bin", data, {
         "operation": "block_scaled_gemm", "scheme": "nvfp4", "recipe": "te", "format": format_params("e2m1"),
@@ -464,4 +464,55 @@ def verify_lines(expected: str, actual: str, meta: dict[str, Any], *, check_flag
                                         f"flags {g[-1]}")
                 else:
                     res.messages.append(f"line {n}: code {e[0]}: expected {e[1]}, got {g[1]}")
+    return res
+
+
+OUTPUT_ARRAYS = {
+    "mx_quantize": ("codes", "scales", "dequantized"),
+    "nvfp4_quantize": ("codes", "scales", "global_scale", "dequantized"),
+    "pack_fp4": ("packed",),
+    "pack_fp6": ("packed",),
+    "swizzle_scales": ("swizzled",),
+    "block_scaled_gemm": ("c",),
+}
+
+
+def _unpack_arrays(data: bytes, meta: dict[str, Any], what: str) -> dict[str, np.ndarray]:
+    need = sum(a["nbytes"] for a in meta["arrays"])
+    if len(data) != need:
+        raise ValueError(f"{what}: {len(data)} bytes; the manifest's layout needs {need}")
+    return {a["name"]: np.frombuffer(data[a["offset"]: a["offset"] + a["nbytes"]], dtype=a["dtype"])
+            .reshape(a["shape"]) for a in meta["arrays"]}
+
+
+def verify_binary(expected: bytes, actual: bytes, meta: dict[str, Any], *, max_errors: int = 20,
+                  what: str = "results") -> VerifyResult:
+    """A device's binary file in the vector file's own layout: inputs must be the
+    vector's, every output array must match (floats: NaN matches NaN; GEMM outputs: bit
+    for bit where ``c_exact``, else within ``c_bound``)."""
+    exp = _unpack_arrays(expected, meta, "expected")
+    got = _unpack_arrays(actual, meta, what)
+    outputs = OUTPUT_ARRAYS[meta["operation"]]
+    for name, arr in exp.items():
+        if name not in outputs and name not in ("c_exact", "c_bound") and not np.array_equal(
+                arr.view(np.uint8), got[name].view(np.uint8)):
+            raise ValueError(f"{what}: input array {name!r} differs from the vector file's")
+    res = VerifyResult()
+    for name in outputs:
+        e, g = exp[name], got[name]
+        if name == "c":
+            ok = (e.view(np.uint32) == g.view(np.uint32)) | (np.isnan(e) & np.isnan(g))
+            loose = exp["c_exact"] == 0
+            with np.errstate(invalid="ignore"):
+                ok |= loose & (np.abs(g.astype(np.float64) - e) <= exp["c_bound"])
+        elif e.dtype.kind == "f":
+            ok = (e.view(f"u{e.itemsize}") == g.view(f"u{g.itemsize}")) | (np.isnan(e) & np.isnan(g))
+        else:
+            ok = e == g
+        res.cases += int(ok.size)
+        bad = np.argwhere(~ok)
+        res.failed += int(bad.shape[0])
+        for idx in bad[: max(0, max_errors - len(res.messages))]:
+            t = tuple(int(i) for i in idx)
+            res.messages.append(f"{name}{list(t)}: expected {e[t]!r}, got {g[t]!r}")
     return res
