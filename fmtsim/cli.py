@@ -188,7 +188,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
         raise UsageError(f"{vec}: no manifest.json (generate vectors with 'fmtsim gen -o {vec}')")
     print(f"golden vectors: {vec if vec is not None else 'none found (run from a checkout, or pass --vectors DIR)'}")
     try:
-        rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec)
+        rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec, profile=args.profile)
     except ValueError as e:
         raise UsageError(str(e)) from None
     table = []
@@ -439,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
     s.add_argument("--quick", action="store_true", help="boundary models only")
     s.add_argument("--vectors", help="golden vector directory (default ./vectors, else the checkout's)")
+    s.add_argument("--profile", choices=list(PROFILES),
+                   help="fmtsim vs the oracle under this profile; overrides the profile an adapter claims")
     s.set_defaults(func=cmd_conform)
     return p
 

@@ -44,3 +44,13 @@ def test_adapters(tmp_path, capsys):
     assert main(["conform", "--impl", f"{p}:missing"]) == 2
     assert "no attribute" in capsys.readouterr().err
     assert main(["conform", "--impl", "nosuchthing"]) == 2
+
+
+def test_conform_profile_option(tmp_path, capsys):
+    assert main(["conform", "--impl", "fmtsim", "--profile", "gfloat", "--quick", "--formats", "e4m3"]) == 0
+    assert "fmtsim[gfloat]" in capsys.readouterr().out
+    p = tmp_path / "my_kernels.py"
+    p.write_text(GOOD)
+    # the saturating kernel is not what a non-saturating profile expects
+    assert main(["conform", "--impl", f"{p}:encode_e4m3", "--profile", "ml_dtypes", "--quick",
+                 "--formats", "e4m3"]) == 1

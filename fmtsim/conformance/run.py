@@ -27,6 +27,7 @@ import numpy as np
 from ..codec import decode, encode
 from ..formats import FORMATS, get_format
 from ..oracle import encode_one, value_of
+from ..policy import resolve
 from .adapters import Adapter, load_adapter
 from .divergences import explain
 from .models import iter_models
@@ -77,17 +78,26 @@ def _decode_all_fmtsim(name: str) -> Row:
     return row
 
 
-def _encode_ties_fmtsim(name: str) -> Row:
+def _encode_ties_fmtsim(name: str, profile: str | None = None) -> Row:
+    """Fast path vs oracle: rne under both overflow policies, or one profile's policy."""
     f = get_format(name)
-    row = Row("fmtsim", name, "encode_ties")
-    nan = None if f.has_nan else "zero"
-    overflows = ("satfinite", "nonsat") if (f.has_inf or f.has_nan) else ("satfinite",)
+    row = Row("fmtsim" if profile is None else f"fmtsim[{profile}]", name, "encode_ties")
+    if profile is None:
+        policies = [resolve(name, "rne", ov, None if f.has_nan else "zero")
+                    for ov in (("satfinite", "nonsat") if (f.has_inf or f.has_nan) else ("satfinite",))]
+    else:
+        policies = [resolve(name, profile=profile)]
     for _model, src, x in iter_models(name, big=False):
-        wide = x.astype(np.float64)
-        for ov in overflows:
-            got = encode(x, name, overflow=ov, nan=nan)
+        for pol in policies:
+            xs = x
+            if pol.nan == "raise":
+                with np.errstate(invalid="ignore"):
+                    xs = x[~np.isnan(x.astype(np.float64))]
+            wide = xs.astype(np.float64)
+            got = encode(xs, name, rounding=pol.rounding, overflow=pol.overflow, nan=pol.nan)
             want = np.array([
-                encode_one(float(v), name, "rne", ov, nan, src=src, negative_nan=bool(np.signbit(v)))[0]
+                encode_one(float(v), name, pol.rounding, pol.overflow, pol.nan, src=src,
+                           negative_nan=bool(np.signbit(v)))[0]
                 for v in wide
             ], dtype=np.uint8)
             row.add(got == want, {}, _mismatch(src, wide, got, "fmtsim", want, "oracle"))
@@ -145,9 +155,9 @@ def _vector_rows(impl: str, names: list[str], vec_dir: Path) -> list[Row]:
     manifest = json.loads(manifest_path.read_text())
     rows: dict[str, Row] = {}
     for fname, meta in sorted(manifest["files"].items()):
-        fmt = meta["format"]["name"]
-        if not fname.endswith(".tv") or fmt not in names or meta["operation"] != "encode":
+        if not fname.endswith(".tv") or meta.get("operation") != "encode" or meta["format"]["name"] not in names:
             continue
+        fmt = meta["format"]["name"]
         f = get_format(fmt)
         src = fname.split("_to_")[0]
         if impl == "ml_dtypes" and not (
@@ -205,15 +215,19 @@ def _adapter_rows(adapter: Adapter, names: list[str], big: bool) -> list[Row]:
 
 
 def run(impls: tuple[str, ...] = IMPLEMENTATIONS, formats: list[str] | None = None,
-        big: bool = True, vectors: Path | None = None) -> list[Row]:
+        big: bool = True, vectors: Path | None = None, profile: str | None = None) -> list[Row]:
     """Every model for every (implementation, format) pair that applies. An entry of
     ``impls`` may also be an adapter spec (``module:function`` or ``file.py:function``,
-    see conformance.adapters)."""
+    see conformance.adapters). ``profile`` checks fmtsim against the oracle under that
+    profile's policy and overrides the profile an adapter claims."""
     names = [get_format(n).name for n in formats] if formats else list(FORMATS)
     rows: list[Row] = []
     for impl in impls:
         if ":" in impl:
-            rows.extend(_adapter_rows(load_adapter(impl), names, big))
+            adapter = load_adapter(impl)
+            if profile is not None:
+                adapter.profile = profile
+            rows.extend(_adapter_rows(adapter, names, big))
             continue
         if impl not in IMPLEMENTATIONS:
             raise ValueError(f"unknown implementation {impl!r}; choose from {', '.join(IMPLEMENTATIONS)} "
@@ -221,7 +235,7 @@ def run(impls: tuple[str, ...] = IMPLEMENTATIONS, formats: list[str] | None = No
         for name in names:
             if impl == "fmtsim":
                 rows.append(_decode_all_fmtsim(name))
-                rows.append(_encode_ties_fmtsim(name))
+                rows.append(_encode_ties_fmtsim(name, profile))
             elif impl == "ml_dtypes":
                 f = get_format(name)
                 if f.kind == "float" and f.ml_dtype is not None:
