@@ -140,6 +140,19 @@ def _double_rounding(fmt: str) -> np.ndarray:
     return np.concatenate([near, -near])
 
 
+def _double_rounding_f32(fmt: str) -> np.ndarray:
+    """float32 inputs one float32 ulp off each midpoint that float16 can hold: through
+    float16 they would land on the midpoint and tie."""
+    f = get_format(fmt)
+    vals = np.unique(np.abs(f.values[np.isfinite(f.values)]))
+    mids = ((vals[:-1] + vals[1:]) / 2).astype(np.float32)
+    with np.errstate(over="ignore"):
+        ok = (mids > 0) & (mids.astype(np.float16).astype(np.float32) == mids)
+    mids = mids[ok]
+    near = np.concatenate([np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(0))])
+    return np.concatenate([near, -near])
+
+
 SCALAR_FORMATS = ["e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m1", "e3m2", "e2m3", "e8m0", "ue4m3", "mxint8"]
 
 
@@ -167,6 +180,7 @@ def scalar_files(level: int = 1, seed: int = 1) -> Iterator[VectorFile]:
         xr = (np.exp2(rng.uniform(lo, hi, n_random)) * rng.choice([-1.0, 1.0], n_random)).astype(np.float32)
         yield _encode_file("encode_random", xr, "f32", fmt, rne, "satfinite")
         yield _encode_file("double_rounding", _double_rounding(fmt), "f64", fmt, rne, "satfinite")
+        yield _encode_file("double_rounding", _double_rounding_f32(fmt), "f32", fmt, rne, "satfinite")
         xm = boundary_points(fmt, SRC["f32"])
         for mode in ("rtz", "rup", "rdn", "rna"):
             yield _encode_file("modes", xm, "f32", fmt, mode, "satfinite")
@@ -259,21 +273,39 @@ def block_files(seed: int = 2) -> Iterator[VectorFile]:
                  if scheme == "mxfp4" else "one code per byte", "scale_layout": "row-major [rows, K/32]",
                  "coverage_model": "block_mx", "cases": int(x.shape[0]), "arrays": layout},
             )
-    for recipe in nvfp4.RECIPES:
-        xs = x[:64].copy()
-        xs[~np.isfinite(xs)] = 0.0  # NVFP4 refuses NaN/Inf
-        qn = nvfp4.quantize(xs, recipe=recipe)
-        deq = nvfp4.dequantize(qn, np.float32)
+    # a padded tail: 40 values per row, padded with zeros to 64 (two blocks)
+    xp = x[:, :40].copy()
+    q = mx.quantize(xp, "mxfp4", pad=True)
+    data, layout = _binary([("input", xp), ("codes", pack_fp4(q.codes)), ("scales", q.scales),
+                            ("dequantized", mx.dequantize(q, np.float32))])
+    yield VectorFile(
+        "mxfp4.floor.rne.padded.block_mx.bin", data,
+        {"operation": "mx_quantize", "scheme": "mxfp4", "format": format_params("e2m1"),
+         "scale_format": format_params("e8m0"), "scale_rule": "floor", "rounding": "rne", "block_size": 32,
+         "axis": -1, "padding": "each row of 40 values padded with zeros to 64; codes cover 64, dequantized 40",
+         "packing": "fp4 two per byte, element 2i in the low nibble", "scale_layout": "row-major [rows, 2]",
+         "coverage_model": "block_mx", "cases": int(xp.shape[0]), "arrays": layout},
+    )
+    finite = x[:64].copy()
+    finite[~np.isfinite(finite)] = 0.0  # NVFP4 refuses NaN/Inf
+    cases = [(r, t, name, xs) for r in nvfp4.RECIPES for t, name, xs in (
+        ((1, 16), "1x16", finite), ((16, 16), "16x16", finite), ((1, 16), "1x16.amax0", np.zeros((16, 32), np.float32)))]
+    for recipe, tile, tag, xs in cases:
+        qn = nvfp4.quantize(xs, recipe=recipe, tile=tile)
+        with np.errstate(invalid="ignore"):
+            deq = nvfp4.dequantize(qn, np.float32)
         gs = np.array([qn.global_scale], np.float32)
         data, layout = _binary([("input", xs), ("codes", pack_fp4(qn.codes)), ("scales", qn.scales),
                                 ("global_scale", gs), ("dequantized", deq)])
         yield VectorFile(
-            f"nvfp4.{recipe}.1x16.block_nvfp4.bin", data,
+            f"nvfp4.{recipe}.{tag}.block_nvfp4.bin", data,
             {"operation": "nvfp4_quantize", "recipe": recipe, "format": format_params("e2m1"),
              "scale_format": format_params("ue4m3"), "global_scale": "float32 decode multiplier",
-             "tile": [1, 16], "block_size": 16, "axis": -1, "packing": "fp4 two per byte, element 2i in the low nibble",
-             "scale_layout": "row-major [rows, K/16]", "coverage_model": "block_nvfp4", "cases": int(xs.shape[0]),
-             "arrays": layout},
+             "tile": list(tile), "block_size": 16, "axis": -1,
+             "packing": "fp4 two per byte, element 2i in the low nibble",
+             "scale_layout": "row-major [rows, K/16]" + ("; a 16x16 tile's scale repeated on its 16 rows"
+                                                          if tile[0] == 16 else ""),
+             "coverage_model": "block_nvfp4", "cases": int(xs.shape[0]), "arrays": layout},
         )
 
 
