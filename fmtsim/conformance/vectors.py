@@ -288,8 +288,9 @@ def block_files(seed: int = 2) -> Iterator[VectorFile]:
     )
     finite = x[:64].copy()
     finite[~np.isfinite(finite)] = 0.0  # NVFP4 refuses NaN/Inf
-    cases = [(r, t, name, xs) for r in nvfp4.RECIPES for t, name, xs in (
-        ((1, 16), "1x16", finite), ((16, 16), "16x16", finite), ((1, 16), "1x16.amax0", np.zeros((16, 32), np.float32)))]
+    shapes = (((1, 16), "1x16", finite), ((16, 16), "16x16", finite),
+              ((1, 16), "1x16.amax0", np.zeros((16, 32), np.float32)))
+    cases = [(r, t, name, xs) for r in nvfp4.RECIPES for t, name, xs in shapes]
     for recipe, tile, tag, xs in cases:
         qn = nvfp4.quantize(xs, recipe=recipe, tile=tile)
         with np.errstate(invalid="ignore"):
