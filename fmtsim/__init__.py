@@ -1,15 +1,16 @@
 """fmtsim: a bit-exact reference for low-precision number formats.
 
-Public API (see README.md and ../DESIGN contract): FORMATS, get_format,
-encode, decode, quantize, encode_with_flags, and the submodules for block
-scaling, layouts and OCP<->FNUZ conversion.
+Public API (README.md): FORMATS, get_format, encode, decode, quantize,
+encode_with_flags, and the submodules mx, nvfp4, intq (block scaling), layout,
+fnuz and checkpoint (OCP <-> FNUZ), schemes (effective bits).
 """
 
-from .codec import decode, encode, encode_with_flags, quantize
-from .formats import FORMATS, Format, get_format
-from .policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES
-
 __version__ = "0.1.0"
+
+from . import checkpoint, fnuz, intq, layout, mx, nvfp4, schemes  # noqa: E402
+from .codec import decode, encode, encode_with_flags, quantize  # noqa: E402
+from .formats import FORMATS, Format, get_format  # noqa: E402
+from .policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES  # noqa: E402
 
 __all__ = [
     "FORMATS",
@@ -24,4 +25,11 @@ __all__ = [
     "NAN_MODES",
     "PROFILES",
     "__version__",
+    "mx",
+    "nvfp4",
+    "intq",
+    "layout",
+    "fnuz",
+    "checkpoint",
+    "schemes",
 ]

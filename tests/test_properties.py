@@ -213,3 +213,17 @@ def test_decode_checks_code_range():
     assert fmtsim.decode(np.array([0, 0xFE]), "e8m0", ml_dtypes.bfloat16).astype(float).tolist() == \
         [2.0**-127, 2.0**127]
     assert fmtsim.decode(np.zeros((2, 0), np.uint8), "e4m3").shape == (2, 0)
+
+
+def test_public_api_of_the_design_contract():
+    import fmtsim as f
+
+    for name in ("FORMATS", "get_format", "decode", "encode", "quantize"):
+        assert hasattr(f, name)
+    for mod, names in (("mx", ("quantize", "dequantize")), ("nvfp4", ("quantize", "dequantize")),
+                       ("intq", ("quantize", "dequantize")),
+                       ("layout", ("pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "swizzle_scales",
+                                   "unswizzle_scales")),
+                       ("fnuz", ("ocp_to_fnuz", "fnuz_to_ocp"))):
+        for n in names:
+            assert callable(getattr(getattr(f, mod), n)), (mod, n)
