@@ -60,6 +60,7 @@ import ml_dtypes
 import numpy as np
 
 from . import __version__
+from .fileio import atomic_write
 from .fnuz import ocp_to_fnuz, scale_by_power_of_two
 
 __all__ = ["Header", "read_header", "load", "plan", "convert", "ConversionPlan", "ConversionSummary",
@@ -661,12 +662,6 @@ def convert(
     return ConversionSummary(p, results, time.perf_counter() - t0)
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _write_side_files(src: Path, out: Path, p: ConversionPlan, inf: str | None) -> None:
     """Index (with a conversion note), config.json (quantization_config annotated), the rest copied."""
     note = {"source_format": "OCP", "target_format": "FNUZ", "scale_multiplier": 2.0,
@@ -680,7 +675,7 @@ def _write_side_files(src: Path, out: Path, p: ConversionPlan, inf: str | None) 
         if item.name == INDEX_NAME and p.index is not None:
             index = dict(p.index)
             index["metadata"] = dict(index.get("metadata") or {}, **{META_KEY: note})
-            _atomic_write_text(target, json.dumps(index, indent=2) + "\n")
+            atomic_write(target, json.dumps(index, indent=2) + "\n")
         elif item.name == "config.json":
             try:
                 cfg = json.loads(item.read_text())
@@ -690,7 +685,7 @@ def _write_side_files(src: Path, out: Path, p: ConversionPlan, inf: str | None) 
             if isinstance(qc, dict):
                 qc[META_KEY] = note
             cfg[META_KEY] = note
-            _atomic_write_text(target, json.dumps(cfg, indent=2) + "\n")
+            atomic_write(target, json.dumps(cfg, indent=2) + "\n")
         else:
             tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
             shutil.copyfile(item, tmp)

@@ -179,7 +179,8 @@ def bench_conformance() -> list[list[str]]:
                            ("fmtsim gen --level 2 -o DIR", ["gen", "--level", "2", "-o", f"{d}/l2"])):
             t0 = time.perf_counter()
             r = subprocess.run([sys.executable, "-m", "fmtsim", *cmd], capture_output=True, text=True, cwd=root)
-            rows.append([label, f"{time.perf_counter() - t0:.1f} s", "ok" if r.returncode == 0 else f"exit {r.returncode}"])
+            status = "ok" if r.returncode == 0 else f"exit {r.returncode}"
+            rows.append([label, f"{time.perf_counter() - t0:.1f} s", status])
     return rows
 
 
@@ -248,9 +249,8 @@ def main() -> int:
                     nargs="*")
     ap.add_argument("--checkpoint-gb", type=float, default=2.0)
     args = ap.parse_args()
-    from tabulate import tabulate
-
     import ml_dtypes
+    from tabulate import tabulate
 
     rng = np.random.default_rng(0)
     only = set(args.only or ["codec", "tables", "memory", "block", "conformance", "checkpoint"])

@@ -18,6 +18,7 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fmtsim.describe import CODE_COLUMNS, FORMAT_COLUMNS, code_rows, format_rows  # noqa: E402
+from fmtsim.fileio import atomic_write  # noqa: E402
 from fmtsim.formats import FORMATS  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "spec_tables"
@@ -63,9 +64,7 @@ def main() -> int:
                 stale.append(name)
             continue
         OUT.mkdir(exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        atomic_write(path, text)
     if args.check:
         extra = sorted(p.name for p in OUT.glob("*") if p.name not in files) if OUT.exists() else []
         for name in stale + extra:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 
 from .. import __version__
 from ..codec import decode, encode_with_flags
+from ..fileio import atomic_write
 from ..formats import get_format
 from ..layout import pack_fp4
 from ..policy import resolve
@@ -420,16 +420,10 @@ def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, A
     """Write files and manifest.json (each via a temporary name, then renamed)."""
     out.mkdir(parents=True, exist_ok=True)
     for vf in files:
-        _atomic_write(out / vf.name, vf.text)
+        atomic_write(out / vf.name, vf.text)
     text = manifest_text(files, level)
-    _atomic_write(out / "manifest.json", text)
+    atomic_write(out / "manifest.json", text)
     return dict(json.loads(text))
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def read_tv(text: str, what: str) -> list[list[str]]:
