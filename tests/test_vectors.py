@@ -158,8 +158,11 @@ def test_dot_vectors_against_fsum():
         t, meta = _arrays(name)
         codes_a = t["a_codes"] if elem == "e4m3" else fmtsim.layout.unpack_fp4(t["a_codes"])
         codes_b = t["b_codes"] if elem == "e4m3" else fmtsim.layout.unpack_fp4(t["b_codes"])
-        da = fmtsim.decode(codes_a, elem, np.float64) * np.exp2(np.repeat(t["a_scales"].astype(np.float64) - 127, 32, 1))
-        db = fmtsim.decode(codes_b, elem, np.float64) * np.exp2(np.repeat(t["b_scales"].astype(np.float64) - 127, 32, 1))
+        def scale(s):
+            return np.exp2(np.repeat(s.astype(np.float64) - 127, 32, 1))
+
+        da = fmtsim.decode(codes_a, elem, np.float64) * scale(t["a_scales"])
+        db = fmtsim.decode(codes_b, elem, np.float64) * scale(t["b_scales"])
         for i in range(8):
             for j in range(8):
                 s = math.fsum(da[i] * db[j])  # every product is exact in float64
