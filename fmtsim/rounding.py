@@ -90,8 +90,7 @@ class _Side:
     mag: np.ndarray  # float64, length n + 2
     codes: np.ndarray  # int64, length n + 1
     parity: np.ndarray  # int64 code LSBs, length n + 2 (last: the next value's)
-    overflow_code: int  # what nonsat overflow produces on this side
-    inf_code: int  # what an infinite input produces under nonsat
+    overflow_code: int  # what nonsat overflow, and an infinite input under nonsat, produce
 
     @property
     def n(self) -> int:
@@ -127,21 +126,21 @@ def _sides(fmt: Format, symmetric: bool = False) -> tuple[_Side, _Side | None]:
             step = 2.0**fmt.scale_exp
         elif top == 0:
             step = float(fmt.min_positive)
-        else:
-            step = 2.0 ** (int(np.floor(np.log2(top))) - fmt.man_bits)
+        else:  # one ulp of the top binade; frexp reads the exponent exactly
+            step = 2.0 ** (int(np.frexp(top)[1]) - 1 - fmt.man_bits)
         ext = np.append(m, top + step)
         par = np.append(c & 1, 1 - (c[-1] & 1))
         sign = fmt.sign_mask if negative else 0
         max_code = int(c[-1])
         if negative and not fmt.signed:
-            ovf = inf = max_code  # unsigned: negatives clamp to zero
+            ovf = max_code  # unsigned: negatives clamp to zero
         elif fmt.has_inf:
-            ovf = inf = min(fmt.inf_codes) | sign
+            ovf = min(fmt.inf_codes) | sign
         elif fmt.has_nan:
-            ovf = inf = _quiet_nan(fmt, negative)
+            ovf = _quiet_nan(fmt, negative)
         else:
-            ovf = inf = max_code
-        return _Side(ext, c.astype(np.int64), par.astype(np.int64), int(ovf), int(inf))
+            ovf = max_code
+        return _Side(ext, c.astype(np.int64), par.astype(np.int64), int(ovf))
 
     pos_side = make(pos, False)
     neg_side = make(neg, True) if neg.any() else None
@@ -303,7 +302,7 @@ def encode_f64(
         if side is None or not sel.any():
             continue
         nonsat = pol.overflow == "nonsat"
-        c = _overflow_nan(pol, side.inf_code, negative_side) if nonsat else int(side.codes[-1])
+        c = _overflow_nan(pol, side.overflow_code, negative_side) if nonsat else int(side.codes[-1])
         codes[sel] = c
         if flags is not None:
             is_num = c not in fmt.inf_codes and c not in fmt.nan_codes
