@@ -341,7 +341,7 @@ def _threshold_shift(pol: Resolved) -> int:
     f32max = float(np.finfo(np.float32).max)
     pats = np.array([m for m in mags if 0 < m <= f32max], dtype=np.float32).view(np.uint32)
     low = pats & -pats  # lowest set bit of each pattern
-    tz = int(np.log2(low.min()))
+    tz = int(low.min()).bit_length() - 1  # trailing zero bits of the least aligned boundary
     s = min(16, tz - 1)
     assert s >= 8, (pol.fmt.name, s)
     return s
