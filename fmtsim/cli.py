@@ -314,35 +314,61 @@ def cmd_ver(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from .conformance.vectors import verify_lines
-
     vec_dir = Path(args.vectors)
     try:
         manifest = json.loads((vec_dir / "manifest.json").read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"{vec_dir}/manifest.json: {e}") from None
-    if args.op not in manifest["files"]:
+    if args.op == "all":
+        # every result file in a directory that names a vector file; a summary per model
+        if not args.file or not Path(args.file).is_dir():
+            raise UsageError("fmtsim ver all DIR: DIR holds the device's result files, named as the vectors")
+        names = sorted(p.name for p in Path(args.file).iterdir() if p.name in manifest["files"])
+        if not names:
+            raise UsageError(f"{args.file}: no file named like one in {vec_dir}/manifest.json")
+        jobs = [(n, str(Path(args.file) / n)) for n in names]
+    elif args.op not in manifest["files"]:
         raise UsageError(f"{args.op!r} is not in {vec_dir}/manifest.json")
-    meta = manifest["files"][args.op]
-    try:
-        if args.op.endswith(".bin"):
-            from .conformance.vectors import verify_binary
+    else:
+        jobs = [(args.op, args.file)]
+    summary: dict[tuple[str, str], list[int]] = {}
+    failed = 0
+    for name, path in jobs:
+        meta = manifest["files"][name]
+        try:
+            res = _verify_one(vec_dir, name, path, meta, args)
+        except (ValueError, OSError) as e:
+            raise UsageError(str(e)) from None
+        for m in res.messages:
+            print(f"{name}: {m}" if len(jobs) > 1 else m)
+        print(f"{name}: {res.cases} cases, {res.cases - res.failed} passed, {res.failed} failed "
+              f"({meta.get('coverage_model', '-')})")
+        key = (meta.get("format", {}).get("name", meta.get("operation", "-")), meta.get("coverage_model", "-"))
+        cell = summary.setdefault(key, [0, 0, 0])
+        cell[0] += 1
+        cell[1] += res.cases
+        cell[2] += res.failed
+        failed += res.failed
+    if len(jobs) > 1:
+        rows = [[f, m, str(n), str(c), str(c - x), str(x)] for (f, m), (n, c, x) in sorted(summary.items())]
+        print()
+        print(_table(rows, ["format", "coverage model", "files", "cases", "passed", "failed"]))
+    return 1 if failed else 0
 
-            actual_b = sys.stdin.buffer.read() if args.file in (None, "-") else Path(args.file).read_bytes()
-            res = verify_binary((vec_dir / args.op).read_bytes(), actual_b, meta, max_errors=args.errors,
-                                what=args.file or "stdin")
-        else:
-            expected = (vec_dir / args.op).read_text()
-            actual = sys.stdin.read() if args.file in (None, "-") else Path(args.file).read_text()
-            res = verify_lines(expected, actual, meta, check_flags=not args.ignore_flags,
-                               check_nans=args.check_nans, max_errors=args.errors, what=args.file or "stdin")
-    except (ValueError, OSError) as e:
-        raise UsageError(str(e)) from None
-    for m in res.messages:
-        print(m)
-    print(f"{args.op}: {res.cases} cases, {res.cases - res.failed} passed, {res.failed} failed "
-          f"({meta.get('coverage_model', '-')})")
-    return 1 if res.failed else 0
+
+def _verify_one(vec_dir: Any, name: str, path: str | None, meta: dict[str, Any], args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from .conformance.vectors import verify_binary, verify_lines
+
+    if name.endswith(".bin"):
+        actual_b = sys.stdin.buffer.read() if path in (None, "-") else Path(path).read_bytes()
+        return verify_binary((vec_dir / name).read_bytes(), actual_b, meta, max_errors=args.errors,
+                             what=path or "stdin")
+    expected = (vec_dir / name).read_text()
+    actual = sys.stdin.read() if path in (None, "-") else Path(path).read_text()
+    return verify_lines(expected, actual, meta, check_flags=not args.ignore_flags, check_nans=args.check_nans,
+                        max_errors=args.errors, what=path or "stdin")
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -419,8 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_gen)
 
     s = sub.add_parser("ver", help="verify a device's results against a vector file")
-    s.add_argument("op", help="the vector file name (as in manifest.json)")
-    s.add_argument("file", nargs="?", help="the device's result lines (default: stdin)")
+    s.add_argument("op", help="the vector file name (as in manifest.json), or 'all'")
+    s.add_argument("file", nargs="?", help="the device's results (default: stdin); with 'all', a directory of "
+                                          "result files named as the vectors")
     s.add_argument("--vectors", default="vectors", help="the vectors directory (default ./vectors)")
     s.add_argument("--errors", type=int, default=20, help="failures printed")
     s.add_argument("--check-nans", action="store_true", help="NaN codes must match exactly")

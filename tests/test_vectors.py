@@ -196,3 +196,20 @@ def test_ver_binary_files(tmp_path, capsys):
     p.write_bytes(b"\0" * 10)
     assert main(["ver", "mxfp8_e4m3.floor.rne.dot.bin", str(p), "--vectors", str(VEC)]) == 2
     assert "bytes" in capsys.readouterr().err
+
+
+def test_ver_all_summarises_per_model(tmp_path, capsys):
+    for name in ("f32_to_e2m1.rne.satfinite.encode_ties.tv", "f16_to_e2m1.rne.satfinite.encode_ties.tv",
+                 "f32_to_e2m1.rne.satfinite.encode_range.tv"):
+        shutil.copy(VEC / name, tmp_path / name)
+    bad = tmp_path / "f32_to_e2m1.rne.satfinite.encode_range.tv"
+    lines = bad.read_text().splitlines()
+    x, c, f = lines[2].split()
+    lines[2] = f"{x} {int(c, 16) ^ 1:02X} {f}"
+    bad.write_text("\n".join(lines) + "\n")
+    (tmp_path / "unrelated.txt").write_text("ignored")
+    assert main(["ver", "all", str(tmp_path), "--vectors", str(VEC)]) == 1
+    out = capsys.readouterr().out
+    table = out.split("coverage model")[1]
+    assert "encode_ties       2" in table and "encode_range      1" in table
+    assert main(["ver", "all", str(tmp_path / "nothing"), "--vectors", str(VEC)]) == 2
