@@ -121,24 +121,18 @@ def _profile_ml_dtypes(fmt: Format) -> Policy:
     return Policy(rounding, "nonsat", "signed" if fmt.has_nan else "ml_dtypes")
 
 
-def _profile_onnx_sat(fmt: Format) -> Policy:
-    # ONNX Cast (opset 24/25 reference, onnx 1.23), saturate=1: FP8 clips to +-max and
-    # casts with ml_dtypes (RNE, NaN keeps its sign); FP4 casts with ml_dtypes; E8M0
-    # uses round_mode "up" by default; integers round half to even and clip.
-    if fmt.name == "e8m0":
-        return Policy("rup", "satfinite", "signed")
+def _profile_onnx(fmt: Format, saturate: bool) -> Policy:
+    # ONNX Cast (opset 24/25 reference, onnx 1.23). saturate=1: FP8 clips to +-max, then
+    # casts with ml_dtypes (RNE, NaN keeps its sign); saturate=0: a plain ml_dtypes cast
+    # (FP8 overflow -> Inf / NaN). FP4 always casts with ml_dtypes (saturating). E8M0 uses
+    # round_mode "up" by default. Integers round half to even and clip (their NaN case is
+    # not checked against onnx: fmtsim writes 0).
     if fmt.kind == "int":
         return Policy("rne", "satfinite", "zero")
-    return Policy("rne", "satfinite", "signed" if fmt.has_nan else "ml_dtypes")
-
-
-def _profile_onnx_nosat(fmt: Format) -> Policy:
-    # saturate=0: a plain ml_dtypes cast (FP8 overflow -> Inf / NaN; FP4 still saturates)
+    overflow = "satfinite" if saturate else "nonsat"
     if fmt.name == "e8m0":
-        return Policy("rup", "nonsat", "signed")
-    if fmt.kind == "int":
-        return Policy("rne", "satfinite", "zero")
-    return Policy("rne", "nonsat", "signed" if fmt.has_nan else "ml_dtypes")
+        return Policy("rup", overflow, "signed")
+    return Policy("rne", overflow, "signed" if fmt.has_nan else "ml_dtypes")
 
 
 def _profile_gfloat(fmt: Format) -> Policy:
@@ -159,8 +153,8 @@ PROFILES = {
     "ocp": _profile_ocp,
     "ptx": _profile_ptx,
     "ml_dtypes": _profile_ml_dtypes,
-    "onnx_sat": _profile_onnx_sat,
-    "onnx_nosat": _profile_onnx_nosat,
+    "onnx_sat": lambda fmt: _profile_onnx(fmt, True),
+    "onnx_nosat": lambda fmt: _profile_onnx(fmt, False),
     "gfloat": _profile_gfloat,
     "microxcaling": _profile_microxcaling,
 }
