@@ -15,7 +15,7 @@ import numpy as np
 
 from .formats import Format, get_format
 from .policy import Resolved, resolve
-from .rounding import CHUNK, encode_f64, encode_fast
+from .rounding import CHUNK, encode_f64, encode_fast, torchao_nan_codes
 
 __all__ = ["encode", "decode", "quantize", "encode_with_flags", "as_float_array"]
 
@@ -115,6 +115,18 @@ def _prepare(
     return arr, flat, src, pol, r
 
 
+def _reread_nan_payloads(flat: np.ndarray, pol: Resolved, out: np.ndarray) -> None:
+    """nan='torchao' depends on the NaN's payload bits, which the tables (indexed by the
+    top bits) and float64 widening (which quiets signalling NaNs) do not keep."""
+    for i in range(0, flat.size, CHUNK):
+        part = flat[i : i + CHUNK]
+        where = np.nonzero(np.isnan(part))[0]
+        if where.size:
+            with np.errstate(invalid="ignore"):
+                bits = part[where].astype(np.float32).view(np.uint32)
+            out[i + where] = torchao_nan_codes(bits, pol)
+
+
 def _finish(out: np.ndarray, shape: tuple[int, ...]) -> Any:
     out = out.reshape(shape)
     return out[()] if out.ndim == 0 else out
@@ -156,6 +168,8 @@ def encode(
             )
     elif flat.size:
         encode_fast(flat, pol, out)
+    if pol.nan == "torchao":
+        _reread_nan_payloads(flat, pol, out)
     return _finish(out, arr.shape)
 
 
@@ -186,6 +200,8 @@ def encode_with_flags(
         out[i : i + CHUNK] = c
         assert f is not None
         flags[i : i + CHUNK] = f
+    if pol.nan == "torchao":
+        _reread_nan_payloads(flat, pol, out)
     return _finish(out, arr.shape), _finish(flags, arr.shape)
 
 

@@ -12,8 +12,8 @@ For a block of values V_i (32 by default) along ``axis``:
 
     floor  floor(log2(amax)) - emax_elem            (OCP 6.3, the default)
     ceil   floor + 1 when amax is not a power of two
-    even   floor after rounding amax to the element's mantissa width, half up (float32
-           input: an amax that rounds up to 2^128 overflows float32, scale 0xFF, as torchao)
+    even   floor after rounding amax to the element's mantissa width, half up (an amax
+           that rounds up to 2^128 gets shared_exp 128 - emax_elem, a finite scale)
     rceil  the smallest power of two >= fl(amax * fl(1/max_elem)): the cuBLAS /
            TransformerEngine recipe, PTX cvt.rp.satfinite.ue8m0x2.f32 (the product is
            computed in float32 for float16/bfloat16/float32 input, float64 for float64)
@@ -119,9 +119,8 @@ def scale_codes(amax: np.ndarray, elem: str | Format, rule: str = "floor") -> np
             up = np.where(dexp == 0, dman > 0x400000, dman != 0)
             code = dexp + up
             return np.where(np.isfinite(d) & finite & (code <= 254), code, E8M0_NAN).astype(np.uint8)
-        if rule == "even":
+        if rule == "even":  # an amax rounding up to 2^128 has exponent field 255: shared_exp 128 - emax
             u = (u + (1 << (23 - mbits - 1))) & 0x7F800000
-            finite = finite & (u != 0x7F800000)
         exp_field = u >> 23
         e = exp_field - 127
         if rule == "ceil":

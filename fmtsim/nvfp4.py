@@ -15,19 +15,25 @@ Two recipes reproduce real arithmetic, every step in float32 as the reference do
     G   = 1 / S                                          (global_scale)
     s_b = e4m3_rne(clamp(block_amax * (S * fl(1/6)), -448, 448))
     m_b = min(1 / (s_b * G), FLT_MAX)
-    q   = e2m1_rne(clamp(x * m_b, -6, 6)), with -0 and NaN written as code 0
+    q   = e2m1_rne(clamp(x * m_b, -6, 6)), a -0.0 product written as code 0 (the
+          reference cast's intervals put -0.0 with +0; -0.1 still gives 0x8)
 
-``torchao`` (torchao/prototype/mx_formats/nvfp4_tensor.py)::
+``torchao`` (torchao 0.18, prototype/mx_formats/nvfp4_tensor.py ``nvfp4_quantize``)::
 
     G   = amax / 2688                                    (per_tensor_scale)
     s_b = e4m3_rne(clamp((block_amax / 6) / G, 2^-6, 448))   (never subnormal)
-    q   = e2m1_rne(clamp(x / (G * s_b), -6, 6))
+    r_b = (1 / G) / s_b                                  (reciprocal, then multiply:
+    q   = e2m1_rne(clamp(x * r_b, -6, 6))                 torchao matches its Triton kernel)
+
+Older torchao releases divided, x / (G * s_b); the two differ on boundary inputs.
 
 They agree on normal-range blocks and part on small ones: global amax 1000 and block
 amax 0.01 give scale 0x02 under te and 0x08 under torchao (SPEC_NOTES 4).
 
 amax = 0: te gives S = FLT_MAX, scales 0x00, codes 0 and G = 1/FLT_MAX; torchao gives
-G = 0 and NaN scales (0x7F, as torchao does), codes 0, so the tensor decodes to NaN.
+G = 0 and NaN scales, so the tensor decodes to NaN. fmtsim writes those scales as 0x7F and
+the codes as 0; torchao's bytes there come from 0/0 and depend on the CPU's default NaN
+(x86: scales 0xFF, codes 0xC), a named divergence (conformance.divergences).
 NaN or Inf in x: ValueError naming the first index (E2M1 cannot carry them and the
 tensor scale would not be finite). Stochastic rounding (``rounding='sr'`` with
 ``rbits``) applies to the elements, as used for gradients.
@@ -121,17 +127,16 @@ def quantize(
             s = np.clip(s, F32(2.0**-6), F32(448.0)).astype(F32)  # NaN (amax 0) stays NaN
             s_codes = np.where(np.isnan(s), UE4M3_NAN, _e4m3_value(np.nan_to_num(s))).astype(np.uint8)
             s_val = decode(s_codes, "e4m3", np.float32)
-            total = (g * s_val).astype(F32)
-            scaled = (b.data / total[:, None]).astype(F32)
+            recip = ((F32(1.0) / g) / s_val).astype(F32)
+            scaled = (b.data * recip[:, None]).astype(F32)
     scaled = np.clip(scaled, F32(-6.0), F32(6.0))
     nan_el = np.isnan(scaled)
     r = None
     if rbits is not None:
         r = split(np.asarray(rbits), axis=-1, block=16, rows=rows, what="rbits").data
-    codes = np.asarray(encode(np.where(nan_el, F32(0), scaled), "e2m1", rounding=rounding, rbits=r))
+    codes = np.asarray(encode(np.where(nan_el, F32(0), scaled), "e2m1", rounding=rounding, rbits=r,
+                              nan="te" if recipe == "te" else "zero"))
     codes = codes.reshape(b.data.shape)
-    if recipe == "te":
-        codes = np.where(codes == 0x8, 0, codes)  # TE's cast writes -0 as code 0
     return NVFP4Tensor(merge(codes.astype(np.uint8), b), scales_to_layout(s_codes.astype(np.uint8), b),
                        F32(g), (rows, 16), recipe, arr.shape)
 

@@ -121,11 +121,13 @@ def encode_one(
     rbits: int = 0,
     src: str = "float64",
     negative_nan: bool | None = None,
+    nan_bits32: int | None = None,
 ) -> tuple[int, int]:
     """(code, flags) of one value. ``x`` is a Python float (exact) or a Fraction.
 
     For a NaN input, ``negative_nan`` gives its sign (Python floats lose it
-    through some operations); by default it is read from ``x``.
+    through some operations); by default it is read from ``x``. ``nan_bits32``
+    is its float32 bit pattern, read only by nan='torchao' (default: the quiet NaN).
     """
     pol = resolve(fmt, rounding, overflow, nan)
     f = pol.fmt
@@ -149,6 +151,14 @@ def encode_one(
             nan_mode = "signed"
         if nan_mode == "signed":
             return _quiet_nan(f, neg), 0
+        if nan_mode == "signed_all_ones":
+            if f.specials == "fnuz" or not f.signed:
+                return _canonical_nan(f), 0
+            return _canonical_nan(f) | (1 << (f.bits - 1) if neg else 0), 0
+        if nan_mode == "torchao":  # rounded as +-1.m, m the float32 significand field
+            bits = nan_bits32 if nan_bits32 is not None else (0xFFC00000 if neg else 0x7FC00000)
+            one_m = (1 + Fraction(bits & 0x7FFFFF, 1 << 23)) * (-1 if bits >> 31 else 1)
+            return encode_one(one_m, f, "rne", "satfinite", "zero")[0], INVALID
         if nan_mode == "all_ones":
             ones = (1 << f.bits) - 1
             return (ones if value_of(ones, f) == "nan" else _quiet_nan(f, False)), 0
@@ -175,6 +185,8 @@ def encode_one(
         return code_max, INEXACT | SATURATED
 
     if v == "-0":
+        if nan_mode == "te":  # TransformerEngine's reference FP4 cast writes -0.0 as +0
+            return zero_code, 0  # type: ignore[return-value]
         nz = _neg_zero_code(f)
         return (nz if nz is not None else zero_code), 0  # type: ignore[return-value]
     assert isinstance(v, Fraction)

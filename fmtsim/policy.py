@@ -42,12 +42,21 @@ NaN inputs (``nan=``):
 Under ``canonical`` and ``all_ones`` a NaN produced by nonsat overflow or an Inf
 input is written the same way; under the others it is the quiet NaN with the
 input's sign.
+    signed_all_ones
+               the NaN with every exponent and mantissa bit set and the input's sign
+               (E4M3 and E5M2 0x7F/0xFF; FNUZ 0x80, E8M0 0xFF): what PyTorch writes.
     raise      ValueError naming the count and the first index. The default for
                formats without NaN.
     max        +max finite (PTX cvt.satfinite to e2m1/e2m3/e3m2).
     zero       +0.
     ml_dtypes  what ml_dtypes 0.6 casts do: 'signed' for formats with NaN; for FP4/FP6
                the zero whose sign is the opposite of the NaN's (-0 for +NaN, +0 for -NaN).
+    torchao    what torchao's FP4/FP6 bit casts (f32_to_f4_unpacked and the FP6 pair) do:
+               the NaN is rounded as if its exponent were 0, i.e. as +-1.m, m its float32
+               significand field, the sign kept (the quiet NaN 0x7FC00000 gives 1.5, FP4
+               code 0x3). Inputs of other types are read as numpy converts them to float32.
+    te         what TransformerEngine's reference FP4 cast does: NaN -> +0, and a -0.0
+               input -> +0 too (negative values that round to zero keep their sign).
 
 E8M0 has no sign, zero or infinity: NaN, +-Inf, +-0 and negative inputs all
 encode to its NaN 0xFF under every policy (OCP MX 5.4.1; ml_dtypes agrees).
@@ -74,7 +83,8 @@ __all__ = [
 
 ROUNDING_MODES = ("rne", "rna", "rtz", "rup", "rdn", "sr")
 OVERFLOW_MODES = ("satfinite", "nonsat", "satsym")
-NAN_MODES = ("signed", "canonical", "all_ones", "raise", "max", "zero", "ml_dtypes")
+NAN_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "ml_dtypes",
+             "torchao", "te")
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,40 @@ def _profile_microxcaling(fmt: Format) -> Policy:
     return Policy("rna", "satfinite", None)
 
 
+def _profile_torch(fmt: Format) -> Policy:
+    # PyTorch 2.13 Tensor.to casts (checked against torch 2.13.0, CPU): E4M3 saturates
+    # (Inf too), E5M2 and FNUZ do not; E5M2 NaN is 0x7F/0xFF. E8M0 rounds ties up like
+    # ml_dtypes. PyTorch has no cast into FP4/FP6/UE4M3/integers: OCP defaults there.
+    # float64 tensors round through float32 (a named divergence, not a policy).
+    if fmt.name == "e4m3":
+        return Policy("rne", "satfinite", "signed")
+    if fmt.name == "e5m2":
+        return Policy("rne", "nonsat", "signed_all_ones")
+    if fmt.name in ("e4m3fnuz", "e5m2fnuz"):
+        return Policy("rne", "nonsat", "signed")
+    if fmt.name == "e8m0":
+        return Policy("rna", "nonsat", "signed")
+    return _profile_ocp(fmt)
+
+
+def _profile_torchao(fmt: Format) -> Policy:
+    # torchao 0.18: FP8/E8M0 through PyTorch's casts; FP4/FP6 through its own bit casts
+    # (RNE, saturating, NaN payload rounded as 1.m).
+    if fmt.name in ("e2m1", "e3m2", "e2m3"):
+        return Policy("rne", "satfinite", "torchao")
+    return _profile_torch(fmt)
+
+
+def _profile_te(fmt: Format) -> Policy:
+    # TransformerEngine: FP8 and E8M0 through its CUDA kernels, which convert with
+    # cvt.rn.satfinite / cvt.rp (the ptx profile); FP4 as its reference NVFP4 cast
+    # (custom_recipes/reference_nvfp4.py cast_to_fp4x2): RNE by interval, saturating,
+    # NaN and -0.0 -> code 0.
+    if fmt.name == "e2m1":
+        return Policy("rne", "satfinite", "te")
+    return _profile_ptx(fmt)
+
+
 PROFILES = {
     "ocp": _profile_ocp,
     "ptx": _profile_ptx,
@@ -157,6 +201,9 @@ PROFILES = {
     "onnx_nosat": lambda fmt: _profile_onnx(fmt, False),
     "gfloat": _profile_gfloat,
     "microxcaling": _profile_microxcaling,
+    "torch": _profile_torch,
+    "torchao": _profile_torchao,
+    "te": _profile_te,
 }
 
 
@@ -187,11 +234,13 @@ def resolve(
     _check_choice("nan mode", n, NAN_MODES)
     if o == "satsym" and not (f.kind == "int" and f.signed):
         raise ValueError(f"{f.name}: overflow='satsym' applies to signed integer formats only")
-    if n in ("signed", "canonical", "all_ones") and not f.has_nan:
+    if n in ("signed", "canonical", "all_ones", "signed_all_ones") and not f.has_nan:
         raise ValueError(
             f"{f.name} has no NaN encoding; nan={n!r} is impossible "
-            "(use 'raise', 'max', 'zero' or 'ml_dtypes')"
+            "(use 'raise', 'max', 'zero', 'ml_dtypes', 'torchao' or 'te')"
         )
-    if f.name == "e8m0" and n not in ("signed", "canonical", "all_ones"):
+    if n in ("torchao", "te") and (f.has_nan or f.kind != "float"):
+        raise ValueError(f"{f.name}: nan={n!r} reproduces an FP4/FP6 cast and applies to e2m1, e3m2 and e2m3 only")
+    if f.name == "e8m0" and n not in ("signed", "canonical", "all_ones", "signed_all_ones"):
         raise ValueError(f"e8m0: NaN always encodes to 0xFF; nan={n!r} cannot apply")
     return Resolved(f, r, o, n)

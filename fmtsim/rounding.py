@@ -167,6 +167,11 @@ def _nan_code(pol: Resolved, negative: np.ndarray) -> np.ndarray:
         n = "signed"
     if n == "signed":
         return np.where(negative, _quiet_nan(fmt, True), _quiet_nan(fmt, False))
+    if n == "signed_all_ones":
+        if fmt.specials == "fnuz":
+            return np.full(negative.shape, _quiet_nan(fmt, False))
+        top = max(c for c in fmt.nan_codes if not c & fmt.sign_mask)
+        return np.where(negative & fmt.signed, top | fmt.sign_mask, top)
     if n == "all_ones":
         ones = fmt.n_codes - 1
         return np.full(negative.shape, ones if ones in fmt.nan_codes else _quiet_nan(fmt, False))
@@ -180,7 +185,13 @@ def _nan_code(pol: Resolved, negative: np.ndarray) -> np.ndarray:
     if n == "ml_dtypes":
         negzero = zero | fmt.sign_mask if fmt.has_neg_zero else zero
         return np.where(negative, zero, negzero)
-    return np.full(negative.shape, zero)  # "zero", and the placeholder for "raise"
+    return np.full(negative.shape, zero)  # "zero", "te"; placeholders for "raise", "torchao"
+
+
+def torchao_nan_codes(bits32: np.ndarray, pol: Resolved) -> np.ndarray:
+    """nan='torchao': each NaN (as float32 bits) encoded as +-1.m, m its significand field."""
+    as_one = ((bits32.astype(np.uint32) & np.uint32(0x807FFFFF)) | np.uint32(0x3F800000)).view(np.float32)
+    return encode_f64(as_one.astype(np.float64), Resolved(pol.fmt, "rne", "satfinite", "zero"))[0]
 
 
 def _overflow_nan(pol: Resolved, code: int, negative: bool) -> int:
@@ -311,10 +322,17 @@ def encode_f64(
 
     # NaN inputs
     if isnan.any():
-        nan_out = _nan_code(pol, negative[isnan])
+        if pol.nan == "torchao":
+            with np.errstate(invalid="ignore"):
+                nan_out = torchao_nan_codes(x[isnan].astype(np.float32).view(np.uint32), pol).astype(np.int64)
+        else:
+            nan_out = _nan_code(pol, negative[isnan])
         codes[isnan] = nan_out
         if flags is not None:
             flags[isnan] = np.where(np.isin(nan_out, fmt.nan_codes), 0, FLAG_INVALID)
+
+    if pol.nan == "te":  # TransformerEngine's reference FP4 cast: -0.0 in, +0 out
+        codes[(x == 0) & negative] = 0
 
     # E8M0: no sign, zero or Inf. Those inputs are NaN 0xFF (OCP MX 5.4.1).
     if fmt.name == "e8m0":

@@ -50,9 +50,7 @@ def mx_block(values, elem, rule="floor", rounding="rne"):
             else:  # round amax to mbits fraction bits, half up, then take its exponent
                 step = Fraction(2) ** (e - mbits)
                 r = (amax / step + Fraction(1, 2)).__floor__() * step
-                if r >= Fraction(2) ** 128:  # past float32's range: torchao's bit trick gives Inf
-                    return 0xFF, [0] * len(values)
-                e = floor_log2(r)
+                e = floor_log2(r)  # 2^128 included: shared_exp 128 - emax is a finite scale
         e -= emax
     e = max(e, -127)
     if e > 127:
@@ -124,13 +122,14 @@ def nvfp4_block(values, recipe, g):
         s = f32(min(max(s, f32(2.0**-6)), f32(448)))
         sc = e4m3_code(s)
         sv = f32(float(e4m3.code_value(sc)))
-        total = f32(f32(g) * sv)
-        scaled = [f32(v / total) for v in vals]
+        recip = f32(f32(f32(1.0) / f32(g)) / sv)
+        scaled = [f32(v * recip) for v in vals]
     codes = []
     for v in scaled:
         v = f32(min(max(v, f32(-6)), f32(6)))
-        c = encode_one(float(v), "e2m1")[0]
-        if recipe == "te" and c == 0x8:
-            c = 0  # TE's cast writes -0 as code 0
+        if recipe == "te" and v == 0:
+            c = 0  # TE's reference cast writes -0.0 as code 0; -0.1 still gives 0x8
+        else:
+            c = encode_one(float(v), "e2m1")[0]
         codes.append(c)
     return sc, codes

@@ -284,10 +284,17 @@ def test_nvfp4_amax_zero_and_nan():
 
 
 def test_nvfp4_te_writes_negative_zero_as_code_0():
+    # TE's reference cast assigns codes by interval: [0, 0.25] -> 0 holds -0.0 (it compares
+    # equal to 0), [-0.25, 0) -> 0x8. So -0.0 gives code 0 but -0.01 gives 0x8 (-0).
     x = np.zeros(16, np.float32)
-    x[0], x[1] = 6.0, -0.01
-    assert nvfp4.quantize(x, global_scale=1.0, recipe="te").codes[1] == 0
-    assert nvfp4.quantize(x, global_scale=1.0, recipe="torchao").codes[1] == 0x8
+    x[0], x[1], x[2] = 6.0, -0.01, -0.0
+    te = nvfp4.quantize(x, global_scale=1.0, recipe="te").codes
+    assert te[1] == 0x8 and te[2] == 0
+    ao = nvfp4.quantize(x, global_scale=1.0, recipe="torchao").codes
+    assert ao[1] == 0x8 and ao[2] == 0x8
+    y = np.zeros(16, np.float32)
+    y[0], y[1] = 6e4, -1e-45  # m_b = 1e-4: -1e-45 * 1e-4 is -0.0 in float32
+    assert nvfp4.quantize(y, global_scale=1e4, recipe="te").codes[1] == 0
 
 
 def test_global_scale_conventions():
