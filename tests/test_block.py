@@ -305,21 +305,6 @@ def test_global_scale_conventions():
         np.float32(1) / (np.float32(1) / g)
 
 
-def test_torch_peers_bit_for_bit():
-    torch = pytest.importorskip("torch", reason="torch is not installed; CI does not need it")
-    pytest.importorskip("torchao", reason="torchao is not installed")
-    from torchao.prototype.mx_formats.config import ScaleCalculationMode
-    from torchao.prototype.mx_formats.mx_tensor import to_mx
-
-    x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
-    for rule, mode in (("floor", ScaleCalculationMode.FLOOR), ("ceil", ScaleCalculationMode.CEIL),
-                       ("even", ScaleCalculationMode.EVEN), ("rceil", ScaleCalculationMode.RCEIL)):
-        s, d = to_mx(torch.from_numpy(x), torch.float8_e4m3fn, 32, mode)
-        q = mx.quantize(x, "mxfp8_e4m3", scale_rule=rule)
-        assert np.array_equal(s.view(torch.uint8).numpy(), q.scales)
-        assert np.array_equal(d.view(torch.uint8).numpy(), q.codes)
-
-
 @pytest.mark.parametrize("recipe", nvfp4.RECIPES)
 @pytest.mark.parametrize("tile", [(1, 16), (16, 16)])
 def test_nvfp4_equals_slow_reference(recipe, tile, rng):

@@ -280,3 +280,24 @@ def test_load_returns_fnuz_dtypes(tmp_path):
     assert not math.isnan(float(got["w_scale"]))
     assert os.path.exists(tmp_path / "f.safetensors")
 
+
+
+def test_torch_loads_the_fnuz_output(tmp_path, rng):
+    """safetensors.torch reads the F8_E4M3FNUZ / F8_E5M2FNUZ tags as torch's FNUZ dtypes,
+    and torch's own FNUZ decode times the doubled scale gives the original values."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'fmtsim[torch]')")
+    from safetensors.torch import load_file
+
+    t = {"a.weight": fp8(rng, (8, 16)), "a.weight_scale": np.array(0.01, np.float32),
+         "b.weight": fp8(rng, (8, 16), E5M2), "b.weight_scale": np.array(0.02, np.float32)}
+    t["b.weight"].view(np.uint8)[0, 4:6] = [0x7C, 0xFC]  # E5M2 +-Inf: written as NaN here
+    save_file(t, str(tmp_path / "m.safetensors"))
+    convert(tmp_path / "m.safetensors", tmp_path / "f.safetensors", inf="nan")
+    got = load_file(str(tmp_path / "f.safetensors"))
+    for name, dt, fmt in (("a.weight", torch.float8_e4m3fnuz, "e4m3"), ("b.weight", torch.float8_e5m2fnuz, "e5m2")):
+        assert got[name].dtype == dt
+        old = values(t[name], fmt, np.float64(t[name + "_scale"]))
+        new = got[name].to(torch.float64).numpy() * float(got[name + "_scale"])
+        ok = np.isfinite(old)
+        assert np.array_equal(old[ok], new[ok])
+        assert np.all(np.isnan(new[~ok]))

@@ -31,15 +31,18 @@ def overflow_modes(name):
 def nan_modes(name):
     f = fmtsim.get_format(name)
     if name == "e8m0":
-        return ["signed"]
-    return (["signed", "canonical", "all_ones"] if f.has_nan else []) + ["max", "zero", "ml_dtypes"]
+        return ["signed", "signed_all_ones"]
+    if f.has_nan:
+        return ["signed", "canonical", "all_ones", "signed_all_ones", "max", "zero", "ml_dtypes"]
+    return ["max", "zero", "ml_dtypes"] + (["torchao", "te"] if f.kind == "float" else [])
 
 
 def oracle_codes(xs, name, mode, ov, nan=None, src="float64"):
     codes, flags = [], []
     for x in xs:
+        bits = int(np.asarray(x, np.float32).view(np.uint32)) if np.isnan(x) else None
         c, fl = encode_one(float(x), name, mode, ov, nan, src=src,
-                           negative_nan=bool(np.signbit(x)))
+                           negative_nan=bool(np.signbit(x)), nan_bits32=bits)
         codes.append(c)
         flags.append(fl)
     return np.array(codes, dtype=np.uint8), np.array(flags, dtype=np.uint8)
@@ -66,7 +69,10 @@ def test_midpoints_and_neighbours_all_modes(name, dtype):
 
 @pytest.mark.parametrize("name", ALL_FORMATS)
 def test_nan_policies(name):
-    xs = np.array([np.nan, -np.nan, 1.0], dtype=np.float32)
+    # quiet and signalling payloads of both signs (nan='torchao' reads the payload), and -0.0
+    # (nan='te' also writes it as +0)
+    payloads = np.array([0x7F800001, 0x7FFFFFFF, 0xFFA00000, 0x7FE00000], np.uint32).view(np.float32)
+    xs = np.concatenate([np.array([np.nan, -np.nan, 1.0, -0.0, -1e-30], dtype=np.float32), payloads])
     for nan in nan_modes(name):
         got_c, got_f = fmtsim.encode_with_flags(xs, name, nan=nan)
         want_c, want_f = oracle_codes(xs, name, "rne", "satfinite", nan)

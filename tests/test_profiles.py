@@ -91,3 +91,52 @@ def test_ml_dtypes_profile_is_ml_dtypes():
     x = boundary_points("e4m3", np.float32)
     assert np.array_equal(fmtsim.encode(x, "e4m3", profile="ml_dtypes"),
                           x.astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
+
+
+def test_torch_profiles_state_what_torch_213_and_torchao_018_do():
+    # read off torch 2.13.0 / torchao 0.18.0 on the CPU (test_torch_peers checks them in bulk)
+    f32 = np.float32
+    assert fmtsim.encode(f32(464.0), "e4m3", profile="torch") == 0x7E  # the tie rounds to 448
+    assert fmtsim.encode(f32(1e9), "e4m3", profile="torch") == 0x7E  # saturates...
+    assert fmtsim.encode(f32(np.inf), "e4m3", profile="torch") == 0x7E  # ...Inf too
+    assert fmtsim.encode(f32(-np.nan), "e4m3", profile="torch") == 0xFF
+    assert fmtsim.encode(f32(61440.0), "e5m2", profile="torch") == 0x7C  # E5M2 does not saturate
+    assert fmtsim.encode(f32(np.nan), "e5m2", profile="torch") == 0x7F
+    assert fmtsim.encode(f32(-np.nan), "e5m2", profile="torch") == 0xFF
+    assert fmtsim.encode(f32(248.0), "e4m3fnuz", profile="torch") == 0x80  # tie to 256: overflow, NaN
+    assert fmtsim.encode(f32(3.0), "e8m0", profile="torch") == 0x81  # E8M0 ties up
+    assert fmtsim.encode(f32(np.nan), "e2m1", profile="torchao") == 0x3  # torchao: NaN as 1.5
+    assert fmtsim.encode(f32(-np.nan), "e3m2", profile="torchao") == 0x2E
+    assert fmtsim.encode(np.array([0x7F800001], np.uint32).view(f32), "e2m1", profile="torchao")[0] == 0x2
+    assert fmtsim.encode(f32(7.0), "e2m3", profile="torchao") == 0x1E
+
+
+def test_te_profile_matches_the_te_reference_fp4_intervals(rng):
+    """TransformerEngine's reference cast (custom_recipes/reference_nvfp4.py cast_to_fp4x2)
+    assigns E2M1 codes by intervals, closed where RNE sends the tie down:
+    [0, .25] 0, (.25, .75) 1, [.75, 1.25] 2, (1.25, 1.75) 3, [1.75, 2.5] 4, (2.5, 3.5) 5,
+    [3.5, 5] 6, above 5: 7; the negative side mirrors them with [-.25, 0) -> 8, so -0.0
+    (equal to 0) gets 0, and NaN (in no interval) keeps the initial 0."""
+    closed = [(0.0, 0.25), (0.75, 1.25), (1.75, 2.5), (3.5, 5.0)]  # even codes 0, 2, 4, 6
+    opened = [(0.25, 0.75), (1.25, 1.75), (2.5, 3.5)]  # odd codes 1, 3, 5
+    pts = np.concatenate([boundary_points("e2m1", np.float32),
+                          rng.uniform(-8, 8, 5000).astype(np.float32),
+                          np.array([-0.0, 0.0, -1e-30, 1e-30, np.nan, -np.nan], np.float32)])
+    want = np.zeros(pts.shape, np.uint8)
+    for sign, mag in ((0, pts), (8, -pts)):
+        for i, (lo, hi) in enumerate(closed):
+            want[(mag >= lo) & (mag <= hi) & (mag != 0 if sign else True)] = sign + 2 * i
+        for i, (lo, hi) in enumerate(opened):
+            want[(mag > lo) & (mag < hi)] = sign + 2 * i + 1
+        want[mag > 5.0] = sign + 7
+    want[(pts == 0)] = 0  # -0.0 compares equal to 0: the [0, 0.25] interval
+    want[np.isnan(pts)] = 0
+    assert np.array_equal(fmtsim.encode(pts, "e2m1", profile="te"), want)
+
+
+@pytest.mark.parametrize("profile", ["torch", "torchao", "te"])
+def test_new_profiles_fast_path_equals_oracle(profile):
+    from fmtsim.conformance.run import run
+
+    rows = run(("fmtsim",), big=False, profile=profile)
+    assert rows and all(r.failed == 0 for r in rows), [(r.fmt, r.model, r.examples) for r in rows if r.failed]

@@ -72,6 +72,7 @@ def bench_codec(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]
     torch_types = {} if torch is None else {
         "e4m3": getattr(torch, "float8_e4m3fn", None), "e5m2": getattr(torch, "float8_e5m2", None),
         "e4m3fnuz": getattr(torch, "float8_e4m3fnuz", None), "e5m2fnuz": getattr(torch, "float8_e5m2fnuz", None),
+        "e8m0": getattr(torch, "float8_e8m0fnu", None),
     }
     for fmt in ALL_ML:
         f = fmtsim.get_format(fmt)
@@ -82,9 +83,12 @@ def bench_codec(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]
         assert np.array_equal(out, x.astype(f.ml_dtype).view(np.uint8)) or fmt == "e8m0"
         rows.append(row(f"encode f32->{fmt} rne", t_ours, t_ml, n, "ml_dtypes astype"))
         tt = torch_types.get(fmt)
-        if tt is not None:
+        if tt is not None:  # fmtsim under the torch profile, the same table path, torch's own answers
             xt = torch.from_numpy(x)
-            rows.append(row(f"encode f32->{fmt} rne", t_ours, best(lambda: xt.to(tt), repeat), n, "torch .to"))
+            fmtsim.encode(x, fmt, profile="torch")
+            t_ours_t = best(lambda: fmtsim.encode(x, fmt, profile="torch"), repeat)
+            rows.append(row(f"encode f32->{fmt} (torch profile)", t_ours_t, best(lambda: xt.to(tt), repeat), n,
+                            f"torch .to ({torch.get_num_threads()} threads)"))
     for fmt in EIGHT_BIT:
         f = fmtsim.get_format(fmt)
         codes = rng.integers(0, 256, n, dtype=np.uint8)
@@ -161,7 +165,14 @@ def bench_block(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]
             rows.append(row(f"mx.quantize {scheme} (floor)", t_ours, best(lambda: to_mx(xt, tdt, 32), repeat), n,
                             "torchao to_mx (CPU)"))
     t_nv = best(lambda: nvfp4.quantize(x), repeat)
-    rows.append(row("nvfp4.quantize 1x16 (te)", t_nv, None, n, "torchao not installed" if torch is None else ""))
+    rows.append(row("nvfp4.quantize 1x16 (te)", t_nv, None, n, "no peer runs TE's recipe on the CPU"))
+    if torch is not None:
+        from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale
+
+        xt = torch.from_numpy(x)
+        t_ao = best(lambda: nvfp4.quantize(x, recipe="torchao"), repeat)
+        t_peer = best(lambda: nvfp4_quantize(xt, 16, per_tensor_amax_to_scale(xt.abs().max())), repeat)
+        rows.append(row("nvfp4.quantize 1x16 (torchao)", t_ao, t_peer, n, "torchao nvfp4_quantize (CPU)"))
     return rows
 
 

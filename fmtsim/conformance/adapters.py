@@ -43,6 +43,7 @@ class Adapter:
     profile: str = "ocp"
     formats: tuple[str, ...] | None = None
     sources: tuple[str, ...] = ("float32",)
+    divergences: str | None = None  # whose named divergences (conformance.divergences) apply
 
     def expected(self, x: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
         """(mask of inputs the profile accepts, fmtsim's codes for them)."""

@@ -32,6 +32,7 @@ DIVERGENCE_SET: list[tuple[str, float, str, str]] = [
     ("e2m1", 5.0, "float32", "tie between 4 and 6: 4 (shipped code rounded up)"),
     ("e2m1", 0.25, "float32", "tie between 0 and 0.5: 0"),
     ("e2m1", 7.0, "float32", "overflow: saturates to 6"),
+    ("e2m1", -0.0, "float32", "-0.0: 0x8, but TransformerEngine's reference cast writes 0x0"),
     ("e2m3", math.nan, "float32", "FP6 has no NaN"),
     ("e3m2", 30.0, "float32", "overflow tie of E3M2"),
     ("e8m0", 3.0, "float32", "tie 1.5*2^1: even exponent (2) or up (4, ml_dtypes)"),

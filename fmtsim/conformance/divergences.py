@@ -17,7 +17,7 @@ import numpy as np
 from ..codec import encode
 from ..formats import Format, get_format
 
-__all__ = ["Divergence", "DIVERGENCES", "explain"]
+__all__ = ["Divergence", "DIVERGENCES", "BLOCK_DIVERGENCES", "explain"]
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,26 @@ def _e8m0_subnormal(x: np.ndarray, fmt: Format) -> np.ndarray:
     return (a > 2.0**-127) & (a < 1.5 * 2.0**-127)
 
 
-def _float64_through_float32(x: np.ndarray, fmt: Format) -> np.ndarray:
-    x64 = np.asarray(x, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        x32 = x64.astype(np.float32)
-    once = encode(x64, fmt, profile="ml_dtypes")
-    twice = encode(x32, fmt, profile="ml_dtypes")
-    return np.asarray(once != twice)
+def _through_float32(profile: str) -> Callable[[np.ndarray, Format], np.ndarray]:
+    def expected(x: np.ndarray, fmt: Format) -> np.ndarray:
+        x64 = np.asarray(x, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            x32 = x64.astype(np.float32)
+        once = encode(x64, fmt, profile=profile)
+        twice = encode(x32, fmt, profile=profile)
+        return np.asarray(once != twice)
+    return expected
+
+
+def _e8m0_subnormal_magnitude(x: np.ndarray, fmt: Format) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return _e8m0_subnormal(np.abs(np.asarray(x, dtype=np.float64)), fmt)
+
+
+def _zero_or_negative(x: np.ndarray, fmt: Format) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        a = np.asarray(x, dtype=np.float64)
+    return np.isfinite(a) & ((a == 0) | np.signbit(a))
 
 
 def _onnx_e8m0(x: np.ndarray, fmt: Format) -> np.ndarray:
@@ -82,7 +95,7 @@ DIVERGENCES = [
         ("float64",),
         "ml_dtypes casts float64 arrays through float32 (two roundings); its scalar "
         "constructor rounds once. Example: 1.0625 + 2^-40 -> E4M3 gives 1.0, exact is 1.125.",
-        _float64_through_float32,
+        _through_float32("ml_dtypes"),
     ),
     Divergence(
         "onnx.e8m0_zero_and_negatives",
@@ -105,6 +118,34 @@ DIVERGENCES = [
         _gfloat_overflow,
     ),
     Divergence(
+        "torch.float64_through_float32",
+        "torch",
+        ("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0"),
+        ("float64",),
+        "PyTorch 2.13 casts float64 tensors to FP8/E8M0 through float32 (two roundings): "
+        "float64 2^-10 + 2^-62 -> E4M3 gives 0 (the float32 tie rounds to even), exact is 2^-9.",
+        _through_float32("torch"),
+    ),
+    Divergence(
+        "torch.e8m0_zero_and_sign",
+        "torch",
+        ("e8m0",),
+        ("float16", "bfloat16", "float32", "float64"),
+        "PyTorch 2.13's cast to float8_e8m0fnu reads the exponent and mantissa bits only: "
+        "+-0 becomes 0x00 and a negative x the code of |x| (fmtsim: NaN 0xFF, since E8M0 has "
+        "no zero or sign, OCP MX 5.4.1, as ml_dtypes does).",
+        _zero_or_negative,
+    ),
+    Divergence(
+        "torch.e8m0_subnormal_ties_up",
+        "torch",
+        ("e8m0",),
+        ("float32", "bfloat16", "float64"),
+        "As ml_dtypes: float32/bfloat16 subnormals strictly between 2^-127 and 1.5*2^-127 "
+        "(of either sign, see torch.e8m0_zero_and_sign) encode as 0x01; the nearest is 0x00.",
+        _e8m0_subnormal_magnitude,
+    ),
+    Divergence(
         "gfloat.e8m0_underflow_nan",
         "gfloat",
         ("e8m0",),
@@ -114,6 +155,27 @@ DIVERGENCES = [
         _gfloat_e8m0_underflow,
     ),
 ]
+
+
+# Block-level differences of torchao 0.18 from fmtsim's mx / nvfp4 (checked block by
+# block in conformance.torch_peers; the masks are computed there).
+BLOCK_DIVERGENCES = {
+    "torchao.mx_inf_block_scale":
+        "A block holding +-Inf (and no NaN): torchao reads the exponent field of amax = Inf "
+        "(255) like any other, so the scale is 2^(128 - emax_elem) and the Inf elements clamp "
+        "to +-max; fmtsim gives the block the NaN scale 0xFF (SPEC_NOTES 3).",
+    "torchao.mx_min_scale_divisor":
+        "Blocks whose scale byte is 0x00 (2^-127): torchao divides the elements by 2^-126 "
+        "(it clamps the float32 scale to the smallest normal, see the comment in to_mx), so "
+        "the stored codes are worth half the input; fmtsim divides by 2^-127.",
+    "torchao.mx_nan_block_elements":
+        "Blocks with the NaN scale 0xFF: torchao writes the element casts it computed, "
+        "fmtsim writes 0. The block decodes to NaN either way.",
+    "torchao.nvfp4_amax0_nan_bits":
+        "NVFP4 with tensor amax 0: torchao's per-tensor scale is 0 and its block scales 0/0, "
+        "whose bits are the CPU's default NaN (x86: scales 0xFF, element codes 0xC); fmtsim "
+        "writes scales 0x7F and codes 0. The tensor decodes to NaN either way.",
+}
 
 
 def explain(

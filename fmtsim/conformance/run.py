@@ -8,6 +8,11 @@ Implementations:
     ml_dtypes  numpy ``astype`` into ml_dtypes types against fmtsim's
                ``ml_dtypes`` profile on every model; differences covered by a
                named divergence (conformance.divergences) are reported as such.
+    torch      PyTorch's FP8/E8M0 casts against the ``torch`` profile (when
+               importable; see conformance.torch_peers).
+    torchao    torchao's FP4/FP6 casts against the ``torchao`` profile, its MX
+               ``to_mx`` (every element format and scale mode) and NVFP4 quantizer
+               against fmtsim's, block by block (when importable).
 
 Both also run the committed golden vectors (vectors/*.tv, when the package runs
 from a checkout): fmtsim must reproduce every line; ml_dtypes runs the files
@@ -34,7 +39,7 @@ from .models import iter_models
 
 __all__ = ["Row", "run", "IMPLEMENTATIONS"]
 
-IMPLEMENTATIONS = ("fmtsim", "ml_dtypes")
+IMPLEMENTATIONS = ("fmtsim", "ml_dtypes", "torch", "torchao")
 
 
 @dataclass
@@ -185,6 +190,24 @@ def _vector_rows(impl: str, names: list[str], vec_dir: Path) -> list[Row]:
 SRC_NAME = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
 
 
+def _torch_rows(impl: str, formats: list[str] | None, names: list[str], big: bool,
+                profile: str | None) -> list[Row]:
+    from . import torch_peers
+
+    why = torch_peers.missing(impl)
+    if why is not None:
+        raise ValueError(why)
+    adapter = torch_peers.torch_adapter() if impl == "torch" else torch_peers.torchao_adapter()
+    if profile is not None:
+        adapter.profile = profile
+    rows = _adapter_rows(adapter, names, big)
+    if impl == "torchao":
+        schemes = None if formats is None else [s for s in formats if s.startswith(("mx", "nvfp4"))]
+        if formats is None or schemes:
+            rows.extend(torch_peers.torchao_block_rows(schemes))
+    return rows
+
+
 def _adapter_rows(adapter: Adapter, names: list[str], big: bool) -> list[Row]:
     rows: list[Row] = []
     for name in names:
@@ -209,18 +232,23 @@ def _adapter_rows(adapter: Adapter, names: list[str], big: bool) -> list[Row]:
                 row.failed += xs.size
                 row.examples.append(f"{src}: adapter returned {got.size} codes for {xs.size} inputs")
                 continue
-            row.add(got == want, {}, _mismatch(src, xs, got, adapter.name, want, f"fmtsim[{adapter.profile}]"))
+            known = explain(adapter.divergences, name, src, xs) if adapter.divergences else {}
+            row.add(got == want, known, _mismatch(src, xs, got, adapter.name, want, f"fmtsim[{adapter.profile}]"))
         rows.extend(by_model.values())
     return rows
 
 
-def run(impls: tuple[str, ...] = IMPLEMENTATIONS, formats: list[str] | None = None,
+def run(impls: tuple[str, ...] = ("fmtsim", "ml_dtypes"), formats: list[str] | None = None,
         big: bool = True, vectors: Path | None = None, profile: str | None = None) -> list[Row]:
     """Every model for every (implementation, format) pair that applies. An entry of
     ``impls`` may also be an adapter spec (``module:function`` or ``file.py:function``,
     see conformance.adapters). ``profile`` checks fmtsim against the oracle under that
-    profile's policy and overrides the profile an adapter claims."""
-    names = [get_format(n).name for n in formats] if formats else list(FORMATS)
+    profile's policy and overrides the profile an adapter claims. ``formats`` may also
+    name block schemes (mxfp8_e4m3 ... mxfp4, nvfp4) for torchao's block rows."""
+    from ..mx import SCHEMES
+
+    blocks = set(SCHEMES) | {"nvfp4"}  # block schemes, which only torchao's rows check
+    names = [get_format(n).name for n in formats if n not in blocks] if formats else list(FORMATS)
     rows: list[Row] = []
     for impl in impls:
         if ":" in impl:
@@ -232,6 +260,9 @@ def run(impls: tuple[str, ...] = IMPLEMENTATIONS, formats: list[str] | None = No
         if impl not in IMPLEMENTATIONS:
             raise ValueError(f"unknown implementation {impl!r}; choose from {', '.join(IMPLEMENTATIONS)} "
                              "or name an adapter as module:function")
+        if impl in ("torch", "torchao"):
+            rows.extend(_torch_rows(impl, formats, names, big, profile))
+            continue
         for name in names:
             if impl == "fmtsim":
                 rows.append(_decode_all_fmtsim(name))

@@ -225,7 +225,7 @@ def fmt2fmt_files() -> Iterator[VectorFile]:
             )
 
 
-def _block_inputs(seed: int) -> np.ndarray:
+def block_inputs(seed: int) -> np.ndarray:
     """(rows, 32) float32: specials of block_mx, then random rows."""
     rng = np.random.default_rng(seed)
     rows = np.zeros((12, 32), np.float32)
@@ -258,7 +258,7 @@ def _binary(arrays: list[tuple[str, np.ndarray]]) -> tuple[bytes, list[dict[str,
 def block_files(seed: int = 2) -> Iterator[VectorFile]:
     from .. import mx, nvfp4
 
-    x = _block_inputs(seed)
+    x = block_inputs(seed)
     for scheme in ("mxfp4", "mxfp8_e4m3"):
         for rule in mx.SCALE_RULES:
             q = mx.quantize(x, scheme, scale_rule=rule)

@@ -1,0 +1,152 @@
+"""The built-in implementations that need PyTorch: ``torch`` and ``torchao``.
+
+    torch    ``Tensor.to`` into float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,
+             float8_e5m2fnuz and float8_e8m0fnu, from float16, bfloat16, float32 and
+             float64 tensors, against fmtsim's ``torch`` profile. PyTorch cannot cast
+             into FP4/FP6 (float4_e2m1fn_x2 has no copy kernel), UE4M3 or integers.
+    torchao  its FP4/FP6 casts (prototype.mx_formats.kernels f32_to_f4_unpacked,
+             f32_to_f6_e2m3_unpacked, f32_to_f6_e3m2_unpacked; float32 input) against
+             the ``torchao`` profile; MX ``to_mx`` for every element format and scale
+             mode against :func:`fmtsim.mx.quantize`; ``nvfp4_quantize`` against
+             :func:`fmtsim.nvfp4.quantize` with recipe ``torchao``.
+
+Checked against torch 2.13.0 (CPU) and torchao 0.18.0 (``pip install "fmtsim[torch]"``).
+The known differences are named in :mod:`fmtsim.conformance.divergences`. torch and
+torchao are imported only when one of these implementations is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .adapters import Adapter
+
+__all__ = ["missing", "torch_adapter", "torchao_adapter", "torchao_block_rows", "TORCH_DTYPES"]
+
+TORCH_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz",
+                "e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu"}
+_TORCHAO_CASTS = {"e2m1": "f32_to_f4_unpacked", "e2m3": "f32_to_f6_e2m3_unpacked",
+                  "e3m2": "f32_to_f6_e3m2_unpacked"}
+
+
+def missing(impl: str) -> str | None:
+    """Why ``impl`` cannot run here (None when it can)."""
+    need = ("torch",) if impl == "torch" else ("torch", "torchao")
+    for mod in need:
+        if importlib.util.find_spec(mod) is None:
+            return f"{impl}: the {mod} package is not installed (pip install \"fmtsim[torch]\")"
+    return None
+
+
+def _tensor(x: np.ndarray) -> Any:
+    import torch
+
+    x = np.ascontiguousarray(x)
+    if x.dtype == ml_dtypes.bfloat16:  # numpy has no bfloat16 that torch knows: move the bits
+        return torch.from_numpy(x.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(x.copy())
+
+
+def _torch_encode(x: np.ndarray, fmt: str) -> np.ndarray:
+    import torch
+
+    return _tensor(x).to(getattr(torch, TORCH_DTYPES[fmt])).view(torch.uint8).numpy()
+
+
+def _torchao_encode(x: np.ndarray, fmt: str) -> np.ndarray:
+    from torchao.prototype.mx_formats import kernels
+
+    return getattr(kernels, _TORCHAO_CASTS[fmt])(_tensor(x.astype(np.float32, copy=False))).numpy()
+
+
+def torch_adapter() -> Adapter:
+    return Adapter("torch", _torch_encode, profile="torch", formats=tuple(TORCH_DTYPES),
+                   sources=("float16", "bfloat16", "float32", "float64"), divergences="torch")
+
+
+def torchao_adapter() -> Adapter:
+    return Adapter("torchao", _torchao_encode, profile="torchao", formats=tuple(_TORCHAO_CASTS),
+                   sources=("float32",), divergences="torchao")
+
+
+def _unpack_fp4(packed: np.ndarray) -> np.ndarray:
+    out = np.empty(packed.shape[:-1] + (packed.shape[-1] * 2,), np.uint8)
+    out[..., 0::2] = packed & 0xF
+    out[..., 1::2] = packed >> 4
+    return out
+
+
+def torchao_block_rows(schemes: list[str] | None = None) -> list[Any]:
+    """MX (every element format x scale mode) and NVFP4, block by block: a block passes
+    when its scale byte and every element code equal fmtsim's."""
+    import torch
+    from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    from torchao.prototype.mx_formats.constants import DTYPE_FP6_E2M3, DTYPE_FP6_E3M2
+    from torchao.prototype.mx_formats.mx_tensor import to_mx
+    from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale
+
+    from .. import mx, nvfp4
+    from .run import Row
+    from .vectors import block_inputs
+
+    elem_dtypes = {"mxfp8_e4m3": torch.float8_e4m3fn, "mxfp8_e5m2": torch.float8_e5m2,
+                   "mxfp6_e2m3": DTYPE_FP6_E2M3, "mxfp6_e3m2": DTYPE_FP6_E3M2, "mxfp4": torch.float4_e2m1fn_x2}
+    x = block_inputs(2)
+    xt = torch.from_numpy(x)
+    rows: list[Any] = []
+    has_nan = np.isnan(x).any(axis=1)
+    inf_block = np.isinf(x).any(axis=1) & ~has_nan
+    for scheme, dt in elem_dtypes.items():
+        if schemes is not None and scheme not in schemes:
+            continue
+        for rule in mx.SCALE_RULES:
+            s, d = to_mx(xt, dt, 32, ScaleCalculationMode(rule))
+            theirs_s = s.view(torch.uint8).numpy().reshape(-1)
+            theirs_c = d.view(torch.uint8).numpy().reshape(x.shape[0], -1)
+            if scheme == "mxfp4":
+                theirs_c = _unpack_fp4(theirs_c)
+            q = mx.quantize(x, scheme, scale_rule=rule)
+            ours_s, ours_c = q.scales.reshape(-1), q.codes
+            same_scale = theirs_s == ours_s
+            ok = same_scale & np.all(theirs_c == ours_c, axis=1)
+            known = {
+                "torchao.mx_inf_block_scale": inf_block,
+                "torchao.mx_min_scale_divisor": same_scale & (ours_s == 0),
+                "torchao.mx_nan_block_elements": same_scale & (ours_s == mx.E8M0_NAN),
+            }
+            row = Row("torchao", scheme, f"block_mx {rule}")
+
+            def describe(i: int, ts: np.ndarray = theirs_s, os_: np.ndarray = ours_s,
+                         tc: np.ndarray = theirs_c, oc: np.ndarray = ours_c) -> str:
+                j = int(np.argmax(tc[i] != oc[i])) if ts[i] == os_[i] else 0
+                return (f"block {i}: scale torchao {ts[i]:#04x}, fmtsim {os_[i]:#04x}; element {j} "
+                        f"(input {x[i, j]!r}) torchao {tc[i, j]:#x}, fmtsim {oc[i, j]:#x}")
+
+            row.add(ok, known, describe)
+            rows.append(row)
+    if schemes is None or "nvfp4" in schemes:
+        finite = x.copy()
+        finite[~np.isfinite(finite)] = 0.0  # NVFP4 refuses NaN/Inf
+        row = Row("torchao", "nvfp4", "block_nvfp4 1x16")
+        for xs in (finite, np.zeros((4, 32), np.float32), finite * np.float32(2.0**-100)):
+            amax = torch.tensor(float(np.max(np.abs(xs))), dtype=torch.float32)
+            s, d = nvfp4_quantize(torch.from_numpy(xs.copy()), 16, per_tensor_amax_to_scale(amax))
+            theirs_s = s.view(torch.uint8).numpy().reshape(-1)
+            theirs_c = _unpack_fp4(d.view(torch.uint8).numpy().reshape(xs.shape[0], -1)).reshape(-1, 16)
+            qn = nvfp4.quantize(xs, recipe="torchao")
+            ours_s, ours_c = qn.scales.reshape(-1), qn.codes.reshape(-1, 16)
+            ok = (theirs_s == ours_s) & np.all(theirs_c == ours_c, axis=1)
+            amax0 = np.full(ok.shape, float(amax) == 0.0)
+
+            def describe_nv(i: int, ts: np.ndarray = theirs_s, os_: np.ndarray = ours_s,
+                            tc: np.ndarray = theirs_c, oc: np.ndarray = ours_c) -> str:
+                return (f"block {i}: scale torchao {ts[i]:#04x}, fmtsim {os_[i]:#04x}; "
+                        f"codes torchao {tc[i].tolist()}, fmtsim {oc[i].tolist()}")
+
+            row.add(ok, {"torchao.nvfp4_amax0_nan_bits": amax0}, describe_nv)
+        rows.append(row)
+    return rows

@@ -1,0 +1,60 @@
+"""The torch and torchao built-in implementations (CI installs torch 2.13 and torchao 0.18)."""
+
+import numpy as np
+import pytest
+
+from fmtsim.conformance.divergences import BLOCK_DIVERGENCES, DIVERGENCES
+from fmtsim.conformance.run import run
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'fmtsim[torch]')")
+pytest.importorskip("torchao", reason="torchao is not installed (pip install 'fmtsim[torch]')")
+
+
+def test_torch_and_torchao_conform_with_only_named_divergences():
+    rows = run(("torch", "torchao"), big=True)
+    bad = [(r.impl, r.fmt, r.model, r.examples) for r in rows if r.failed]
+    assert not bad, bad
+    seen = {name for r in rows for name in r.known}
+    # every divergence named for these peers is real: it shows on the coverage models
+    named = {d.name for d in DIVERGENCES if d.implementation in ("torch", "torchao")} | set(BLOCK_DIVERGENCES)
+    assert named == seen, named ^ seen
+    models = {(r.impl, r.model.split()[0]) for r in rows}
+    assert {("torch", "encode_all16"), ("torch", "encode_random"), ("torchao", "encode_ties"),
+            ("torchao", "block_mx"), ("torchao", "block_nvfp4")} <= models
+    assert {r.fmt for r in rows if r.impl == "torchao" and r.model.startswith("block_mx")} == {
+        "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4"}
+
+
+def test_a_wrong_profile_is_caught():
+    """The comparison can fail: torch's E5M2 against the ml_dtypes profile differs on NaN."""
+    rows = run(("torch",), formats=["e5m2"], big=False, profile="ml_dtypes")
+    assert sum(r.failed for r in rows) > 0
+
+
+def test_torch_e8m0_divergences_are_exactly_the_named_sets():
+    """Every float32 subnormal and a sweep of negatives: torch differs from the torch profile
+    exactly where the named E8M0 divergences say (no more: the masks are not blanket)."""
+    from fmtsim import encode
+    from fmtsim.conformance.divergences import explain
+    from fmtsim.conformance.torch_peers import torch_adapter
+
+    sub = np.arange(1, 1 << 23, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([sub, -sub[::97], np.float32([0.0, -0.0, 1.5, 3.0, -3.0])])
+    theirs = torch_adapter().encode(x, "e8m0")
+    ours = encode(x, "e8m0", profile="torch")
+    known = explain("torch", "e8m0", "float32", x)
+    diff = theirs != ours
+    sub_mask = known["torch.e8m0_subnormal_ties_up"] & ~known["torch.e8m0_zero_and_sign"]
+    assert np.array_equal(diff & ~known["torch.e8m0_zero_and_sign"], sub_mask)
+    # on the negatives, torch writes the code of |x|
+    neg = x < 0
+    assert np.array_equal(theirs[neg], torch_adapter().encode(-x[neg], "e8m0"))
+
+
+def test_cli_names_a_missing_peer(monkeypatch, capsys):
+    from fmtsim.cli import main
+    from fmtsim.conformance import torch_peers
+
+    monkeypatch.setattr(torch_peers.importlib.util, "find_spec", lambda name: None)
+    assert main(["conform", "--impl", "torchao", "--quick"]) == 2
+    assert "torch package is not installed" in capsys.readouterr().err
