@@ -154,8 +154,11 @@ def _profile_gfloat(fmt: Format) -> Policy:
 def _profile_microxcaling(fmt: Format) -> Policy:
     # microxcaling's default element rounding "nearest" is ties away; MX elements
     # saturate. (Its subnormal flush is a block-level option: mx.quantize(...,
-    # flush_subnormals=True).) Its NaN handling has not been checked against its code:
-    # fmtsim's defaults apply.
+    # flush_subnormals=True).) It fake-quantizes to float values (mx/elemwise_ops.py
+    # _quantize_elemwise_core, read, not run: it is not on PyPI): a NaN input stays a NaN
+    # value, and an Inf input is written back as Inf after the saturating clamp. FP4/FP6
+    # have no code for either, so NaN keeps fmtsim's default (raise; signed NaN where the
+    # format has one); only E5M2 could hold its Inf, which this profile saturates.
     return Policy("rna", "satfinite", None)
 
 

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Exhaustive check: every one of the 2^32 float32 bit patterns, encoded by fmtsim,
-against (a) the exact oracle's threshold table and (b) ml_dtypes.
+against (a) the exact oracle's threshold table and (b) a peer: ml_dtypes, PyTorch's
+casts or torchao's FP4/FP6 casts.
 
-    python tools/sweep.py e4m3 [--rounding rne] [--overflow nonsat] [--no-ml-dtypes]
-    python tools/sweep.py all          # every format ml_dtypes has, its profile
+    python tools/sweep.py e4m3 [--rounding rne] [--overflow nonsat] [--no-peer]
+    python tools/sweep.py all                  # every format ml_dtypes has, its profile
+    python tools/sweep.py all --peer torch     # PyTorch's FP8/E8M0 casts, the torch profile
+    python tools/sweep.py all --peer torchao   # torchao's FP4/FP6 casts, the torchao profile
 
 The oracle threshold table is built independently of the fast path: for each
 sign the exact oracle (fmtsim.oracle, rational arithmetic) is bisected over the
 bit patterns to find every pattern where its answer changes (its answer is
 monotone in the value, so each code owns one run of patterns). Every pattern is
-then looked up in that table. ml_dtypes is compared under fmtsim's ml_dtypes
-profile, and its known divergences (fmtsim.conformance.divergences) are counted
+then looked up in that table. The peer is compared under fmtsim's profile of the
+same name, and its known divergences (fmtsim.conformance.divergences) are counted
 by name. Not run in CI: it takes minutes per format.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +46,12 @@ def oracle_threshold_table(fmt: str, rounding: str, overflow: str, nan: str) -> 
     starts: list[int] = []
     codes: list[int] = []
 
-    def oracle(p: int) -> int:
-        return encode_one(_f32(p), fmt, rounding, overflow, nan, src="float32")[0]
+    def oracle(p: int) -> int:  # NaN patterns too: nan='torchao' reads the payload
+        return encode_one(_f32(p), fmt, rounding, overflow, nan, src="float32",
+                          negative_nan=bool(p >> 31), nan_bits32=p)[0]
 
     for sign in (0, 1 << 31):
-        lo, end = sign, sign | 0x7F800000  # finite patterns and Inf
+        lo, end = sign, sign | 0x7FFFFFFF  # finite, Inf, then the NaNs (monotone in payload)
         while lo <= end:
             c = oracle(lo)
             starts.append(lo)
@@ -65,22 +70,35 @@ def oracle_threshold_table(fmt: str, rounding: str, overflow: str, nan: str) -> 
                 else:
                     bad = mid
             lo = good + 1
-        nan_code = encode_one(float("nan"), fmt, rounding, overflow, nan, src="float32",
-                              negative_nan=bool(sign))[0]
-        starts.append(end + 1)  # every NaN pattern of this sign
-        codes.append(nan_code)
     return np.array(starts, dtype=np.uint64), np.array(codes, dtype=np.uint8)
 
 
-def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, use_ml: bool, chunk: int,
+def _peer_encoder(peer: str, fmt: str) -> Callable[[np.ndarray], np.ndarray] | None:
+    f = fmtsim.get_format(fmt)
+    if peer == "ml_dtypes":
+        # numpy's float -> integer casts truncate and wrap: nothing to compare for integer formats
+        if f.ml_dtype is None or f.kind != "float":
+            return None
+
+        def cast(x: np.ndarray) -> np.ndarray:
+            with np.errstate(invalid="ignore", over="ignore"):
+                return x.astype(f.ml_dtype).view(np.uint8)
+        return cast
+    from fmtsim.conformance import torch_peers
+
+    adapter = torch_peers.torch_adapter() if peer == "torch" else torch_peers.torchao_adapter()
+    if adapter.formats is None or fmt not in adapter.formats:
+        return None
+    return lambda x: adapter.encode(x, fmt)
+
+
+def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, peer: str | None, chunk: int,
           progress: bool = True) -> dict[str, object]:
     pol = resolve(fmt, rounding, overflow, nan)
-    f = pol.fmt
     t0 = time.perf_counter()
     starts, codes = oracle_threshold_table(fmt, pol.rounding, pol.overflow, pol.nan)
     t_table = time.perf_counter() - t0
-    # numpy's float -> integer casts truncate and wrap: nothing to compare for integer formats
-    use_ml = use_ml and f.ml_dtype is not None and f.kind == "float"
+    peer_encode = _peer_encoder(peer, fmt) if peer else None
     bar = None
     if progress:
         try:
@@ -103,13 +121,12 @@ def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, use_ml: bool,
             mism_oracle += int(bad.sum())
             for i in np.nonzero(bad)[0][:3]:
                 examples.append(f"pattern {int(pats[i]):#010x}: fmtsim {ours[i]:#x}, oracle {want[i]:#x}")
-        if use_ml:
-            with np.errstate(invalid="ignore", over="ignore"):
-                theirs = x.astype(f.ml_dtype).view(np.uint8)
+        if peer_encode is not None:
+            theirs = peer_encode(x)
             diff = ours != theirs
             if diff.any():
                 covered = np.zeros_like(diff)
-                for name, mask in explain("ml_dtypes", fmt, "float32", x).items():
+                for name, mask in explain(str(peer), fmt, "float32", x).items():
                     known[name] = known.get(name, 0) + int((diff & mask).sum())
                     covered |= mask
                 mism_ml += int((diff & ~covered).sum())
@@ -123,37 +140,39 @@ def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, use_ml: bool,
         "format": fmt, "rounding": pol.rounding, "overflow": pol.overflow, "nan": pol.nan,
         "patterns": TOTAL, "runs in oracle table": len(starts), "oracle table s": round(t_table, 1),
         "mismatches vs oracle": mism_oracle,
-        "mismatches vs ml_dtypes (unexplained)": mism_ml if use_ml else "-",
-        "known ml_dtypes divergences": "; ".join(f"{k}: {v}" for k, v in known.items()) or "-",
+        "peer": peer if peer_encode is not None else "-",
+        "mismatches vs peer (unexplained)": mism_ml if peer_encode is not None else "-",
+        "known peer divergences": "; ".join(f"{k}: {v}" for k, v in known.items()) or "-",
         "wall s": round(time.perf_counter() - t0, 1), "examples": examples[:3],
     }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("format", help="a format name, or 'all' for every format ml_dtypes has")
+    ap.add_argument("format", help="a format name, or 'all' for every format the peer has")
     ap.add_argument("--rounding")
     ap.add_argument("--overflow")
     ap.add_argument("--nan")
-    ap.add_argument("--no-ml-dtypes", action="store_true")
+    ap.add_argument("--peer", choices=["ml_dtypes", "torch", "torchao"], default="ml_dtypes")
+    ap.add_argument("--no-peer", action="store_true", help="the oracle only")
     ap.add_argument("--chunk", type=int, default=1 << 24)
     args = ap.parse_args()
     from tabulate import tabulate
 
     if args.format == "all":
-        names = [n for n, f in fmtsim.FORMATS.items() if f.kind == "float" and f.ml_dtype is not None]
+        names = [n for n, f in fmtsim.FORMATS.items() if _peer_encoder(args.peer, n) is not None]
     else:
         names = [fmtsim.get_format(args.format).name]
     results = []
     for name in names:
-        prof = resolve(name, profile="ml_dtypes")
+        prof = resolve(name, profile=args.peer)
         r = sweep(name, args.rounding or prof.rounding, args.overflow or prof.overflow,
-                  args.nan or prof.nan, not args.no_ml_dtypes, args.chunk)
+                  args.nan or prof.nan, None if args.no_peer else args.peer, args.chunk)
         results.append(r)
         for e in r.pop("examples"):  # type: ignore[attr-defined]
             print("  ", e)
     print(tabulate([list(r.values()) for r in results], list(results[0].keys()), disable_numparse=True))
-    failed = any(r["mismatches vs oracle"] or r["mismatches vs ml_dtypes (unexplained)"] not in (0, "-")
+    failed = any(r["mismatches vs oracle"] or r["mismatches vs peer (unexplained)"] not in (0, "-")
                  for r in results)
     return 1 if failed else 0
 
