@@ -19,8 +19,11 @@ def test_torch_and_torchao_conform_with_only_named_divergences():
     named = {d.name for d in DIVERGENCES if d.implementation in ("torch", "torchao")} | set(BLOCK_DIVERGENCES)
     assert named == seen, named ^ seen
     models = {(r.impl, r.model.split()[0]) for r in rows}
-    assert {("torch", "encode_all16"), ("torch", "encode_random"), ("torchao", "encode_ties"),
-            ("torchao", "block_mx"), ("torchao", "block_nvfp4")} <= models
+    assert {("torch", "decode_all"), ("torch", "encode_all16"), ("torch", "encode_random"),
+            ("torchao", "decode_all"), ("torchao", "encode_ties"), ("torchao", "block_mx"),
+            ("torchao", "mx"), ("torchao", "block_nvfp4")} <= models
+    assert {r.fmt for r in rows if r.model == "decode_all"} == {
+        "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0", "e2m1", "e3m2", "e2m3"}
     assert {r.fmt for r in rows if r.impl == "torchao" and r.model.startswith("block_mx")} == {
         "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4"}
 
@@ -58,3 +61,14 @@ def test_cli_names_a_missing_peer(monkeypatch, capsys):
     monkeypatch.setattr(torch_peers.importlib.util, "find_spec", lambda name: None)
     assert main(["conform", "--impl", "torchao", "--quick"]) == 2
     assert "torch package is not installed" in capsys.readouterr().err
+
+
+def test_a_wrong_block_rule_is_caught(monkeypatch):
+    """The block comparison can fail: fmtsim's MX elements rounded ties-away differ from torchao."""
+    from fmtsim import mx
+    from fmtsim.conformance.torch_peers import torchao_block_rows
+
+    real = mx.quantize
+    monkeypatch.setattr(mx, "quantize", lambda x, scheme, **kw: real(x, scheme, rounding="rna", **kw))
+    rows = torchao_block_rows(["mxfp4"])
+    assert sum(r.failed for r in rows if r.model.startswith("block_mx")) > 0

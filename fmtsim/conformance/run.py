@@ -200,7 +200,7 @@ def _torch_rows(impl: str, formats: list[str] | None, names: list[str], big: boo
     adapter = torch_peers.torch_adapter() if impl == "torch" else torch_peers.torchao_adapter()
     if profile is not None:
         adapter.profile = profile
-    rows = _adapter_rows(adapter, names, big)
+    rows = torch_peers.decode_rows(impl, names) + _adapter_rows(adapter, names, big)
     if impl == "torchao":
         schemes = None if formats is None else [s for s in formats if s.startswith(("mx", "nvfp4"))]
         if formats is None or schemes:

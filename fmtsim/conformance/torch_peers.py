@@ -25,7 +25,7 @@ import numpy as np
 
 from .adapters import Adapter
 
-__all__ = ["missing", "torch_adapter", "torchao_adapter", "torchao_block_rows", "TORCH_DTYPES"]
+__all__ = ["missing", "torch_adapter", "torchao_adapter", "decode_rows", "torchao_block_rows", "TORCH_DTYPES"]
 
 TORCH_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz",
                 "e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu"}
@@ -80,13 +80,50 @@ def _unpack_fp4(packed: np.ndarray) -> np.ndarray:
     return out
 
 
+def decode_rows(impl: str, names: list[str]) -> list[Any]:
+    """Every code decoded to float32 by the peer against fmtsim.decode: bit-equal, or
+    both NaN (NaN payloads are not part of either format's meaning)."""
+    import torch
+
+    from ..codec import decode
+    from ..formats import get_format
+    from .run import Row
+
+    rows = []
+    for name in names:
+        f = get_format(name)
+        if impl == "torch" and name in TORCH_DTYPES:
+            codes = np.arange(f.n_codes, dtype=np.uint8)
+            theirs = torch.from_numpy(codes).view(getattr(torch, TORCH_DTYPES[name])).to(torch.float32).numpy()
+        elif impl == "torchao" and name in _TORCHAO_CASTS:
+            from torchao.prototype.mx_formats import kernels
+
+            codes = np.arange(f.n_codes, dtype=np.uint8)
+            to_f32 = _TORCHAO_CASTS[name].replace("f32_to_", "").replace("_unpacked", "_unpacked_to_f32")
+            theirs = getattr(kernels, to_f32)(torch.from_numpy(codes)).numpy()
+        else:
+            continue
+        ours = decode(codes, name, np.float32)
+        ok = (ours.view(np.uint32) == theirs.view(np.uint32)) | (np.isnan(ours) & np.isnan(theirs))
+        row = Row(impl, name, "decode_all")
+
+        def describe(i: int, t: np.ndarray = theirs, o: np.ndarray = ours) -> str:
+            return f"code {i:#x}: {impl} {t[i]!r}, fmtsim {o[i]!r}"
+
+        row.add(ok, {}, describe)
+        rows.append(row)
+    return rows
+
+
 def torchao_block_rows(schemes: list[str] | None = None) -> list[Any]:
-    """MX (every element format x scale mode) and NVFP4, block by block: a block passes
-    when its scale byte and every element code equal fmtsim's."""
+    """MX (every element format x scale mode, float32 and bfloat16 input) and NVFP4, block
+    by block: a block passes when its scale byte and every element code equal fmtsim's.
+    ``mx dequantize``: torchao's to_dtype against fmtsim's mx.dequantize on torchao's own
+    codes and scales, every value bit-equal (or both NaN)."""
     import torch
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
     from torchao.prototype.mx_formats.constants import DTYPE_FP6_E2M3, DTYPE_FP6_E3M2
-    from torchao.prototype.mx_formats.mx_tensor import to_mx
+    from torchao.prototype.mx_formats.mx_tensor import to_dtype, to_mx
     from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale
 
     from .. import mx, nvfp4
@@ -95,41 +132,56 @@ def torchao_block_rows(schemes: list[str] | None = None) -> list[Any]:
 
     elem_dtypes = {"mxfp8_e4m3": torch.float8_e4m3fn, "mxfp8_e5m2": torch.float8_e5m2,
                    "mxfp6_e2m3": DTYPE_FP6_E2M3, "mxfp6_e3m2": DTYPE_FP6_E3M2, "mxfp4": torch.float4_e2m1fn_x2}
-    x = block_inputs(2)
-    xt = torch.from_numpy(x)
+    x32 = block_inputs(2)
+    sources = {"float32": x32, "bfloat16": x32.astype(ml_dtypes.bfloat16)}
     rows: list[Any] = []
-    has_nan = np.isnan(x).any(axis=1)
-    inf_block = np.isinf(x).any(axis=1) & ~has_nan
     for scheme, dt in elem_dtypes.items():
         if schemes is not None and scheme not in schemes:
             continue
+        deq = Row("torchao", scheme, "mx dequantize")
         for rule in mx.SCALE_RULES:
-            s, d = to_mx(xt, dt, 32, ScaleCalculationMode(rule))
-            theirs_s = s.view(torch.uint8).numpy().reshape(-1)
-            theirs_c = d.view(torch.uint8).numpy().reshape(x.shape[0], -1)
-            if scheme == "mxfp4":
-                theirs_c = _unpack_fp4(theirs_c)
-            q = mx.quantize(x, scheme, scale_rule=rule)
-            ours_s, ours_c = q.scales.reshape(-1), q.codes
-            same_scale = theirs_s == ours_s
-            ok = same_scale & np.all(theirs_c == ours_c, axis=1)
-            known = {
-                "torchao.mx_inf_block_scale": inf_block,
-                "torchao.mx_min_scale_divisor": same_scale & (ours_s == 0),
-                "torchao.mx_nan_block_elements": same_scale & (ours_s == mx.E8M0_NAN),
-            }
             row = Row("torchao", scheme, f"block_mx {rule}")
+            for src, x in sources.items():
+                wide = x.astype(np.float32)
+                has_nan = np.isnan(wide).any(axis=1)
+                inf_block = np.isinf(wide).any(axis=1) & ~has_nan
+                s, d = to_mx(_tensor(x), dt, 32, ScaleCalculationMode(rule))
+                theirs_s = s.view(torch.uint8).numpy().reshape(-1)
+                theirs_c = d.view(torch.uint8).numpy().reshape(x.shape[0], -1)
+                if scheme == "mxfp4":
+                    theirs_c = _unpack_fp4(theirs_c)
+                q = mx.quantize(x, scheme, scale_rule=rule)
+                ours_s, ours_c = q.scales.reshape(-1), q.codes
+                same_scale = theirs_s == ours_s
+                ok = same_scale & np.all(theirs_c == ours_c, axis=1)
+                known = {
+                    "torchao.mx_inf_block_scale": inf_block,
+                    "torchao.mx_min_scale_divisor": same_scale & (ours_s == 0),
+                    "torchao.mx_nan_block_elements": same_scale & (ours_s == mx.E8M0_NAN),
+                }
 
-            def describe(i: int, ts: np.ndarray = theirs_s, os_: np.ndarray = ours_s,
-                         tc: np.ndarray = theirs_c, oc: np.ndarray = ours_c) -> str:
-                j = int(np.argmax(tc[i] != oc[i])) if ts[i] == os_[i] else 0
-                return (f"block {i}: scale torchao {ts[i]:#04x}, fmtsim {os_[i]:#04x}; element {j} "
-                        f"(input {x[i, j]!r}) torchao {tc[i, j]:#x}, fmtsim {oc[i, j]:#x}")
+                def describe(i: int, ts: np.ndarray = theirs_s, os_: np.ndarray = ours_s, tc: np.ndarray = theirs_c,
+                             oc: np.ndarray = ours_c, xs: np.ndarray = wide, src: str = src) -> str:
+                    j = int(np.argmax(tc[i] != oc[i])) if ts[i] == os_[i] else 0
+                    return (f"{src} block {i}: scale torchao {ts[i]:#04x}, fmtsim {os_[i]:#04x}; element {j} "
+                            f"(input {xs[i, j]!r}) torchao {tc[i, j]:#x}, fmtsim {oc[i, j]:#x}")
 
-            row.add(ok, known, describe)
+                row.add(ok, known, describe)
+                # torchao's own bytes through both decoders
+                theirs_v = to_dtype(d, s, dt, 32, torch.float32).numpy().reshape(x.shape[0], -1)
+                ours_v = mx.dequantize(mx.MXTensor(theirs_c, theirs_s.reshape(-1, 1), scheme, 1, 32, rule,
+                                                   x.shape[1], x.shape), np.float32)
+                same = (ours_v.view(np.uint32) == theirs_v.view(np.uint32)) | (np.isnan(ours_v) & np.isnan(theirs_v))
+
+                def describe_deq(i: int, t: np.ndarray = theirs_v, o: np.ndarray = ours_v) -> str:
+                    j = int(np.argmax(t[i].view(np.uint32) != o[i].view(np.uint32)))
+                    return f"block {i} element {j}: torchao {t[i, j]!r}, fmtsim {o[i, j]!r}"
+
+                deq.add(np.all(same, axis=1), {}, describe_deq)
             rows.append(row)
+        rows.append(deq)
     if schemes is None or "nvfp4" in schemes:
-        finite = x.copy()
+        finite = x32.copy()
         finite[~np.isfinite(finite)] = 0.0  # NVFP4 refuses NaN/Inf
         row = Row("torchao", "nvfp4", "block_nvfp4 1x16")
         for xs in (finite, np.zeros((4, 32), np.float32), finite * np.float32(2.0**-100)):
