@@ -191,6 +191,10 @@ def cmd_conform(args: argparse.Namespace) -> int:
         rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec, profile=args.profile)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if sum(r.cases for r in rows) == 0:
+        raise UsageError(f"nothing to check: no coverage model applies to {' '.join(args.impl)} with formats "
+                         f"{' '.join(args.formats or ['(all)'])} (PyTorch casts only to FP8/E8M0; block "
+                         "schemes are checked for torchao only)")
     table = []
     for r in rows:
         known = "; ".join(f"{k}: {v}" for k, v in r.known.items()) or "-"

@@ -166,7 +166,9 @@ def _profile_torch(fmt: Format) -> Policy:
     # PyTorch 2.13 Tensor.to casts (checked against torch 2.13.0, CPU): E4M3 saturates
     # (Inf too), E5M2 and FNUZ do not; E5M2 NaN is 0x7F/0xFF. E8M0 rounds ties up like
     # ml_dtypes. PyTorch has no cast into FP4/FP6/UE4M3/integers: OCP defaults there.
-    # float64 tensors round through float32 (a named divergence, not a policy).
+    # float64 tensors round through float32 (a named divergence, not a policy). Older
+    # releases differ: torchao's to_mx notes that PyTorch 2.11 and older eager casts did
+    # not saturate finite E4M3 overflow (pytorch PR 178817 changed it); not run here.
     if fmt.name == "e4m3":
         return Policy("rne", "satfinite", "signed")
     if fmt.name == "e5m2":

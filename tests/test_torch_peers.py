@@ -72,3 +72,10 @@ def test_a_wrong_block_rule_is_caught(monkeypatch):
     monkeypatch.setattr(mx, "quantize", lambda x, scheme, **kw: real(x, scheme, rounding="rna", **kw))
     rows = torchao_block_rows(["mxfp4"])
     assert sum(r.failed for r in rows if r.model.startswith("block_mx")) > 0
+
+
+def test_cli_refuses_a_check_that_checks_nothing(capsys):
+    from fmtsim.cli import main
+
+    assert main(["conform", "--impl", "torch", "--formats", "mxfp4"]) == 2
+    assert "nothing to check" in capsys.readouterr().err
