@@ -189,12 +189,16 @@ def _profile_torchao(fmt: Format) -> Policy:
 
 
 def _profile_te(fmt: Format) -> Policy:
-    # TransformerEngine: FP8 and E8M0 through its CUDA kernels, which convert with
-    # cvt.rn.satfinite / cvt.rp (the ptx profile); FP4 as its reference NVFP4 cast
-    # (custom_recipes/reference_nvfp4.py cast_to_fp4x2): RNE by interval, saturating,
-    # NaN and -0.0 -> code 0.
+    # TransformerEngine's Python reference recipes (transformer_engine/pytorch/
+    # custom_recipes): FP4 by the NVFP4 reference's interval cast (RNE, saturating, NaN and
+    # -0.0 -> code 0); FP8 by a plain PyTorch cast, (x * scale).to(float8), as in its
+    # current-scaling reference, so the torch profile; E8M0 scales rounded up, as its
+    # power-of-two scales (ceil of log2) and MXFP8 recipe do. TE's CUDA kernels convert
+    # with cvt.rn.satfinite instead: use the ptx profile for them.
     if fmt.name == "e2m1":
         return Policy("rne", "satfinite", "te")
+    if fmt.name in ("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz"):
+        return _profile_torch(fmt)
     return _profile_ptx(fmt)
 
 
