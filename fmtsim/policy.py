@@ -38,10 +38,6 @@ NaN inputs (``nan=``):
     canonical  the positive canonical NaN PTX cvt writes (E4M3 and E5M2 0x7F).
     all_ones   the code with every bit set where that is a NaN (E4M3, E5M2, E8M0 0xFF;
                UE4M3 0x7F), else the format's only NaN (FNUZ 0x80): what gfloat writes.
-
-Under ``canonical`` and ``all_ones`` a NaN produced by nonsat overflow or an Inf
-input is written the same way; under the others it is the quiet NaN with the
-input's sign.
     signed_all_ones
                the NaN with every exponent and mantissa bit set and the input's sign
                (E4M3 and E5M2 0x7F/0xFF; FNUZ 0x80, E8M0 0xFF): what PyTorch writes.
@@ -51,12 +47,18 @@ input's sign.
     zero       +0.
     ml_dtypes  what ml_dtypes 0.6 casts do: 'signed' for formats with NaN; for FP4/FP6
                the zero whose sign is the opposite of the NaN's (-0 for +NaN, +0 for -NaN).
-    torchao    what torchao's FP4/FP6 bit casts (f32_to_f4_unpacked and the FP6 pair) do:
-               the NaN is rounded as if its exponent were 0, i.e. as +-1.m, m its float32
-               significand field, the sign kept (the quiet NaN 0x7FC00000 gives 1.5, FP4
-               code 0x3). Inputs of other types are read as numpy converts them to float32.
-    te         what TransformerEngine's reference FP4 cast does: NaN -> +0, and a -0.0
-               input -> +0 too (negative values that round to zero keep their sign).
+    torchao    FP4/FP6 only, what torchao's bit casts (f32_to_f4_unpacked and the FP6
+               pair) do: the NaN is rounded as if its exponent were that of 1.0, i.e. as
+               +-1.m, m its float32 significand field, the sign kept (the quiet NaN
+               0x7FC00000 gives 1.5, FP4 code 0x3). Inputs of other types are read as
+               numpy converts them to float32.
+    te         FP4/FP6 only, what TransformerEngine's reference FP4 cast does: NaN -> +0,
+               and a -0.0 input -> +0 too (negative values that round to zero keep their
+               sign).
+
+Under ``canonical`` and ``all_ones`` a NaN produced by nonsat overflow or an Inf
+input is written the same way; under the others it is the quiet NaN with the
+input's sign.
 
 E8M0 has no sign, zero or infinity: NaN, +-Inf, +-0 and negative inputs all
 encode to its NaN 0xFF under every policy (OCP MX 5.4.1; ml_dtypes agrees).
