@@ -23,6 +23,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ..layout import unpack_fp4
 from .adapters import Adapter
 
 __all__ = ["missing", "torch_adapter", "torchao_adapter", "decode_rows", "torchao_block_rows", "TORCH_DTYPES"]
@@ -71,13 +72,6 @@ def torch_adapter() -> Adapter:
 def torchao_adapter() -> Adapter:
     return Adapter("torchao", _torchao_encode, profile="torchao", formats=tuple(_TORCHAO_CASTS),
                    sources=("float32",), divergences="torchao")
-
-
-def _unpack_fp4(packed: np.ndarray) -> np.ndarray:
-    out = np.empty(packed.shape[:-1] + (packed.shape[-1] * 2,), np.uint8)
-    out[..., 0::2] = packed & 0xF
-    out[..., 1::2] = packed >> 4
-    return out
 
 
 def decode_rows(impl: str, names: list[str]) -> list[Any]:
@@ -149,7 +143,7 @@ def torchao_block_rows(schemes: list[str] | None = None) -> list[Any]:
                 theirs_s = s.view(torch.uint8).numpy().reshape(-1)
                 theirs_c = d.view(torch.uint8).numpy().reshape(x.shape[0], -1)
                 if scheme == "mxfp4":
-                    theirs_c = _unpack_fp4(theirs_c)
+                    theirs_c = unpack_fp4(theirs_c)
                 q = mx.quantize(x, scheme, scale_rule=rule)
                 ours_s, ours_c = q.scales.reshape(-1), q.codes
                 same_scale = theirs_s == ours_s
@@ -188,7 +182,7 @@ def torchao_block_rows(schemes: list[str] | None = None) -> list[Any]:
             amax = torch.tensor(float(np.max(np.abs(xs))), dtype=torch.float32)
             s, d = nvfp4_quantize(torch.from_numpy(xs.copy()), 16, per_tensor_amax_to_scale(amax))
             theirs_s = s.view(torch.uint8).numpy().reshape(-1)
-            theirs_c = _unpack_fp4(d.view(torch.uint8).numpy().reshape(xs.shape[0], -1)).reshape(-1, 16)
+            theirs_c = unpack_fp4(d.view(torch.uint8).numpy().reshape(xs.shape[0], -1)).reshape(-1, 16)
             qn = nvfp4.quantize(xs, recipe="torchao")
             ours_s, ours_c = qn.scales.reshape(-1), qn.codes.reshape(-1, 16)
             ok = (theirs_s == ours_s) & np.all(theirs_c == ours_c, axis=1)
