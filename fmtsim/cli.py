@@ -10,6 +10,7 @@ import argparse
 import csv
 import fnmatch
 import io
+import math
 import re
 import sys
 import time
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 from tabulate import tabulate
 
 from . import __version__
@@ -30,6 +32,7 @@ from .describe import (
     hex_value,
 )
 from .formats import Format, get_format
+from .numbers import parse_number, round_to_float
 from .oracle import encode_one
 from .policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES, resolve
 
@@ -52,20 +55,11 @@ def _fmt(name: str) -> Format:
 
 
 def parse_value(text: str) -> float | Fraction:
-    """A decimal (exact, as a Fraction), a C99 hex float, inf, -inf or nan."""
-    t = text.strip().lower()
-    if t in ("nan", "+nan", "-nan"):
-        return float(t)
-    if t in ("inf", "+inf", "-inf", "infinity", "-infinity"):
-        return float(t)
+    """A number exactly as written (fmtsim.numbers): decimal, hex float, ratio, inf or nan."""
     try:
-        if "0x" in t:
-            return float.fromhex(t)
-        if t in ("-0", "-0.0"):
-            return -0.0
-        return Fraction(t)
-    except (ValueError, ZeroDivisionError):
-        raise UsageError(f"not a number: {text!r} (decimal, hex float like 0x1.8p3, inf or nan)") from None
+        return parse_number(text)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def parse_code(text: str, f: Format) -> int:
@@ -104,6 +98,24 @@ def _neighbours(f: Format, v: Fraction) -> tuple[int | None, int | None]:
         if val >= v and (best_hi is None or val < best_hi[0]):
             best_hi = (val, c)
     return (best_lo[1] if best_lo else None), (best_hi[1] if best_hi else None)
+
+
+def _is_tie(f: Format, v: Fraction, lo: int | None, hi: int | None) -> bool:
+    """v lies halfway between its neighbours; past the largest (or smallest) finite value the
+    neighbour is the step the format would take next (the overflow tie: E4M3 464, E5M2 61440)."""
+    if lo is not None and hi is not None:
+        if lo == hi:
+            return False
+        return v * 2 == Fraction(f.code_value(lo)) + Fraction(f.code_value(hi))
+    edge = lo if lo is not None else hi
+    if edge is None:
+        return False
+    edge_value = Fraction(f.code_value(edge))
+    if edge_value == 0:
+        return False
+    # edge is the largest or smallest finite value: the next step up is one ulp of its binade
+    step = Fraction(2) ** (f.scale_exp if f.kind == "int" else f.emax - f.man_bits)
+    return v == (edge_value + step / 2 if lo is not None else edge_value - step / 2)
 
 
 def cmd_formats(args: argparse.Namespace) -> int:
@@ -145,9 +157,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
         if isinstance(x, Fraction) or (isinstance(x, float) and x == x and abs(x) != float("inf")):
             v = Fraction(x)
             lo, hi = (code, code) if flags == 0 else _neighbours(f, v)
-            if lo is not None and hi is not None and lo != hi:
-                mid = (Fraction(f.code_value(lo)) + Fraction(f.code_value(hi))) / 2
-                tie = v == mid
+            tie = _is_tie(f, v, lo, hi)
         width = (f.bits + 3) // 4
         rows.append([
             text,
@@ -379,12 +389,21 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .conformance.diff import diff_rows
 
     values = None
+    formats = None
+    if args.format:
+        formats = [_fmt(args.format).name]
     if args.values:
         if not args.format:
             raise UsageError("fmtsim diff VALUE... needs --format FMT")
-        f = _fmt(args.format)
-        values = [(f.name, float(parse_value(v)), args.src, "") for v in args.values]
-    headers, rows = diff_rows(values, args.profiles)
+        values = []
+        for text in args.values:
+            v = parse_value(text)
+            x = round_to_float(v, args.src)
+            if np.isinf(x) and not (isinstance(v, float) and math.isinf(v)):
+                raise UsageError(f"{text} is beyond {args.src}'s range; implementations are compared on "
+                                 f"{args.src} arrays (use 'fmtsim encode' for any exact value)")
+            values.append((formats[0], x, args.src, ""))
+    headers, rows = diff_rows(values, args.profiles, formats=formats)
     print(_table(rows, headers))
     print("\n* the profiles disagree;  ! ml_dtypes differs from its own profile (a named divergence)")
     return 0
@@ -478,14 +497,40 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _error_text(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None and str(e.filename) not in str(e):
+        return f"{e.filename}: {e.strerror or e}"
+    return str(e) or type(e).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Exit status: 0 done, 1 a check failed, 2 bad usage or input (one line
+    ``fmtsim: error: ...`` on stderr; a traceback is a bug), 141 when the reader of stdout went
+    away (``fmtsim table e4m3 | head``), as a program killed by SIGPIPE reports."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except UsageError as e:
-        print(f"fmtsim: error: {e}", file=sys.stderr)
+    except (UsageError, ValueError, TypeError, OSError) as e:
+        if isinstance(e, BrokenPipeError):
+            return _broken_pipe()
+        print(f"fmtsim: error: {_error_text(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("fmtsim: interrupted", file=sys.stderr)
+        return 130
+
+
+def _broken_pipe() -> int:
+    # stdout's reader is gone: point stdout at devnull so the interpreter's final flush is silent
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,6 +13,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from .arrays import as_numpy
 from .formats import Format, get_format
 from .policy import Resolved, resolve
 from .rounding import CHUNK, encode_f64, encode_fast, torchao_nan_codes
@@ -25,7 +26,6 @@ _FLOAT_INPUTS = {
     np.dtype(np.float32): "float32",
     np.dtype(np.float64): "float64",
 }
-_EXACT_INT_LIMIT = 2**53
 
 
 def _where(shape: tuple[int, ...], flat_index: int) -> str:
@@ -34,27 +34,48 @@ def _where(shape: tuple[int, ...], flat_index: int) -> str:
     return f"index {tuple(int(i) for i in np.unravel_index(flat_index, shape))}"
 
 
+def _integers_to_float64(arr: np.ndarray) -> np.ndarray:
+    """Integers as float64, exact up to 53 significant bits and *rounded to odd* beyond: the
+    nearest float64 with an odd significand is kept, so the one rounding into the target format
+    that follows is the only rounding (as for float64 inputs; Boldo & Melquiond 2008)."""
+    if arr.dtype.itemsize < 8:
+        return arr.astype(np.float64)
+    negative = arr < 0 if arr.dtype.kind == "i" else np.zeros(arr.shape, dtype=bool)
+    # -2^63 negates to itself; read as uint64 it is 2^63, its magnitude
+    mag = np.where(negative, np.negative(arr), arr).view(np.uint64) if arr.dtype.kind == "i" \
+        else arr.astype(np.uint64, copy=False)
+    exp = np.frexp(mag.astype(np.float64))[1].astype(np.int64)  # bit length, or one more if it rounded up
+    top = mag >> np.clip(exp - 1, 0, 63).astype(np.uint64)
+    bit_length = np.where(top == 0, exp - 1, exp)
+    drop = np.clip(bit_length - 53, 0, 63).astype(np.uint64)
+    kept = mag >> drop
+    sticky = (mag & ((np.uint64(1) << drop) - np.uint64(1))) != 0
+    odd = kept | sticky.astype(np.uint64)
+    out = np.ldexp(odd.astype(np.float64), drop.astype(np.int64))
+    return np.where(negative, -out, out)
+
+
 def as_float_array(x: Any, what: str = "x") -> tuple[np.ndarray, str]:
     """(array, source kind) for an encodable input; raises TypeError/ValueError otherwise.
 
     float16, bfloat16, float32 and float64 pass through. Other ml_dtypes floats
-    (FP8, FP6, FP4) are widened exactly to float32. Integer arrays are accepted
-    when every value is exactly a float64 (|v| <= 2^53).
+    (FP8, FP6, FP4) are widened exactly to float32. Integer arrays of any width
+    are taken exactly: beyond 53 significant bits they are rounded to odd into
+    float64, which leaves the conversion into the format its only rounding
+    (2^53 + 1 is inexact, and rounds up under 'rup'). PyTorch CPU tensors are read as numpy arrays
+    (fmtsim.arrays); masked arrays and GPU tensors are refused.
     """
-    arr = np.asarray(x)
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 2**63:
+        raise ValueError(f"{what}: the integer {x} does not fit in 64 bits; pass a float, or give the "
+                         "number to the CLI ('fmtsim encode'), which reads any decimal exactly")
+    arr = as_numpy(x, what)
     dt = arr.dtype
     if dt in _FLOAT_INPUTS:
         return arr, _FLOAT_INPUTS[dt]
     if dt.kind == "b":
         raise TypeError(f"{what}: boolean arrays are not numbers to encode")
     if dt.kind in "iu":
-        if arr.size and (np.abs(arr.astype(np.float64)).max() > _EXACT_INT_LIMIT):
-            bad = int(np.argmax(np.abs(arr.astype(np.float64)) > _EXACT_INT_LIMIT))
-            raise ValueError(
-                f"{what}: integer {arr.reshape(-1)[bad]} at {_where(arr.shape, bad)} is not "
-                "exactly representable as float64; convert it yourself"
-            )
-        return arr.astype(np.float64), "float64"
+        return _integers_to_float64(arr), "float64"
     if dt.kind == "c":
         raise TypeError(f"{what}: complex input ({dt}) has no encoding; pass the real part explicitly")
     if dt.kind == "O":
@@ -68,7 +89,7 @@ def as_float_array(x: Any, what: str = "x") -> tuple[np.ndarray, str]:
 
 
 def _check_rbits(rbits: Any, shape: tuple[int, ...]) -> np.ndarray:
-    r = np.asarray(rbits)
+    r = as_numpy(rbits, "rbits")
     if r.dtype.kind not in "iu":
         raise TypeError(f"rbits must be an unsigned integer array, not {r.dtype}")
     if r.shape != shape:
@@ -236,7 +257,7 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
     dt = np.dtype(dtype)
     if dt not in [np.dtype(d) for d in _DECODE_DTYPES]:
         raise TypeError(f"decode dtype must be float16, bfloat16, float32 or float64, not {dt}")
-    c = np.asarray(codes)
+    c = as_numpy(codes, "codes")
     if c.dtype.kind not in "iu":
         raise TypeError(
             f"codes must be an integer array, not {c.dtype} (view FP8 arrays as uint8 first)"

@@ -1,6 +1,6 @@
 """What each profile (dialect) produces for the inputs where implementations disagree.
 
-The built-in set is SPEC_NOTES.md 2 and 7: NaN and Inf in every direction, the
+The built-in set (docs/rules.md §2 and §7): NaN and Inf in every direction, the
 overflow ties, the ties that were rounded up in shipped code, double rounding,
 E8M0 ties and specials, FNUZ negative zero.
 """
@@ -8,6 +8,7 @@ E8M0 ties and specials, FNUZ negative zero.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -66,20 +67,29 @@ def _ml_dtypes_cell(x: np.ndarray, fmt: str) -> str:
     return f"0x{code:02X} ({v:g})"
 
 
-def diff_rows(values: list[tuple[str, float, str, str]] | None = None,
-              profiles: list[str] | None = None) -> tuple[list[str], list[list[str]]]:
+def diff_rows(values: list[tuple[str, Any, str, str]] | None = None,
+              profiles: list[str] | None = None,
+              formats: list[str] | None = None) -> tuple[list[str], list[list[str]]]:
     """(headers, rows): one column per profile plus ml_dtypes' actual array cast.
     '*' marks rows where the profiles disagree; '!' where ml_dtypes itself differs from
-    the profile that models it (a known divergence, see conformance.divergences)."""
+    the profile that models it (a known divergence, see conformance.divergences).
+
+    values: (format, value, source dtype name, note); a value already of the source dtype is
+    used as it is (the CLI rounds exact inputs once into it). formats: keep only these formats'
+    rows (of the built-in set when values is None)."""
     names = profiles or list(PROFILES)
     rows = []
-    for fmt, value, src, why in values or DIVERGENCE_SET:
+    chosen = values if values is not None else DIVERGENCE_SET
+    if formats is not None:
+        chosen = [v for v in chosen if v[0] in formats]
+    for fmt, value, src, why in chosen:
         x = np.array(value, dtype=np.float64 if src == "float64" else np.float32)
         cells = [_cell(x, fmt, p) for p in names]
         actual = _ml_dtypes_cell(x, fmt)
         mark = "*" if len(set(cells)) > 1 else ""
         if "ml_dtypes" in names and actual != "-" and actual != cells[names.index("ml_dtypes")]:
             mark += "!"
+        value = float(value)
         shown = ("-nan" if math.copysign(1.0, value) < 0 else "nan") if math.isnan(value) else repr(value)
         rows.append([mark, fmt, shown, src] + cells + [actual, why])
     headers = ["", "format", "input", "source"] + [f"profile {p}" for p in names] + ["ml_dtypes astype", "note"]
