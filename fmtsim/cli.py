@@ -196,7 +196,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
     vec = Path(args.vectors) if args.vectors else find_vectors()
     if vec is not None and not (vec / "manifest.json").exists():
         raise UsageError(f"{vec}: no manifest.json (generate vectors with 'fmtsim gen -o {vec}')")
-    print(f"golden vectors: {vec if vec is not None else 'none found (run from a checkout, or pass --vectors DIR)'}")
+    print(f"golden vectors: {vec if vec is not None else 'none found (pass --vectors DIR)'}")
     try:
         rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec, profile=args.profile)
     except ValueError as e:
@@ -328,7 +328,12 @@ def cmd_ver(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    vec_dir = Path(args.vectors)
+    from .conformance.run import find_vectors
+
+    found = Path(args.vectors) if args.vectors else find_vectors()
+    if found is None:
+        raise UsageError("no golden vectors installed with fmtsim; pass --vectors DIR")
+    vec_dir = found
     try:
         manifest = json.loads((vec_dir / "manifest.json").read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -471,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("op", help="the vector file name (as in manifest.json), or 'all'")
     s.add_argument("file", nargs="?", help="the device's results (default: stdin); with 'all', a directory of "
                                           "result files named as the vectors")
-    s.add_argument("--vectors", default="vectors", help="the vectors directory (default ./vectors)")
+    s.add_argument("--vectors", help="the vectors directory (default: the vectors installed with fmtsim)")
     s.add_argument("--errors", type=int, default=20, help="failures printed")
     s.add_argument("--check-nans", action="store_true", help="NaN codes must match exactly")
     s.add_argument("--ignore-flags", action="store_true", help="do not compare flags (GPUs report none)")
@@ -490,7 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "or an adapter as module:function or file.py:function (default: fmtsim ml_dtypes)")
     s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
     s.add_argument("--quick", action="store_true", help="boundary models only")
-    s.add_argument("--vectors", help="golden vector directory (default ./vectors, else the checkout's)")
+    s.add_argument("--vectors", help="golden vector directory (default: the vectors installed with fmtsim)")
     s.add_argument("--profile", choices=list(PROFILES),
                    help="fmtsim vs the oracle under this profile; overrides the profile an adapter claims")
     s.set_defaults(func=cmd_conform)

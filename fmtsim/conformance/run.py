@@ -140,9 +140,12 @@ def _ml_dtypes_rows(name: str, big: bool) -> list[Row]:
 
 
 def find_vectors() -> Path | None:
-    """./vectors (the checkout you run from), else the one beside the package source."""
-    for cand in (Path.cwd() / "vectors", Path(__file__).resolve().parent.parent.parent / "vectors"):
-        if (cand / "manifest.json").exists():
+    """The golden vectors fmtsim ships: ``fmtsim/vectors`` inside an installed package (the build
+    copies the repository's ``vectors/`` there), else the repository's ``vectors/`` beside the
+    package source (a checkout or an editable install)."""
+    package = Path(__file__).resolve().parent.parent
+    for cand in (package / "vectors", package.parent / "vectors"):
+        if (cand / "manifest.json").is_file():
             return cand
     return None
 
