@@ -1,0 +1,117 @@
+"""Every example in README.md runs as written, against the installed fmtsim, from an empty directory.
+
+- A ```python block runs in a fresh namespace, with a temporary directory as the working directory;
+  a block written as a ``>>>`` session runs as a doctest, so every output it shows is checked.
+  A block whose first line is ``# NAME.py ...`` is a file the reader is asked to write: here it is
+  only compiled; the console blocks run it, with every such file saved in their directory.
+- A ```console block's ``$`` lines run in a shell in that directory, with the environment's
+  ``fmtsim`` first on PATH; the lines under a command are its expected output, compared line by
+  line (trailing spaces ignored). A line ``...`` stands for any number of lines. The exit status
+  must be the one the block shows with ``# exit N`` after the command, else 0.
+- ```sh blocks are installation commands and are not run here (CI runs them).
+"""
+
+from __future__ import annotations
+
+import doctest
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+_FILE_BLOCK = re.compile(r"# ([\w.-]+\.py)\b")
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+
+
+def _blocks(kind: str) -> list[tuple[int, str]]:
+    text = README.read_text()
+    out = []
+    for m in FENCE.finditer(text):
+        if m.group(1) == kind:
+            line = text.count("\n", 0, m.start()) + 1
+            out.append((line, m.group(2)))
+    return out
+
+
+def _files_for_console() -> dict[str, str]:
+    files = {}
+    for _, code in _blocks("python"):
+        first = code.splitlines()[0] if code else ""
+        m = _FILE_BLOCK.match(first.strip())
+        if m:
+            files[m.group(1)] = code
+    return files
+
+
+PYTHON_BLOCKS = _blocks("python")
+CONSOLE_BLOCKS = _blocks("console")
+
+
+def test_readme_has_examples():
+    assert len(PYTHON_BLOCKS) >= 5 and len(CONSOLE_BLOCKS) >= 3
+
+
+@pytest.mark.parametrize("line,code", PYTHON_BLOCKS, ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS])
+def test_python_block_runs(line, code, tmp_path, monkeypatch):
+    if _FILE_BLOCK.match(code):
+        compile(code, f"README.md:{line}", "exec")
+        return
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if code.startswith(">>> "):
+        test = doctest.DocTestParser().get_doctest(code, {}, f"README.md:{line}", str(README), line)
+        runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+        runner.run(test, out=lambda text: pytest.fail(text, pytrace=False))
+        assert runner.summarize(verbose=False).attempted > 0
+        return
+    namespace = {"__name__": f"readme_block_{line}"}
+    exec(compile(code, f"README.md:{line}", "exec"), namespace)
+
+
+def _matches(expected: list[str], actual: list[str]) -> bool:
+    """Line-by-line equality where an expected '...' line takes any run of actual lines."""
+    if not expected:
+        return not actual
+    if expected[0] == "...":
+        return any(_matches(expected[1:], actual[i:]) for i in range(len(actual) + 1))
+    return bool(actual) and expected[0] == actual[0] and _matches(expected[1:], actual[1:])
+
+
+def _commands(block: str) -> list[tuple[str, int, list[str]]]:
+    """(command, expected exit status, expected output lines) for each '$' line."""
+    out: list[tuple[str, int, list[str]]] = []
+    for raw in block.splitlines():
+        if raw.startswith("$ "):
+            cmd = raw[2:]
+            status = 0
+            m = re.search(r"\s+# exit (\d+)$", cmd)
+            if m:
+                status, cmd = int(m.group(1)), cmd[: m.start()]
+            out.append((cmd, status, []))
+        elif out:
+            out[-1][2].append(raw.rstrip())
+    return out
+
+
+@pytest.mark.parametrize("line,block", CONSOLE_BLOCKS, ids=[f"README.md:{n}" for n, _ in CONSOLE_BLOCKS])
+def test_console_block_runs(line, block, tmp_path):
+    for name, code in _files_for_console().items():
+        (tmp_path / name).write_text(code)
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(tmp_path)
+    env["COLUMNS"] = "200"
+    for cmd, status, expected in _commands(block):
+        cmd = re.sub(r"^python\b", sys.executable, cmd)
+        r = subprocess.run(cmd, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert "Traceback" not in r.stderr, f"README.md:{line}: {cmd}\n{r.stderr}"
+        assert r.returncode == status, f"README.md:{line}: {cmd} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
+        if expected:
+            actual = [s.rstrip() for s in (r.stdout + r.stderr).splitlines()]
+            assert _matches(expected, actual), (
+                f"README.md:{line}: {cmd}\n--- README shows\n" + "\n".join(expected)
+                + "\n--- fmtsim printed\n" + "\n".join(actual))
