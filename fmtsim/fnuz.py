@@ -1,7 +1,7 @@
 """OCP <-> FNUZ re-encoding of FP8 codes, exactly, and the scales that go with it.
 
 The same bits read as FNUZ are worth exactly half of their OCP value (the bias
-is one larger) for every finite code, subnormals included (SPEC_NOTES.md 6).
+is one larger) for every finite code, subnormals included (docs/rules.md §6).
 So an OCP tensor becomes FNUZ by keeping its bits and doubling every scale
 that multiplies it. A few codes need a rule, and each rule is explicit:
 

@@ -28,7 +28,7 @@ Two recipes reproduce real arithmetic, every step in float32 as the reference do
 Older torchao releases divided, x / (G * s_b); the two differ on boundary inputs.
 
 They agree on normal-range blocks and part on small ones: global amax 1000 and block
-amax 0.01 give scale 0x02 under te and 0x08 under torchao (SPEC_NOTES 4).
+amax 0.01 give scale 0x02 under te and 0x08 under torchao (docs/rules.md §4).
 
 amax = 0: te gives S = FLT_MAX, scales 0x00, codes 0 and G = 1/FLT_MAX; torchao gives
 G = 0 and NaN scales, so the tensor decodes to NaN. fmtsim writes those scales as 0x7F and

@@ -93,7 +93,7 @@ def test_nvfp4_worked_example_and_recipes_part():
         d = nvfp4.dequantize(q)
         assert d[:4].tolist() == [0.40625, -1.21875, 2.4375, 4.875]
         assert mse(d[:4], x[:4]) == pytest.approx(0.0072, abs=5e-5)
-    # SPEC_NOTES 4: global amax 1000, block amax 0.01: torchao 0x08, TE 0x02
+    # docs/rules.md §4: global amax 1000, block amax 0.01: torchao 0x08, TE 0x02
     y = np.zeros((1, 32), np.float32)
     y[0, 0], y[0, 16] = 1000, 0.01
     assert nvfp4.quantize(y, recipe="te").scales[0, 1] == 0x02

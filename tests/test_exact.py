@@ -159,7 +159,7 @@ def test_hypothesis_float32_scaled_to_format(x, name, mode, scale):
 
 
 def test_engine_is_exact_on_float64_double_rounding_case():
-    # SPEC_NOTES 2: float64 1.0625 + 2^-40 -> E4M3 must be 1.125 (through float32: 1.0)
+    # docs/rules.md §2 (ml_dtypes 0.6): float64 1.0625 + 2^-40 -> E4M3 must be 1.125 (through float32: 1.0)
     x = np.array([1.0625 + 2.0**-40])
     assert fmtsim.decode(fmtsim.encode(x, "e4m3"), "e4m3")[0] == 1.125
     c, _ = encode_f64(x, resolve("e4m3"))

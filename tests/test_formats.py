@@ -1,4 +1,4 @@
-"""Format records against the numbers in SPEC_NOTES.md section 1, typed by hand."""
+"""Format records against the numbers of the OCP MX v1.0 and OFP8 rev 1.0 tables (docs/rules.md §1), typed by hand."""
 
 from fractions import Fraction as F
 
@@ -39,7 +39,7 @@ def test_float_formats_match_spec_table(name):
 
 
 def test_spec_named_codes():
-    # SPEC_NOTES: E4M3 448 is S.1111.110; FNUZ 240 is S.1111.111; E8M0 0xFE is 2^127, 0x00 2^-127
+    # OFP8: E4M3 448 is S.1111.110; FNUZ 240 is S.1111.111; E8M0 0xFE is 2^127, 0x00 2^-127
     assert get_format("e4m3").code_value(0x7E) == 448
     assert get_format("e4m3fnuz").code_value(0x7F) == 240
     assert get_format("e8m0").code_value(0xFE) == F(2**127)

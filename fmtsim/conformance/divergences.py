@@ -163,7 +163,7 @@ BLOCK_DIVERGENCES = {
     "torchao.mx_inf_block_scale":
         "A block holding +-Inf (and no NaN): torchao reads the exponent field of amax = Inf "
         "(255) like any other, so the scale is 2^(128 - emax_elem) and the Inf elements clamp "
-        "to +-max; fmtsim gives the block the NaN scale 0xFF (SPEC_NOTES 3).",
+        "to +-max; fmtsim gives the block the NaN scale 0xFF (docs/rules.md §3).",
     "torchao.mx_min_scale_divisor":
         "Blocks whose scale byte is 0x00 (2^-127): torchao divides the elements by 2^-126 "
         "(it clamps the float32 scale to the smallest normal, see the comment in to_mx), so "
