@@ -14,6 +14,7 @@ numpy masked arrays (their mask would be silently dropped: pass ``x.filled(v)`` 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import ml_dtypes
@@ -54,8 +55,7 @@ def _torch_to_numpy(t: Any, what: str) -> np.ndarray:
         import torch  # only reached with a torch tensor in hand, so torch is installed
 
         return np.asarray(t.view(getattr(torch, view_name)).numpy()).view(np_dtype)
-    if name.startswith(("float4", "float6", "bits", "uint1", "uint2", "uint3", "uint5", "uint6", "uint7",
-                        "int1", "int2", "int3", "int5", "int6", "int7")):
+    if re.match(r"(float4_|float6_|bits|u?int[1-7]$)", name):
         raise TypeError(f"{what}: torch dtype {t.dtype} packs sub-byte values; pass its codes as a uint8 "
                         f"tensor (e.g. {what}.view(torch.uint8)) and unpack them with fmtsim.layout")
     try:

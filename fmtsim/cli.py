@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from tabulate import tabulate
@@ -414,8 +414,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors reported as the one line every fmtsim error is."""
+
+    def error(self, message: str) -> NoReturn:
+        where = "" if self.prog == "fmtsim" else f"{self.prog.removeprefix('fmtsim ')}: "
+        print(f"fmtsim: error: {where}{message} (see '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fmtsim", description="Bit-exact low-precision format reference")
+    p = _Parser(prog="fmtsim", description="Bit-exact low-precision format reference")
     p.add_argument("--version", action="version", version=f"fmtsim {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 

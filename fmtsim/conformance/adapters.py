@@ -67,12 +67,22 @@ def load_adapter(spec: str) -> Adapter:
         module_spec = importlib.util.spec_from_file_location(path.stem, path)
         assert module_spec is not None and module_spec.loader is not None
         module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except SyntaxError as e:
+            raise ValueError(f"adapter file {where}, line {e.lineno}: syntax error: {e.msg}") from None
+        except Exception as e:  # the user's module failed while loading: say where, not a traceback of ours
+            raise ValueError(f"adapter file {where} failed to load: {type(e).__name__}: {e}") from None
     else:
         try:
             module = importlib.import_module(where)
         except ImportError as e:
             raise ValueError(f"adapter module {where!r} cannot be imported: {e}") from None
+        except SyntaxError as e:
+            raise ValueError(f"adapter module {where!r}: {e.filename}, line {e.lineno}: syntax error: {e.msg}") \
+                from None
+        except Exception as e:
+            raise ValueError(f"adapter module {where!r} failed to load: {type(e).__name__}: {e}") from None
     obj = getattr(module, attr, None)
     if obj is None:
         raise ValueError(f"adapter {spec!r}: {where} has no attribute {attr!r}")

@@ -417,8 +417,18 @@ def manifest_text(files: list[VectorFile], level: int) -> bytes:
 
 
 def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, Any]:
-    """Write files and manifest.json (each via a temporary name, then renamed)."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Write files and manifest.json (each via a temporary name, then renamed).
+
+    ``out`` is created if missing; ValueError names it when it is a file, lies under a file, or
+    cannot be created or written (tried with a real write: permission bits do not bind root)."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory; -o names the directory to write vectors into")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write(out / ".fmtsim-write-test", b"")
+        (out / ".fmtsim-write-test").unlink()
+    except OSError as e:
+        raise ValueError(f"{out}: cannot write vectors there ({e.strerror or e})") from None
     for vf in files:
         atomic_write(out / vf.name, vf.text)
     text = manifest_text(files, level)
