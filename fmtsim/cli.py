@@ -414,12 +414,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line(message: str) -> str:
+    """An error message as one printable line: control characters (a user's \\r, a file's \\n) escaped."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", lambda m: ascii(m.group())[1:-1], message)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with usage errors reported as the one line every fmtsim error is."""
 
     def error(self, message: str) -> NoReturn:
         where = "" if self.prog == "fmtsim" else f"{self.prog.removeprefix('fmtsim ')}: "
-        print(f"fmtsim: error: {where}{message} (see '{self.prog} --help')", file=sys.stderr)
+        print(_one_line(f"fmtsim: error: {where}{message} (see '{self.prog} --help')"), file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -528,7 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ValueError, TypeError, OSError) as e:
         if isinstance(e, BrokenPipeError):
             return _broken_pipe()
-        print(f"fmtsim: error: {_error_text(e)}", file=sys.stderr)
+        print(_one_line(f"fmtsim: error: {_error_text(e)}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fmtsim: interrupted", file=sys.stderr)

@@ -254,7 +254,7 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
     keeps only the low ``bits`` bits of each code.
     """
     f = get_format(fmt)
-    dt = np.dtype(dtype)
+    dt = np.dtype(np.float32 if dtype is None else dtype)  # None: the default, not numpy's float64
     if dt not in [np.dtype(d) for d in _DECODE_DTYPES]:
         raise TypeError(f"decode dtype must be float16, bfloat16, float32 or float64, not {dt}")
     c = as_numpy(codes, "codes")
@@ -266,7 +266,8 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
     flat = np.ascontiguousarray(c).reshape(-1)
     n = f.n_codes
     if mask:
-        flat = np.bitwise_and(flat, n - 1)
+        # in a wide type: n - 1 (255) does not fit int8, and a negative code keeps its low bits
+        flat = np.bitwise_and(flat.astype(np.int64, copy=False), n - 1)
     elif flat.size and not (c.dtype == np.uint8 and n == 256):
         if flat.min() < 0 or flat.max() >= n:
             bad = int(np.argmax((flat < 0) | (flat >= n)))
