@@ -193,8 +193,9 @@ def test_bad_inputs_are_named():
         fmtsim.encode(np.ones(3), "e4m3", rounding="sr", rbits=np.ones(3))
     with pytest.raises(ValueError, match="satsym"):
         fmtsim.encode(1.0, "e4m3", overflow="satsym")
-    with pytest.raises(ValueError, match="not exactly representable"):
-        fmtsim.encode(np.array([2**60 + 1]), "e8m0")
+    # integers wider than float64 are rounded once, not refused (and not rounded to float64 first)
+    codes, flags = fmtsim.encode_with_flags(np.array([2**60 + 1]), "e8m0", rounding="rup")
+    assert (int(codes[0]), int(flags[0])) == (127 + 61, 1)
 
 
 def test_decode_checks_code_range():

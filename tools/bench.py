@@ -24,11 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import fmtsim  # noqa: E402
-from fmtsim import rounding  # noqa: E402
-from fmtsim.policy import resolve  # noqa: E402
+import fmtsim
+from fmtsim import rounding
+from fmtsim.policy import resolve
 
 EIGHT_BIT = ["e4m3", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0"]
 ALL_ML = ["e4m3", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0", "e2m1", "e3m2", "e2m3"]

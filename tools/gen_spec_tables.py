@@ -15,11 +15,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fmtsim.describe import CODE_COLUMNS, FORMAT_COLUMNS, code_rows, format_rows  # noqa: E402
-from fmtsim.fileio import atomic_write  # noqa: E402
-from fmtsim.formats import FORMATS  # noqa: E402
+from fmtsim.describe import CODE_COLUMNS, FORMAT_COLUMNS, code_rows, format_rows
+from fmtsim.fileio import atomic_write
+from fmtsim.formats import FORMATS
 
 OUT = Path(__file__).resolve().parent.parent / "spec_tables"
 

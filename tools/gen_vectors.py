@@ -15,9 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fmtsim.conformance.vectors import level1_files, manifest_text, write_vectors  # noqa: E402
+from fmtsim.conformance.vectors import level1_files, manifest_text, write_vectors
 
 OUT = Path(__file__).resolve().parent.parent / "vectors"
 

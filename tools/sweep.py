@@ -23,16 +23,13 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import fmtsim  # noqa: E402
-from fmtsim.conformance.divergences import explain  # noqa: E402
-from fmtsim.oracle import encode_one  # noqa: E402
-from fmtsim.policy import resolve  # noqa: E402
+import fmtsim
+from fmtsim.conformance.divergences import explain
+from fmtsim.oracle import encode_one
+from fmtsim.policy import resolve
 
 TOTAL = 1 << 32
 

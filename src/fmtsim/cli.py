@@ -393,12 +393,10 @@ def _verify_one(vec_dir: Any, name: str, path: str | None, meta: dict[str, Any],
 def cmd_diff(args: argparse.Namespace) -> int:
     from .conformance.diff import diff_rows
 
-    values = None
-    formats = None
-    if args.format:
-        formats = [_fmt(args.format).name]
+    values: list[tuple[str, Any, str, str]] | None = None
+    formats = [_fmt(args.format).name] if args.format else None
     if args.values:
-        if not args.format:
+        if formats is None:
             raise UsageError("fmtsim diff VALUE... needs --format FMT")
         values = []
         for text in args.values:
