@@ -115,3 +115,15 @@ def test_console_block_runs(line, block, tmp_path):
             assert _matches(expected, actual), (
                 f"README.md:{line}: {cmd}\n--- README shows\n" + "\n".join(expected)
                 + "\n--- fmtsim printed\n" + "\n".join(actual))
+
+
+def test_project_cites_only_itself():
+    """Docs and code cite the project's own docs (docs/rules.md) and primary sources, never notes that
+    live outside the repository."""
+    root = README.parent
+    paths = [README, *root.glob("docs/*.md"), *root.glob("vectors/README.md"), *root.rglob("src/**/*.py"),
+             *root.glob("tools/**/*.py"), *root.glob("tools/c/*.c")]
+    for p in paths:
+        text = p.read_text()
+        for word in ("SPEC_NOTES", "../shared", "shared/DESIGN"):
+            assert word not in text, f"{p.relative_to(root)} cites {word}"
