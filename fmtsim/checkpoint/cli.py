@@ -1,0 +1,103 @@
+"""The ``fmtsim checkpoint ...`` subcommands (and ``fmtsim fnuz convert``): argument parsing and
+printing only; the work is in the job modules. Errors leave as ``UsageError`` (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tabulate import tabulate
+
+from .files import CheckpointError
+
+__all__ = ["add_checkpoint_parser", "add_fnuz_convert_arguments", "cmd_fnuz_convert"]
+
+
+def _usage_error(msg: str) -> Exception:
+    from ..cli import UsageError  # imported late: fmtsim.cli imports this module
+
+    return UsageError(msg)
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def add_fnuz_convert_arguments(c: argparse.ArgumentParser) -> None:
+    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
+    c.add_argument("output", help="output file or directory (an existing directory or a trailing / for a file "
+                                  "input writes OUTPUT/<input name>)")
+    c.add_argument("--inf", choices=["nan", "max", "ocp_max"], help="what E5M2 +-Inf becomes (required if any)")
+    c.add_argument("--allow-unscaled", action="store_true", help="convert FP8 tensors that have no scale")
+    c.add_argument("--keep-scale", action="append", default=[], metavar="PATTERN",
+                   help="glob of scale-like tensors to copy unchanged")
+    c.add_argument("--double-scale", action="append", default=[], metavar="PATTERN",
+                   help="glob of extra scale tensors to double")
+    c.add_argument("--dry-run", action="store_true", help="print the plan and every problem found, write nothing")
+    c.add_argument("--jobs", type=int, default=1, help="shards converted in parallel processes")
+    c.add_argument("--no-verify", action="store_true", help="skip re-reading and checking the output")
+    c.set_defaults(func=cmd_fnuz_convert)
+
+
+def cmd_fnuz_convert(args: argparse.Namespace) -> int:
+    from .conversion import convert
+
+    try:
+        s = convert(args.input, args.output, inf=args.inf, allow_unscaled=args.allow_unscaled,
+                    keep_scales=tuple(args.keep_scale), double_scales=tuple(args.double_scale),
+                    dry_run=args.dry_run, jobs=args.jobs, verify=not args.no_verify,
+                    progress=not args.dry_run and sys.stderr.isatty())
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    p = s.plan
+    if s.dry_run:
+        print(f"plan for {p.source.path} -> {s.output} (nothing written)")
+        rows = []
+        for name in sorted(p.where):
+            action = p.action(name)
+            why = p.fp8.get(name) or p.doubled.get(name) or p.unchanged_scales.get(name, "")
+            if action == "fp8":
+                why = f"OCP {why} -> FNUZ (bits kept, specials fixed)"
+                if name in p.inf_codes:
+                    why += f"; {p.inf_codes[name]} Inf code(s)"
+            if action != "copy" or name in p.unchanged_scales:
+                rows.append([name, p.where[name].name, action, why])
+        print(_table(rows, ["tensor", "shard", "action", "why"]))
+        print(f"\n{len(p.fp8)} FP8 tensors converted, {len(p.doubled)} scales doubled, "
+              f"{len(p.where) - len(p.fp8) - len(p.doubled)} tensors copied, {p.total_bytes} bytes in "
+              f"{len(p.shards)} file(s)")
+        for n in s.notes:
+            print(f"NOTE: {n}")
+        if p.unscaled and p.options["allow_unscaled"]:
+            print(f"WARNING: {len(p.unscaled)} FP8 tensor(s) without a scale will halve in value: "
+                  + ", ".join(p.unscaled[:10]))
+        for prob in p.problems:
+            print(f"PROBLEM: {prob}")
+        return 1 if p.problems else 0
+    rows = []
+    for r in s.shards:
+        status = "skipped (already converted, re-verified)" if r.skipped else (
+            f"converted again: {r.redone}" if r.redone else "converted")
+        rows.append([r.shard, status, str(r.tensors), str(r.bytes), str(r.fp8_tensors), str(r.neg_zero), str(r.nan),
+                     str(r.inf), str(r.scales_doubled), "yes" if r.verified else "no", f"{r.seconds:.2f}"])
+    t = s.totals()
+    rows.append(["total", "", str(t["tensors"]), str(t["bytes"]), str(t["fp8_tensors"]), str(t["neg_zero"]),
+                 str(t["nan"]), str(t["inf"]), str(t["scales_doubled"]), "", f"{s.seconds:.2f}"])
+    print(_table(rows, ["file", "status", "tensors", "bytes", "fp8", "-0 fixed", "NaN fixed", "Inf fixed",
+                        "scales x2", "verified", "s"]))
+    for n in s.notes:
+        print(f"NOTE: {n}")
+    if p.unscaled:
+        print(f"WARNING: {len(p.unscaled)} FP8 tensor(s) had no scale; their values are now half: "
+              + ", ".join(p.unscaled[:10]))
+    return 0
+
+
+def add_checkpoint_parser(sub: Any) -> None:
+    """Register ``fmtsim checkpoint`` and its subcommands on the top-level subparsers."""
+    s = sub.add_parser("checkpoint", help="quantized safetensors checkpoints: inspect, dequantize, convert")
+    csub = s.add_subparsers(dest="checkpoint_command", required=True)
+    c = csub.add_parser("convert", help="convert between formats (today: OCP FP8 -> FNUZ, as 'fmtsim fnuz convert')")
+    c.add_argument("--to", choices=["fnuz"], default="fnuz", help="target format (default fnuz)")
+    add_fnuz_convert_arguments(c)
