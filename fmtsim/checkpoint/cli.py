@@ -101,3 +101,43 @@ def add_checkpoint_parser(sub: Any) -> None:
     c = csub.add_parser("convert", help="convert between formats (today: OCP FP8 -> FNUZ, as 'fmtsim fnuz convert')")
     c.add_argument("--to", choices=["fnuz"], default="fnuz", help="target format (default fnuz)")
     add_fnuz_convert_arguments(c)
+    _add_dequantize(csub)
+
+
+def cmd_dequantize(args: argparse.Namespace) -> int:
+    from .dequant import dequantize
+
+    try:
+        s = dequantize(args.input, args.output, dtype=args.dtype, producer=args.producer, jobs=args.jobs,
+                       progress=sys.stderr.isatty())
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    rows = []
+    for r in s.shards:
+        status = "skipped (already done, hash checked)" if r.skipped else (
+            f"done again: {r.redone}" if r.redone else "done")
+        rows.append([r.shard, status, str(r.dequantized), str(r.dropped), str(r.bytes_in), str(r.bytes_out),
+                     str(r.values), str(r.rounded), str(r.overflow), str(r.nan), f"{r.seconds:.2f}"])
+    t = s.totals()
+    rows.append(["total", "", str(t["dequantized"]), str(t["dropped"]), str(t["bytes_in"]), str(t["bytes_out"]),
+                 str(t["values"]), str(t["rounded"]), str(t["overflow"]), str(t["nan"]), f"{s.seconds:.2f}"])
+    producers = ", ".join(f"{k} ({v} tensors)" for k, v in sorted(s.detection.producers.items()))
+    print(f"{s.source.path} -> {s.output}: {producers}; every value the exact product rounded once to {s.target}")
+    print(_table(rows, ["file", "status", "dequantized", "dropped", "bytes in", "bytes out", "values",
+                        "rounded (f32)", "overflow", "NaN", "s"]))
+    for n in s.notes:
+        print(f"NOTE: {n}")
+    return 0
+
+
+def _add_dequantize(csub: Any) -> None:
+    from .dequant import TARGETS
+    from .producers import PRODUCERS
+
+    c = csub.add_parser("dequantize", help="quantized checkpoint -> BF16/F16/F32, every value exact then rounded once")
+    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
+    c.add_argument("output", help="output file or directory")
+    c.add_argument("--dtype", choices=list(TARGETS), default="bfloat16")
+    c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
+    c.add_argument("--jobs", type=int, default=1, help="shards in parallel processes")
+    c.set_defaults(func=cmd_dequantize)
