@@ -132,10 +132,10 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
             sc = before[m.scale].view(np.uint8).reshape(-1)
             codes = nibbles(packed).reshape(tj.out_shape)
             if rec.scheme == "mxfp4":
-                want = check_fp4(codes, lambda b: Fraction(2) ** (int(sc[b]) - 127), 32, target)
+                want = check_fp4(codes, lambda b, sc=sc: Fraction(2) ** (int(sc[b]) - 127), 32, target)
             else:
                 g = frac(before[m.global_scale].reshape(-1)[0])
-                want = check_fp4(codes, lambda b: value_of(int(sc[b]), "e4m3"), 16, target, glob=g,
+                want = check_fp4(codes, lambda b, sc=sc: value_of(int(sc[b]), "e4m3"), 16, target, glob=g,
                                  divisor=rec.global_direction == "divisor")
         else:  # w4a16
             packed = before[m.codes].view(np.uint32)
@@ -145,7 +145,7 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
             group = q.shape[1] // sc.shape[1]
             bid = (np.arange(q.shape[0])[:, None] * sc.shape[1] + np.arange(q.shape[1])[None, :] // group)
             keys = bid * 16 + (q + 8)
-            want = expected_bits("int4", keys, lambda k: (Fraction(k % 16 - 8) * frac(sc.reshape(-1)[k // 16]),
+            want = expected_bits("int4", keys, lambda k, sc=sc: (Fraction(k % 16 - 8) * frac(sc.reshape(-1)[k // 16]),
                                                           False), target)
         assert want.shape == got.shape
         w_bits, g_bits = want.view(TARGET[target][4]), got.view(TARGET[target][4])

@@ -102,6 +102,7 @@ def add_checkpoint_parser(sub: Any) -> None:
     c.add_argument("--to", choices=["fnuz"], default="fnuz", help="target format (default fnuz)")
     add_fnuz_convert_arguments(c)
     _add_dequantize(csub)
+    _add_inspect(csub)
 
 
 def cmd_dequantize(args: argparse.Namespace) -> int:
@@ -141,3 +142,57 @@ def _add_dequantize(csub: Any) -> None:
     c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
     c.add_argument("--jobs", type=int, default=1, help="shards in parallel processes")
     c.set_defaults(func=cmd_dequantize)
+
+
+def _fmt_num(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from .inspection import inspect
+
+    try:
+        r = inspect(args.input, producer=args.producer)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    if args.json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return 1 if r.errors else 0
+    marked = ", ".join(r.config_producers) or "none"
+    print(f"{r.path}: config files name {marked}; tensors: "
+          + (", ".join(f"{k} x{v}" for k, v in sorted(r.producers.items())) or "no quantized tensor found"))
+    rows = []
+    for t in r.tensors:
+        c, s = t.codes, t.scales
+        rows.append([t.tensor, t.producer, f"{t.scheme} {t.element}", "x".join(map(str, t.shape)),
+                     _fmt_num(c.get("nan_codes")), _fmt_num(c.get("neg_zero")),
+                     f"{100 * c.get('at_max_share', 0.0):.2f}%", _fmt_num(c.get("subnormal")),
+                     _fmt_num(c.get("unused_codes")),
+                     f"{_fmt_num(s.get('min'))} .. {_fmt_num(s.get('max'))}",
+                     _fmt_num(s.get("global")), str(len(t.findings))])
+    if rows:
+        print(_table(rows, ["tensor", "producer", "scheme", "shape", "NaN", "-0", "at max", "subnormal",
+                            "unused codes", "scales (min .. max)", "global", "findings"]))
+    if r.findings:
+        print()
+        print(_table([[f.severity, f.code, f.tensor, f.message] for f in r.findings],
+                     ["severity", "finding", "tensor", "what"]))
+    n_warn = len(r.findings) - r.errors
+    print(f"\n{len(r.tensors)} quantized tensor(s), {r.errors} error(s), {n_warn} warning(s)")
+    return 1 if r.errors else 0
+
+
+def _add_inspect(csub: Any) -> None:
+    from .producers import PRODUCERS
+
+    c = csub.add_parser("inspect", help="producer and scheme per layer, code and scale statistics, lint findings")
+    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
+    c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
+    c.add_argument("--json", action="store_true", help="machine-readable report")
+    c.set_defaults(func=cmd_inspect)

@@ -70,7 +70,8 @@ from .producers import Detection, LayerMatch, detect, read_configs
 __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan"]
 
 META_KEY = "fmtsim_dequantize"
-TARGETS: dict[str, tuple[str, np.dtype, np.dtype]] = {"bfloat16": ("BF16", np.dtype(ml_dtypes.bfloat16), np.dtype(np.uint16)),
+TARGETS: dict[str, tuple[str, np.dtype, np.dtype]] = {
+           "bfloat16": ("BF16", np.dtype(ml_dtypes.bfloat16), np.dtype(np.uint16)),
            "float16": ("F16", np.dtype(np.float16), np.dtype(np.uint16)),
            "float32": ("F32", np.dtype(np.float32), np.dtype(np.uint32))}
 FP8_ELEMENT = {"F8_E4M3": "e4m3", "F8_E5M2": "e5m2", "F8_E4M3FNUZ": "e4m3fnuz", "F8_E5M2FNUZ": "e5m2fnuz"}
