@@ -103,6 +103,7 @@ def add_checkpoint_parser(sub: Any) -> None:
     add_fnuz_convert_arguments(c)
     _add_dequantize(csub)
     _add_inspect(csub)
+    _add_explain_diff(csub)
 
 
 def cmd_dequantize(args: argparse.Namespace) -> int:
@@ -196,3 +197,70 @@ def _add_inspect(csub: Any) -> None:
     c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
     c.add_argument("--json", action="store_true", help="machine-readable report")
     c.set_defaults(func=cmd_inspect)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import explain
+
+    try:
+        rows = explain(args.input, args.original, producer=args.producer)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    table = [[r.tensor, r.producer, r.best, f"{r.by_recipe.get(r.best.split(' = ')[0], 0)} of {r.blocks}",
+              str(r.unexplained)] for r in rows]
+    print(_table(table, ["tensor", "producer", "recipe (most blocks)", "blocks explained", "unexplained"]))
+    for r in rows:
+        others = ", ".join(f"{k}: {v}" for k, v in r.by_recipe.items() if k not in r.best.split(" = "))
+        if others:
+            print(f"  {r.tensor}: other recipes explain {others}")
+        for n in r.notes:
+            print(f"  {r.tensor}: {n}")
+        for m in r.misses:
+            where = f"element {m.element}: expected code 0x{m.expected_code:02X}, found 0x{m.found_code:02X}" \
+                if m.element is not None and m.expected_code is not None and m.found_code is not None else \
+                "codes as expected"
+            print(f"  UNEXPLAINED {r.tensor} block {m.block}: {m.recipe} expects scale {m.expected_scale}, "
+                  f"found {m.found_scale}; {where}")
+        if r.unexplained > len(r.misses):
+            print(f"  ... and {r.unexplained - len(r.misses)} more unexplained block(s) in {r.tensor}")
+    return 1 if any(r.unexplained for r in rows) else 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .explain import diff
+
+    try:
+        rows = diff(args.a, args.b, original=args.original, producer=args.producer)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    unit = {"e8m0": "E8M0 step", "ue4m3": "UE4M3 code step"}
+    for d in rows:
+        print(f"{d.tensor}: {d.scales_differ} of {d.scales} scale(s) differ "
+              f"({100 * d.scales_differ / max(d.scales, 1):.1f}%), {d.codes_differ} of {d.codes} element code(s) "
+              f"differ ({100 * d.codes_differ / max(d.codes, 1):.1f}%)"
+              + (f", first at {d.first_code_diff}" if d.first_code_diff else ""))
+        for step, n in sorted(d.steps.items(), key=lambda kv: -kv[1]):
+            u = unit.get(d.scale_format, "eighth of a binade")
+            direction = "higher" if step > 0 else "lower"
+            print(f"    {100 * n / max(d.scales, 1):.1f}% of scales are {abs(step)} {u}{'s' if abs(step) != 1 else ''} "
+                  f"{direction} in B")
+        if d.recipes:
+            print(f"    A follows {d.recipes['A']}; B follows {d.recipes['B']}")
+    return 0
+
+
+def _add_explain_diff(csub: Any) -> None:
+    from .producers import PRODUCERS
+
+    names = [p.name for p in PRODUCERS]
+    c = csub.add_parser("explain", help="name the recipe (scale rule, rounding) that made each quantized tensor")
+    c.add_argument("input", help="the quantized checkpoint")
+    c.add_argument("--original", required=True, help="the high-precision weights it came from")
+    c.add_argument("--producer", choices=names, help="use this record; skip detection")
+    c.set_defaults(func=cmd_explain)
+    c = csub.add_parser("diff", help="two quantizations of the same weights: scale steps and element codes")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.add_argument("--original", help="the high-precision weights: say which recipe each follows")
+    c.add_argument("--producer", choices=names, help="use this record; skip detection")
+    c.set_defaults(func=cmd_diff)

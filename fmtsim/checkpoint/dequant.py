@@ -454,7 +454,7 @@ def _stream_fp4(m: LayerMatch, scale: np.ndarray, src: Any, h: Header, e: Entry,
         assert glob is not None and p.global_direction is not None
         lut, flags1 = _nvfp4_table(glob, p.global_direction, target)
     flags = _pair_flags(flags1, target)
-    risky: np.ndarray = np.asarray(flags1.any(axis=1))  # scale bytes whose products may be NaN, overflow or (float32) rounded
+    risky: np.ndarray = np.asarray(flags1.any(axis=1))  # scale bytes that may give NaN, Inf or (f32) a rounding
     per_bytes = (p.block[1] if p.block else 32) // 2
     sc16 = np.left_shift(np.ascontiguousarray(scale).view(np.uint8).reshape(-1).astype(np.intp), 8)
     groups = e.nbytes // per_bytes
