@@ -165,6 +165,14 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
             t[f"{L}_bias" if sep == "_" else f"{L[:-7]}_bias"] = np.zeros(shp[:2], ml_dtypes.bfloat16)
         cfg["quantization_config"] = {"quant_method": "mxfp4",
                                       "modules_to_not_convert": ["model.layers.*.self_attn", "model.embed_tokens"]}
+    elif producer == "modelopt-mxfp8":
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 32)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            q = mx.quantize(w, "mxfp8_e4m3", axis=-1, block_size=32, scale_rule="floor")
+            t[L + ".weight"], t[L + ".weight_scale"] = q.codes.astype(np.uint8).view(E4M3), q.scales.astype(np.uint8)
+        extra_cfg["hf_quant_config.json"] = {"quantization": {"quant_algo": "MXFP8"}}
     elif producer == "quark-mxfp4":
         for L, shp in shapes.items():
             shp = (shp[0], shp[1] - shp[1] % 32)

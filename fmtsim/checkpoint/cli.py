@@ -94,13 +94,46 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_checkpoint_convert(args: argparse.Namespace) -> int:
+    if args.to == "fnuz":
+        if args.require_exact or args.producer:
+            raise _usage_error("--require-exact and --producer are for --to nvfp4|mxfp4|fp8-block|mxfp8 (the FNUZ "
+                               "conversion is exact by construction and finds its tensors by name)")
+        return cmd_fnuz_convert(args)
+    from .recast import recast
+
+    try:
+        s = recast(args.input, args.output, to=args.to, require_exact=args.require_exact, dry_run=args.dry_run,
+                   producer=args.producer)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    rows = []
+    for t in s.tensors:
+        ex = t.example
+        where = "" if ex is None else ", ".join(f"{k} {v}" for k, v in ex.items() if k not in ("source", "target"))
+        rows.append([t.tensor, f"{t.exact} of {t.blocks}", f"{t.max_abs_error:.6g}",
+                     "" if ex is None else f"{where}: {ex['source']!r} -> {ex['target']!r}"])
+    print(_table(rows, ["tensor", "exact blocks", "largest error", "example (worst block)"]))
+    state = f"written to {s.output}" if s.written else "nothing written"
+    print(f"\n{sum(t.exact for t in s.tensors)} of {sum(t.blocks for t in s.tensors)} block(s) exact in {s.target}; "
+          f"{state}")
+    for n in s.notes:
+        print(f"NOTE: {n}")
+    return 1 if (args.require_exact and s.lossy) else 0
+
+
 def add_checkpoint_parser(sub: Any) -> None:
     """Register ``fmtsim checkpoint`` and its subcommands on the top-level subparsers."""
     s = sub.add_parser("checkpoint", help="quantized safetensors checkpoints: inspect, dequantize, convert")
     csub = s.add_subparsers(dest="checkpoint_command", required=True)
-    c = csub.add_parser("convert", help="convert between formats (today: OCP FP8 -> FNUZ, as 'fmtsim fnuz convert')")
-    c.add_argument("--to", choices=["fnuz"], default="fnuz", help="target format (default fnuz)")
+    c = csub.add_parser("convert", help="convert between formats: OCP FP8 -> FNUZ (as 'fmtsim fnuz convert'), "
+                                        "MXFP4 <-> NVFP4, MXFP4 -> block FP8, FP8 -> MXFP8, with a loss report")
+    c.add_argument("--to", choices=["fnuz", "nvfp4", "mxfp4", "fp8-block", "mxfp8"], default="fnuz",
+                   help="target format (default fnuz)")
+    c.add_argument("--require-exact", action="store_true", help="write nothing if any block would lose information")
+    c.add_argument("--producer", help="use this producer record for the input; skip detection")
     add_fnuz_convert_arguments(c)
+    c.set_defaults(func=cmd_checkpoint_convert)
     _add_dequantize(csub)
     _add_inspect(csub)
     _add_explain_diff(csub)

@@ -389,7 +389,7 @@ def _stream_fp8(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
     assert tj.block is not None
     br, bc = tj.block
     s = np.asarray(scale, dtype=np.float64)
-    s = s.reshape(1, 1) if s.size == 1 else s.reshape(rows, 1) if br == 1 else s
+    s = s.reshape(1, 1) if s.size == 1 else s.reshape(rows, 1) if s.ndim == 1 else s
     ncb = s.shape[1]
     if s.shape[0] == 1:  # per tensor: one table, rows in ~1 MiB steps
         step, per_group = max(1, ROWS_PER_CHUNK_BYTES // max(cols, 1)), rows
@@ -487,6 +487,8 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
     p = m.producer
     scale = _read_named(job, m.scale, cache)
     if p.scheme == "fp8":
+        if p.scale_format == "e8m0":  # MXFP8: E8M0 bytes are exponents, not linear values
+            scale = np.asarray(decode(scale.view(np.uint8), "e8m0", np.float64))
         _stream_fp8(tj, scale, src, h, e, target, emit, res, progress)
         return
     if p.scheme in ("nvfp4", "mxfp4"):

@@ -220,7 +220,7 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
         if tuple(w.shape) != tuple(tj.out_shape):
             raise CheckpointError(f"{target}: original is {list(w.shape)}, the quantized tensor holds "
                                   f"{list(tj.out_shape)}")
-        if m.producer.scheme == "fp8":
+        if m.producer.scheme == "fp8" and m.producer.scale_format == "float":
             out.append(_explain_fp8(m, tj, read, w))
         elif m.producer.scheme == "mxfp4":
             out.append(_explain_mxfp4(m, read, w))
