@@ -167,12 +167,18 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
         rep.codes = {"values": int(q.size), "at_min": int(hist[0]), "at_max": int(hist[15]),
                      "at_max_share": float((hist[0] + hist[15]) / max(q.size, 1)),
                      "unused_codes": int(np.count_nonzero(hist == 0))}
+    shaped = sv.reshape(raw_scale.shape)
+
+    def first(mask: np.ndarray) -> str:
+        return f", first at {[int(i) for i in np.argwhere(mask)[0]]}" if mask.ndim and mask.any() else ""
+
     if st["nan"]:
-        add("error", "nan-scale", f"{st['nan']} of {st['count']} scales are NaN", m.scale)
+        add("error", "nan-scale", f"{st['nan']} of {st['count']} scales are NaN{first(np.isnan(shaped))}", m.scale)
     if st["inf"]:
-        add("error", "inf-scale", f"{st['inf']} of {st['count']} scales are Inf", m.scale)
+        add("error", "inf-scale", f"{st['inf']} of {st['count']} scales are Inf{first(np.isinf(shaped))}", m.scale)
     if st["negative"]:
-        add("error", "negative-scale", f"{st['negative']} of {st['count']} scales are negative", m.scale)
+        add("error", "negative-scale", f"{st['negative']} of {st['count']} scales are negative"
+            f"{first(shaped < 0)}", m.scale)
     if p.scale_format == "e8m0":
         b = raw_scale.view(np.uint8)
         n_ff = int(np.count_nonzero(b == 0xFF))
@@ -186,7 +192,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
     if st["zero"]:
         # which zero scales sit over non-zero codes?
         if p.scheme == "fp8" and sv.size > 1 and rep.codes.get("zero", 0) < rep.codes["values"]:
-            add("error", "zero-scale", f"{st['zero']} scale(s) are 0 (uninitialised?)", m.scale)
+            add("error", "zero-scale", f"{st['zero']} scale(s) are 0 (uninitialised?){first(shaped == 0)}", m.scale)
         elif p.scheme == "fp8":
             add("error" if rep.codes.get("zero", 0) < rep.codes["values"] else "warning", "zero-scale",
                 "the scale is 0", m.scale)

@@ -25,10 +25,15 @@ What each record was checked against (the producer's own loader or exporter):
 - compressed-tensors W4A16 (pack-quantized): ``compressors/quantized_compressors/pack_quantized.py``:
   ``pack_to_int32`` adds 8 to each int4 and packs eight per int32 along dim 1, element i at bits
   4i; ``weight_shape`` holds the unpacked shape; an asymmetric zero point is packed along dim 0.
-- ModelOpt NVFP4 (``weight_scale_2`` a multiplier, ``hf_quant_config.json`` quant_algo NVFP4) and
-  ModelOpt / Quark / FBGEMM / TensorRT-LLM / Mistral FP8 (``w = q * s``): the layouts of vLLM's
-  ``quantization/{modelopt,quark,fbgemm_fp8}.py`` loaders as the fmtsim maintainers summarised
-  them; not re-read for this module (see the README's list of what is confirmed).
+- ModelOpt NVFP4: a copy of vLLM's ModelOpt NVFP4 linear method (``quantization/modelopt.py``,
+  read through a code index, repository not named there): ``process_weights_after_loading`` keeps
+  ``weight_scale_2.max()`` over fused shards and sets ``alpha = input_scale * weight_scale_2`` (a
+  multiplier), asserts ``weight_scale`` is F8_E4M3 with 16 values per scale, and swizzles it
+  only after loading (the checkpoint stores it plain). That ``max()`` over fused shards is why
+  differing gate/up or q/k/v global scales are a lint finding.
+- ModelOpt / Quark / FBGEMM / TensorRT-LLM / Mistral FP8 (``w = q * s``), Quark MXFP4 and the MXFP8
+  record: layouts as the vLLM ``quantization/{modelopt,quark,fbgemm_fp8}.py`` loaders are
+  documented; not re-read in source for this module.
 """
 
 from __future__ import annotations
