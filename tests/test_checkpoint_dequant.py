@@ -272,3 +272,62 @@ def test_torch_loads_the_output(tmp_path):
         for k, v in load_file(str(shard)).items():
             if v.dtype == torch.bfloat16:
                 assert np.array_equal(v.view(torch.int16).numpy().view(np.uint16), ours[k].view(np.uint16))
+
+
+def test_jobs_give_the_same_bytes(tmp_path):
+    src = make("deepseek-fp8-block", tmp_path)
+    dequantize(src, tmp_path / "one", jobs=1)
+    dequantize(src, tmp_path / "two", jobs=2)
+    for shard in sorted((tmp_path / "one").glob("*.safetensors")):
+        assert shard.read_bytes() == (tmp_path / "two" / shard.name).read_bytes()
+
+
+def test_float16_overflow_and_float32_rounding_are_counted(tmp_path):
+    from safetensors.numpy import save_file
+
+    codes = np.array([[0x7E, 0x70, 0x38, 0x01, 0xFE, 0x7F]], np.uint8)  # 448, 2^7, 1, 2^-9, -448, NaN
+    save_file({"l.weight": codes.view(ml_dtypes.float8_e4m3fn), "l.weight_scale": np.array(300.0, np.float32)},
+              str(tmp_path / "m.safetensors"))
+    s = dequantize(tmp_path / "m.safetensors", tmp_path / "h.safetensors", dtype="float16")
+    t = s.totals()
+    # 448 * 300 and -448 * 300 exceed float16's 65504; 128 * 300 = 38400 does not
+    assert (t["overflow"], t["nan"], t["values"]) == (2, 1, 6)
+    got = load(tmp_path / "h.safetensors")["l.weight"].astype(np.float64)[0]
+    assert got[0] == np.inf and got[4] == -np.inf and np.isnan(got[5]) and got[1] == 38400.0
+    # float32: 300 = 75 * 4 needs 7 bits; every product is exact in float32 here
+    s32 = dequantize(tmp_path / "m.safetensors", tmp_path / "f.safetensors", dtype="float32")
+    assert s32.totals()["rounded"] == 0
+    save_file({"l.weight": codes.view(ml_dtypes.float8_e4m3fn),
+               "l.weight_scale": np.array(1 + 2.0 ** -23, np.float32)}, str(tmp_path / "r.safetensors"))
+    s32 = dequantize(tmp_path / "r.safetensors", tmp_path / "g.safetensors", dtype="float32")
+    # q * (1 + 2^-23) needs 24 + (bits of q) bits: inexact for 448 (1.75 * 2^8), 2^7, 1 and 2^-9 are exact
+    want = sum(1 for v in (448.0, 128.0, 1.0, 2.0 ** -9, -448.0)
+               if float(np.float32(v * (1 + 2.0 ** -23))) != v * (1 + 2.0 ** -23))
+    assert s32.totals()["rounded"] == want == 2
+
+
+def test_disk_full_and_output_inside_input(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from fmtsim.checkpoint import files as ckfiles
+
+    src = make("gpt-oss-mxfp4", tmp_path)
+    with pytest.raises(CheckpointError, match="inside the input"):
+        dequantize(src, src / "bf16")
+    calls = {"n": 0}
+    real = ckfiles.write_chunk
+
+    def full(fh, data):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fh, data)
+
+    monkeypatch.setattr(ckfiles, "write_chunk", full)
+    out = tmp_path / "out"
+    with pytest.raises(CheckpointError, match="no space left"):
+        dequantize(src, out)
+    assert not list(out.glob("*.safetensors")) and not list(out.glob(".*tmp*"))
+    monkeypatch.setattr(ckfiles, "write_chunk", real)
+    assert main(["checkpoint", "dequantize", str(src), str(out)]) == 0

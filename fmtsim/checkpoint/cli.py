@@ -102,6 +102,11 @@ def cmd_checkpoint_convert(args: argparse.Namespace) -> int:
         return cmd_fnuz_convert(args)
     from .recast import recast
 
+    fnuz_only = [flag for flag, on in (("--inf", args.inf), ("--allow-unscaled", args.allow_unscaled),
+                                       ("--keep-scale", args.keep_scale), ("--double-scale", args.double_scale),
+                                       ("--no-verify", args.no_verify), ("--jobs", args.jobs != 1)) if on]
+    if fnuz_only:
+        raise _usage_error(f"{', '.join(fnuz_only)}: only for --to fnuz")
     try:
         s = recast(args.input, args.output, to=args.to, require_exact=args.require_exact, dry_run=args.dry_run,
                    producer=args.producer)
