@@ -183,9 +183,8 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
         b = raw_scale.view(np.uint8)
         n_ff = int(np.count_nonzero(b == 0xFF))
         if n_ff:
-            first = np.unravel_index(int(np.argmax(b == 0xFF)), b.shape)
-            add("error", "e8m0-nan", f"{n_ff} E8M0 scale byte(s) are 0xFF (NaN), first at {list(map(int, first))}",
-                m.scale)
+            at = [int(i) for i in np.unravel_index(int(np.argmax(b == 0xFF)), b.shape)]
+            add("error", "e8m0-nan", f"{n_ff} E8M0 scale byte(s) are 0xFF (NaN), first at {at}", m.scale)
         if b.size and int(b.max()) < 64:
             add("warning", "e8m0-linear", f"every scale byte is below 64 (max {int(b.max())}): as E8M0 that is "
                 "< 2^-63; they look like linear values, not E8M0 exponents", m.scale)
