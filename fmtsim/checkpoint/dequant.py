@@ -481,14 +481,60 @@ def _stream_fp4(m: LayerMatch, scale: np.ndarray, src: Any, h: Header, e: Entry,
             progress(n * per_bytes)
 
 
+@lru_cache(maxsize=16)
+def _mxfp8_table(element: str, target: str) -> tuple[np.ndarray, np.ndarray]:
+    """[E8M0 byte << 8 | code] -> target bits, and flags (1 NaN, 2 overflow, 4 rounded)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        vals = _scale_values("e8m0")[:, None] * np.asarray(
+            decode(np.arange(256, dtype=np.uint8), element, np.float64))[None, :]
+    bits = _bits(vals, target)
+    return bits.reshape(-1), _flags(vals, None, bits, target).reshape(-1)
+
+
+def _stream_mxfp8(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry, target: str,
+                  emit: Callable[[Any], None], res: ShardResult, progress: Callable[[int], None] | None) -> None:
+    """MXFP8 (FP8 codes, one E8M0 byte per 32 along a row): one gather per code from a
+    (scale byte, code) table, as for FP4."""
+    element = FP8_ELEMENT[tj.codes_dtype]
+    lut, flags = _mxfp8_table(element, target)
+    assert tj.block is not None
+    per = tj.block[1]
+    if e.shape[-1] % per:
+        raise CheckpointError(f"{e.name}: rows of {e.shape[-1]} values are not whole blocks of {per}")
+    sc = np.left_shift(np.ascontiguousarray(scale).view(np.uint8).reshape(-1).astype(np.intp), 8)
+    groups = e.nbytes // per
+    step = max(1, ROWS_PER_CHUNK_BYTES // per)
+    idx_buf = np.empty((step, per), np.intp)
+    out_buf = np.empty((step, per), lut.dtype)
+    src.seek(h.data_start + e.begin)
+    for g0 in range(0, groups, step):
+        n = min(step, groups - g0)
+        raw = src.read(n * per)
+        if len(raw) != n * per:
+            raise CheckpointError(f"{h.path}: truncated data in tensor {e.name!r}")
+        c = np.frombuffer(raw, dtype=np.uint8).reshape(n, per)
+        idx = np.bitwise_or(sc[g0:g0 + n, None], c, out=idx_buf[:n])
+        out = np.take(lut, idx, out=out_buf[:n])
+        res.values += out.size
+        f = flags[idx]
+        if f.any():
+            res.nan += int(np.count_nonzero(f & 1))
+            res.overflow += int(np.count_nonzero(f & 2))
+            res.rounded += int(np.count_nonzero(f & 4))
+        emit(out.data)
+        if progress:
+            progress(n * per)
+
+
 def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit: Callable[[Any], None],
                    cache: dict[Path, Header], res: ShardResult, progress: Callable[[int], None] | None) -> None:
     m, target = tj.match, job.target
     p = m.producer
     scale = _read_named(job, m.scale, cache)
+    if p.scheme == "fp8" and p.scale_format == "e8m0":
+        _stream_mxfp8(tj, scale, src, h, e, target, emit, res, progress)
+        return
     if p.scheme == "fp8":
-        if p.scale_format == "e8m0":  # MXFP8: E8M0 bytes are exponents, not linear values
-            scale = np.asarray(decode(scale.view(np.uint8), "e8m0", np.float64))
         _stream_fp8(tj, scale, src, h, e, target, emit, res, progress)
         return
     if p.scheme in ("nvfp4", "mxfp4"):
