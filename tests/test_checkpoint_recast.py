@@ -83,3 +83,18 @@ def test_nothing_to_convert_and_3d_block_fp8(tmp_path):
     g = make("gpt-oss-mxfp4", tmp_path)
     with pytest.raises(Exception, match="3-D; block FP8"):
         recast(g, tmp_path / "o2", to="fp8-block")
+
+
+@pytest.mark.parametrize("producer,to", [("quark-mxfp4", "nvfp4"), ("quark-mxfp4", "fp8-block"),
+                                         ("modelopt-nvfp4", "mxfp4"), ("modelopt-mxfp8", "mxfp8")])
+def test_row_chunks_give_the_same_bytes_and_report(tmp_path, monkeypatch, producer, to):
+    import fmtsim.checkpoint.recast as rc
+
+    src = make(producer, tmp_path)
+    whole = recast(src, tmp_path / "whole", to=to)
+    monkeypatch.setattr(rc, "CHUNK_VALUES", 4096)  # 128-row steps: several per tensor
+    parts = recast(src, tmp_path / "parts", to=to)
+    assert [(t.blocks, t.exact, t.max_abs_error) for t in whole.tensors] == \
+        [(t.blocks, t.exact, t.max_abs_error) for t in parts.tensors]
+    for shard in sorted((tmp_path / "whole").glob("*.safetensors")):
+        assert shard.read_bytes() == (tmp_path / "parts" / shard.name).read_bytes()

@@ -87,39 +87,64 @@ class RecastSummary:
         return sum(t.blocks - t.exact for t in self.tensors)
 
 
-def _exact_values(m: LayerMatch, tj: TensorJob, read: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Source values as float64 [rows, K] and a mask of values float64 could not hold exactly."""
-    p = m.producer
-    codes_raw, scale = read(m.codes), read(m.scale)
-    if p.scheme in ("mxfp4", "nvfp4"):
-        packed = codes_raw.view(np.uint8)
-        codes = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(-1, tj.out_shape[-1])
-        el = _e2m1()[codes]
-        per = 32 if p.scheme == "mxfp4" else 16
-        sc = scale.view(np.uint8).reshape(codes.shape[0], -1)
-        svals = np.asarray(decode(sc, "e8m0" if p.scheme == "mxfp4" else "e4m3", np.float64))
-        with np.errstate(invalid="ignore", over="ignore"):
-            x = el * np.repeat(svals, per, axis=1)
-        inexact = np.zeros(x.shape, bool)
-        if p.scheme == "nvfp4":
-            assert m.global_scale is not None
-            g = float(read(m.global_scale).astype(np.float64).reshape(-1)[0])
-            if p.global_direction == "multiplier":
-                x = x * g
-            else:
-                x, sticky = divide_exactly(x, g)
-                inexact = sticky != 0
-        return x, inexact
-    element = FP8_ELEMENT[tj.codes_dtype]
-    x = np.asarray(decode(codes_raw.view(np.uint8), element, np.float64))
-    assert tj.block is not None
-    br, bc = tj.block
-    s = np.asarray(decode(scale.view(np.uint8), "e8m0", np.float64)) if p.scale_format == "e8m0" else \
-        scale.astype(np.float64)
-    rows, cols = x.shape
-    full = np.broadcast_to(s.reshape(1, 1), x.shape) if s.size == 1 else np.repeat(np.repeat(
-        s.reshape(-1, s.shape[-1]) if s.ndim == 2 else s.reshape(rows, 1), br, axis=0), bc, axis=1)[:rows, :cols]
-    return x * full, np.zeros(x.shape, bool)
+CHUNK_VALUES = 1 << 20  # source values per step (float64 work arrays of a few MiB)
+
+
+class _Source:
+    """One quantized tensor's bytes, read a range of rows (of the [rows, K] value view) at a time."""
+
+    def __init__(self, m: LayerMatch, tj: TensorJob, headers: dict[Path, Header], where: dict[str, Path]) -> None:
+        self.m, self.tj = m, tj
+        self.headers, self.where = headers, where
+        self.k = tj.out_shape[-1]
+        self.rows = int(np.prod(tj.out_shape[:-1], dtype=np.int64))
+        self.scale = self._whole(m.scale)
+        self.glob = float(self._whole(m.global_scale).astype(np.float64).reshape(-1)[0]) if m.global_scale else None
+
+    def _whole(self, name: str) -> np.ndarray:
+        h = self.headers[self.where[name]]
+        with open(h.path, "rb") as fh:
+            return read_array(fh, h, h.entries[name])
+
+    def values(self, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+        """Exact float64 values of rows [r0, r1) and a mask of those float64 could not hold."""
+        m, p = self.m, self.m.producer
+        h = self.headers[self.where[m.codes]]
+        e = h.entries[m.codes]
+        row_bytes = e.nbytes // self.rows
+        with open(h.path, "rb") as fh:
+            fh.seek(h.data_start + e.begin + r0 * row_bytes)
+            raw = fh.read((r1 - r0) * row_bytes)
+        if len(raw) != (r1 - r0) * row_bytes:
+            raise CheckpointError(f"{h.path}: truncated data in tensor {m.codes!r}")
+        b = np.frombuffer(raw, dtype=np.uint8).reshape(r1 - r0, row_bytes)
+        if p.scheme in ("mxfp4", "nvfp4"):
+            codes = np.stack([b & 0xF, b >> 4], axis=-1).reshape(r1 - r0, self.k)
+            per = 32 if p.scheme == "mxfp4" else 16
+            sc = self.scale.view(np.uint8).reshape(self.rows, -1)[r0:r1]
+            svals = np.asarray(decode(sc, "e8m0" if p.scheme == "mxfp4" else "e4m3", np.float64))
+            with np.errstate(invalid="ignore", over="ignore"):
+                x = _e2m1()[codes] * np.repeat(svals, per, axis=1)
+            inexact = np.zeros(x.shape, bool)
+            if p.scheme == "nvfp4":
+                assert self.glob is not None
+                if p.global_direction == "multiplier":
+                    x = x * self.glob
+                else:
+                    x, sticky = divide_exactly(x, self.glob)
+                    inexact = sticky != 0
+            return x, inexact
+        x = np.asarray(decode(b, FP8_ELEMENT[self.tj.codes_dtype], np.float64))
+        assert self.tj.block is not None
+        br, bc = self.tj.block
+        s = np.asarray(decode(self.scale.view(np.uint8), "e8m0", np.float64)) if p.scale_format == "e8m0" \
+            else self.scale.astype(np.float64)
+        if s.size == 1:
+            return x * float(s.reshape(-1)[0]), np.zeros(x.shape, bool)
+        s2 = s.reshape(self.rows, 1) if s.ndim == 1 else s
+        rows_idx = np.arange(r0, r1) // br
+        full = np.repeat(s2[rows_idx], bc, axis=1)[:, : self.k]
+        return x * full, np.zeros(x.shape, bool)
 
 
 def _ue4m3_pow2(e: np.ndarray) -> np.ndarray:
@@ -127,13 +152,17 @@ def _ue4m3_pow2(e: np.ndarray) -> np.ndarray:
     return np.where(e >= -6, (e + 7) << 3, 1 << np.clip(e + 9, 0, 2)).astype(np.uint8)
 
 
-def _to_nvfp4(x: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+def _nvfp4_exponents(x: np.ndarray) -> np.ndarray:
+    """Per 16 values: the OCP floor-rule exponent (fmtsim.mx.scale_codes), -inf-like for empty blocks."""
+    amax = np.max(np.abs(np.nan_to_num(x.reshape(-1, 16))), axis=1)
+    kb = mx.scale_codes(amax, "e2m1", "floor").astype(np.int64) - 127
+    return np.where(amax > 0, kb, np.iinfo(np.int64).min // 2)
+
+
+def _to_nvfp4(x: np.ndarray, m: int) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     rows, k = x.shape
     blocks = x.reshape(-1, 16)
-    amax = np.max(np.abs(np.nan_to_num(blocks)), axis=1)
-    kb = mx.scale_codes(amax, "e2m1", "floor").astype(np.int64) - 127
-    nonzero = amax > 0
-    m = int(kb[nonzero].max()) - 8 if nonzero.any() else 0
+    kb = _nvfp4_exponents(x)
     e = np.clip(kb - m, -9, 8)
     codes = np.asarray(encode((blocks / np.exp2(e + m)[:, None]).astype(np.float64), "e2m1")).astype(np.uint8)
     back = _e2m1()[codes] * np.exp2(e + m)[:, None]
@@ -191,37 +220,59 @@ def _to_fp8_block(x: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int
     return {".weight": codes.view(ml_dtypes.float8_e4m3fn), ".weight_scale_inv": s.astype(np.float32)}, back, 128
 
 
-def _loss(name: str, out_name: str, x: np.ndarray, inexact: np.ndarray, back: np.ndarray, per: int,
-          tile: bool) -> TensorLoss:
-    same = (x == back) | (np.isnan(x) & np.isnan(back))
-    same &= ~inexact
-    err = np.abs(np.nan_to_num(back - x, nan=np.inf))
-    err = np.where(same, 0.0, err)
-    if tile:
-        rows, cols = x.shape
-        nrb, ncb = -(-rows // per), -(-cols // per)
-        pad = ((0, nrb * per - rows), (0, ncb * per - cols))
-        ok = np.pad(same, pad, constant_values=True).reshape(nrb, per, ncb, per).all(axis=(1, 3)).reshape(-1)
-        berr = np.pad(err, pad).reshape(nrb, per, ncb, per).max(axis=(1, 3)).reshape(-1)
-    else:
-        ok = same.reshape(-1, per).all(axis=1)
-        berr = err.reshape(-1, per).max(axis=1)
-    example = None
-    if not ok.all():
+class _Loss:
+    """Exact blocks, largest error and the worst block, accumulated over row chunks."""
+
+    def __init__(self, name: str, out_name: str, per: int, tile: bool) -> None:
+        self.t = TensorLoss(name, out_name, 0, 0, 0.0)
+        self.per, self.tile = per, tile
+        self.worst = -1.0
+
+    def add(self, r0: int, x: np.ndarray, inexact: np.ndarray, back: np.ndarray) -> None:
+        per = self.per
+        same = ((x == back) | (np.isnan(x) & np.isnan(back))) & ~inexact
+        err = np.where(same, 0.0, np.abs(np.nan_to_num(back - x, nan=np.inf)))
+        if self.tile:
+            rows, cols = x.shape
+            nrb, ncb = -(-rows // per), -(-cols // per)
+            pad = ((0, nrb * per - rows), (0, ncb * per - cols))
+            ok = np.pad(same, pad, constant_values=True).reshape(nrb, per, ncb, per).all(axis=(1, 3)).reshape(-1)
+            berr = np.pad(err, pad).reshape(nrb, per, ncb, per).max(axis=(1, 3)).reshape(-1)
+        else:
+            ok = same.reshape(-1, per).all(axis=1)
+            berr = err.reshape(-1, per).max(axis=1)
+        self.t.blocks += int(ok.size)
+        self.t.exact += int(np.count_nonzero(ok))
+        if ok.all():
+            return
         b = int(np.argmax(np.where(ok, -1.0, berr)))
-        if tile:
+        if float(berr[b]) <= self.worst:
+            return
+        self.worst = float(berr[b])
+        self.t.max_abs_error = max(self.t.max_abs_error, self.worst)
+        if self.tile:
             ncb = -(-x.shape[1] // per)
-            r0, c0 = (b // ncb) * per, (b % ncb) * per
-            bx, bb = x[r0:r0 + per, c0:c0 + per].reshape(-1), back[r0:r0 + per, c0:c0 + per].reshape(-1)
-            where = {"tile": [b // ncb, b % ncb]}
+            rr, cc = (b // ncb) * per, (b % ncb) * per
+            bx, bb = x[rr:rr + per, cc:cc + per].reshape(-1), back[rr:rr + per, cc:cc + per].reshape(-1)
+            where: dict[str, Any] = {"tile": [(r0 + rr) // per, b % ncb]}
         else:
             row, col = divmod(b * per, x.shape[1])
             bx, bb = x.reshape(-1, per)[b], back.reshape(-1, per)[b]
-            where = {"row": row, "first column": col}
+            where = {"row": r0 + row, "first column": col}
         i = int(np.argmax(bx != bb))
-        example = dict(where, element=i, source=float(bx[i]), target=float(bb[i]))
-    return TensorLoss(name, out_name, int(ok.size), int(np.count_nonzero(ok)), float(berr.max()) if berr.size else 0.0,
-                      example)
+        self.t.example = dict(where, element=i, source=float(bx[i]), target=float(bb[i]))
+
+
+def _encode(to: str, x: np.ndarray, m_global: int) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    if to == "nvfp4":
+        return _to_nvfp4(x, m_global)
+    if to in ("mxfp4", "mxfp8"):
+        return _to_mx(x, "mxfp4" if to == "mxfp4" else "mxfp8_e4m3")
+    return _to_fp8_block(x)
+
+
+def _step_rows(k: int) -> int:
+    return max(128, (CHUNK_VALUES // max(k, 1)) // 128 * 128)  # whole 128-row tiles for block FP8
 
 
 def recast(src: str | Path, out: str | Path, *, to: str, require_exact: bool = False, dry_run: bool = False,
@@ -238,13 +289,8 @@ def recast(src: str | Path, out: str | Path, *, to: str, require_exact: bool = F
         raise CheckpointError(f"{source.path}: no {' or '.join(TARGETS[to])} tensor to convert to {to} "
                               f"(quantized schemes found: {have})")
 
-    def read(name: str) -> np.ndarray:
-        h: Header = headers[where[name]]
-        with open(h.path, "rb") as fh:
-            return read_array(fh, h, h.entries[name])
-
     losses: list[TensorLoss] = []
-    outputs: dict[str, dict[str, np.ndarray]] = {}  # codes tensor -> new tensors (full names)
+    plans: dict[str, tuple[_Source, int, list[tuple[str, str, tuple[int, ...]]]]] = {}
     dropped: set[str] = set()
     for name, m in sorted(todo.items()):
         tj = layer_plan(m, entries, configs)
@@ -254,23 +300,35 @@ def recast(src: str | Path, out: str | Path, *, to: str, require_exact: bool = F
         if tj.out_shape[-1] % per_target:
             raise CheckpointError(f"{name}: rows of {tj.out_shape[-1]} values do not split into {to} blocks of "
                                   f"{per_target}")
-        x, inexact = _exact_values(m, tj, read)
-        x = x.reshape(-1, tj.out_shape[-1])
-        if to == "nvfp4":
-            parts, back, per = _to_nvfp4(x)
-        elif to in ("mxfp4", "mxfp8"):
-            parts, back, per = _to_mx(x, "mxfp4" if to == "mxfp4" else "mxfp8_e4m3")
-        else:
-            parts, back, per = _to_fp8_block(x)
-        base = m.layer
-        lead = tuple(tj.out_shape[:-1])
-        shaped = {}
-        for suffix, arr in parts.items():
-            shaped[base + suffix] = arr.reshape(lead + arr.shape[1:]) if arr.ndim == 2 and to != "fp8-block" else arr
-        outputs[name] = shaped
-        losses.append(_loss(name, base + ".weight", x, inexact.reshape(x.shape), back, per, to == "fp8-block"))
+        srcq = _Source(m, tj, headers, where)
+        step = _step_rows(srcq.k)
+        m_global = 0
+        if to == "nvfp4":  # one power-of-two global scale: the largest block exponent must fit 2^8
+            top = np.iinfo(np.int64).min // 2
+            for r0 in range(0, srcq.rows, step):
+                x, _ = srcq.values(r0, min(srcq.rows, r0 + step))
+                top = max(top, int(_nvfp4_exponents(x).max()))
+            m_global = top - 8 if top > np.iinfo(np.int64).min // 4 else 0
+        loss = _Loss(name, m.layer + ".weight", 128 if to == "fp8-block" else per_target, to == "fp8-block")
+        for r0 in range(0, srcq.rows, step):
+            r1 = min(srcq.rows, r0 + step)
+            x, inexact = srcq.values(r0, r1)
+            _, back, _ = _encode(to, x, m_global)
+            loss.add(r0, x, inexact, back)
+        losses.append(loss.t)
+        lead, k = tuple(tj.out_shape[:-1]), tj.out_shape[-1]
+        layouts: dict[str, list[tuple[str, str, tuple[int, ...]]]] = {
+            "nvfp4": [(".weight", "U8", lead + (k // 2,)), (".weight_scale", "F8_E4M3", lead + (k // 16,)),
+                      (".weight_scale_2", "F32", ())],
+            "mxfp4": [(".weight", "U8", lead + (k // 2,)), (".weight_scale", "U8", lead + (k // 32,))],
+            "mxfp8": [(".weight", "F8_E4M3", lead + (k,)), (".weight_scale", "U8", lead + (k // 32,))],
+            "fp8-block": [(".weight", "F8_E4M3", (srcq.rows, k)),
+                          (".weight_scale_inv", "F32", (-(-srcq.rows // 128), -(-k // 128)))]}
+        layout = layouts[to]
+        plans[name] = (srcq, m_global, [(m.layer + suffix, tag, shape) for suffix, tag, shape in layout])
         dropped |= {t for t in (m.codes, m.scale, m.global_scale, m.zero_point, m.shape_tensor) if t}
-    clash = {n for o in outputs.values() for n in o} & (set(where) - dropped)
+    new_names = {n for _, _, lay in plans.values() for n, _, _ in lay}
+    clash = new_names & (set(where) - dropped)
     if clash:
         raise CheckpointError(f"output tensor {sorted(clash)[0]!r} already exists in the input")
     summary = RecastSummary(to, None, losses, False, 0.0)
@@ -283,24 +341,25 @@ def recast(src: str | Path, out: str | Path, *, to: str, require_exact: bool = F
     out_dir = out_p if source.is_dir else out_p.parent
     make_output_dir(out_dir)
     new_where: dict[str, str] = {}
+    sizes = {"U8": 1, "F8_E4M3": 1, "F32": 4}
     for shard in source.shards:
         h = read_header(shard)
         ents: list[Entry] = []
-        data: list[Any] = []
+        order: list[Entry | str] = []
         pos = 0
         for e in h.ordered():
-            if e.name in dropped and e.name not in outputs:
-                continue
-            if e.name in outputs:
-                for oname, arr in outputs[e.name].items():
-                    tag = {"uint8": "U8", "float32": "F32", "float8_e4m3fn": "F8_E4M3"}[arr.dtype.name]
-                    ents.append(Entry(oname, tag, tuple(arr.shape), pos, pos + arr.nbytes))
-                    data.append(np.ascontiguousarray(arr))
-                    pos += arr.nbytes
+            if e.name in plans:
+                for oname, tag, shape in plans[e.name][2]:
+                    n = int(np.prod(shape, dtype=np.int64)) * sizes[tag]
+                    ents.append(Entry(oname, tag, shape, pos, pos + n))
+                    pos += n
                     new_where[oname] = shard.name
+                order.append(e.name)
+                continue
+            if e.name in dropped:
                 continue
             ents.append(Entry(e.name, e.dtype, e.shape, pos, pos + e.nbytes))
-            data.append(e)
+            order.append(e)
             pos += e.nbytes
             new_where[e.name] = shard.name
         meta = dict(h.metadata)
@@ -308,12 +367,35 @@ def recast(src: str | Path, out: str | Path, *, to: str, require_exact: bool = F
         target = (out_p / shard.name) if source.is_dir else out_p
         with open(shard, "rb") as fh, ShardWriter(target) as w:
             w.write(header_bytes(ents, {}, meta))
-            for item in data:
+            for item in order:
                 if isinstance(item, Entry):
                     fh.seek(h.data_start + item.begin)
-                    w.write(fh.read(item.nbytes))
-                else:
-                    w.write(item.tobytes())
+                    left = item.nbytes
+                    while left:
+                        piece = fh.read(min(left, 1 << 20))
+                        if not piece:
+                            raise CheckpointError(f"{h.path}: truncated data in tensor {item.name!r}")
+                        w.write(piece)
+                        left -= len(piece)
+                    continue
+                srcq, m_global, lay = plans[item]
+                step = _step_rows(srcq.k)
+                rest: dict[str, list[bytes]] = {}  # scale tensors follow the codes: kept until the codes are out
+                for r0 in range(0, srcq.rows, step):
+                    x, _ = srcq.values(r0, min(srcq.rows, r0 + step))
+                    parts, _, _ = _encode(to, x, m_global)
+                    first = True
+                    for (oname, _, _), (_, arr) in zip(lay, parts.items(), strict=True):
+                        if first:
+                            w.write(np.ascontiguousarray(arr).tobytes())
+                            first = False
+                        elif arr.ndim:
+                            rest.setdefault(oname, []).append(np.ascontiguousarray(arr).tobytes())
+                        else:
+                            rest[oname] = [np.ascontiguousarray(arr).tobytes()]
+                for oname, _, _ in lay[1:]:
+                    for piece in rest.get(oname, []):
+                        w.write(piece)
             tmp = w.finish()
             crosscheck(read_header(tmp))
             w.commit()
