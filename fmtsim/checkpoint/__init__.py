@@ -5,6 +5,8 @@
     inspection   ``fmtsim checkpoint inspect``: producer, code statistics, lint findings
     dequant      ``fmtsim checkpoint dequantize``: exact products rounded once to BF16/F16/F32
     conversion   OCP FP8 -> FNUZ (``fmtsim fnuz convert``, ``fmtsim checkpoint convert --to fnuz``)
+    recast       MXFP4 <-> NVFP4, MXFP4 -> block FP8, FP8 -> MXFP8 with a loss report
+    explain      ``fmtsim checkpoint explain`` (which recipe made it) and ``diff``
     cli          the ``fmtsim checkpoint`` subcommands
 """
 

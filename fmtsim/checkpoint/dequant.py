@@ -38,7 +38,6 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,6 @@ import numpy as np
 
 from .. import __version__
 from ..codec import decode
-from ..formats import get_format
 from .files import (
     INDEX_NAME,
     CheckpointError,
@@ -808,17 +806,3 @@ def _side_files(source: Source, out: Path, plans: dict[str, TensorJob], dropped:
         skip.add("hf_quant_config.json")
         notes.append("hf_quant_config.json: left out (the output is not quantized)")
     return notes + copy_side_files(source, out, skip, rewrite)
-
-
-def exact_value(code: int, scale: Fraction, global_scale: Fraction | None, direction: str | None,
-                element: str) -> Fraction:
-    """The slow twin of one output value before rounding: code value x scale (x or / global)."""
-    from ..oracle import value_of
-
-    v = value_of(code, get_format(element))
-    if isinstance(v, str):
-        raise ValueError(f"code {code:#x} of {element} is {v}")
-    out = v * scale
-    if global_scale is not None:
-        out = out * global_scale if direction == "multiplier" else out / global_scale
-    return out
