@@ -331,3 +331,19 @@ def test_disk_full_and_output_inside_input(tmp_path, monkeypatch):
     assert not list(out.glob("*.safetensors")) and not list(out.glob(".*tmp*"))
     monkeypatch.setattr(ckfiles, "write_chunk", real)
     assert main(["checkpoint", "dequantize", str(src), str(out)]) == 0
+
+
+def test_a_killed_runs_temporary_file_is_removed(tmp_path):
+    import subprocess
+    import sys
+
+    src = make("modelopt-fp8", tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = out / f".model-00001-of-00002.safetensors.tmp-{dead.pid}"
+    stale.write_bytes(b"half a shard")
+    s = dequantize(src, out)
+    assert not stale.exists() and any("killed run" in n for n in s.notes)
+    assert all(not r.skipped for r in s.shards)

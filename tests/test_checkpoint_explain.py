@@ -136,3 +136,24 @@ def test_torchao_nvfp4_is_explained(tmp_path, rng):
     (e,) = explain(d, tmp_path / "orig.safetensors")
     assert e.best == "nvfp4 torchao" and e.unexplained == 0
     assert e.by_recipe["nvfp4 te"] < e.blocks
+
+
+@pytest.mark.parametrize("rule", ["floor", "ceil", "even", "rceil"])
+def test_torchao_mxfp4_rule_is_recovered(tmp_path, rng, rule):
+    """torchao's to_mx with each ScaleCalculationMode, stored as gpt-oss stores MXFP4: explain names the rule."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchao.prototype.mx_formats.mx_tensor")
+    from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    from torchao.prototype.mx_formats.mx_tensor import to_mx
+
+    w = (rng.standard_normal((2, 64, 128)) * 0.02).astype(np.float32)
+    w.reshape(-1)[::37] *= 9
+    s, d = to_mx(torch.from_numpy(w.reshape(-1, 128).copy()), torch.float4_e2m1fn_x2, 32, ScaleCalculationMode(rule))
+    scales = s.view(torch.uint8).numpy().reshape(2, 64, 4).copy()
+    blocks = d.view(torch.uint8).numpy().reshape(2, 64, 4, 16).copy()
+    dd = tmp_path / "ao"
+    dd.mkdir()
+    save_file({f"{L}_blocks": blocks, f"{L}_scales": scales}, str(dd / "model.safetensors"))
+    save_file({L: w}, str(tmp_path / "orig.safetensors"))
+    (e,) = explain(dd, tmp_path / "orig.safetensors")
+    assert e.unexplained == 0 and f"mx scale {rule}, RNE" in e.best.split(" = ")
