@@ -22,6 +22,7 @@ import numpy as np
 from tabulate import tabulate
 
 from . import __version__
+from .checkpoint.cli import add_checkpoint_parser, add_fnuz_convert_arguments
 from .describe import (
     CODE_COLUMNS,
     FORMAT_COLUMNS,
@@ -222,49 +223,6 @@ def cmd_conform(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def cmd_fnuz_convert(args: argparse.Namespace) -> int:
-    from .checkpoint import CheckpointError, convert
-
-    try:
-        s = convert(args.input, args.output, inf=args.inf, allow_unscaled=args.allow_unscaled,
-                    keep_scales=tuple(args.keep_scale), double_scales=tuple(args.double_scale),
-                    dry_run=args.dry_run, jobs=args.jobs, verify=not args.no_verify,
-                    progress=not args.dry_run and sys.stderr.isatty())
-    except CheckpointError as e:
-        raise UsageError(str(e)) from None
-    p = s.plan
-    if s.dry_run:
-        print(f"plan for {p.source} -> {args.output} (nothing written)")
-        rows = []
-        for name in sorted(p.where):
-            action = p.action(name)
-            why = p.fp8.get(name) or p.doubled.get(name) or p.unchanged_scales.get(name, "")
-            if action == "fp8":
-                why = f"OCP {why} -> FNUZ (bits kept, specials fixed)"
-            if action != "copy" or name in p.unchanged_scales:
-                rows.append([name, p.where[name].name, action, why])
-        print(_table(rows, ["tensor", "shard", "action", "why"]))
-        print(f"\n{len(p.fp8)} FP8 tensors converted, {len(p.doubled)} scales doubled, "
-              f"{len(p.where) - len(p.fp8) - len(p.doubled)} tensors copied, {p.total_bytes} bytes in "
-              f"{len(p.shards)} file(s)")
-        if p.unscaled:
-            print(f"WARNING: {len(p.unscaled)} FP8 tensor(s) without a scale will halve in value")
-        return 0
-    rows = [[r.shard, "skipped (already converted and verified)" if r.skipped else "converted",
-             str(r.tensors), str(r.bytes), str(r.fp8_tensors), str(r.neg_zero), str(r.nan), str(r.inf),
-             str(r.scales_doubled), "yes" if r.verified else ("-" if r.skipped else "no"),
-             f"{r.seconds:.2f}"] for r in s.shards]
-    t = s.totals()
-    rows.append(["total", "", str(t["tensors"]), str(t["bytes"]), str(t["fp8_tensors"]), str(t["neg_zero"]),
-                 str(t["nan"]), str(t["inf"]), str(t["scales_doubled"]), "", f"{s.seconds:.2f}"])
-    print(_table(rows, ["file", "status", "tensors", "bytes", "fp8", "-0 fixed", "NaN fixed", "Inf fixed",
-                        "scales x2", "verified", "s"]))
-    if p.unscaled:
-        print(f"WARNING: {len(p.unscaled)} FP8 tensor(s) had no scale; their values are now half: "
-              + ", ".join(p.unscaled[:10]))
-    return 0
-
-
 def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
     import itertools
 
@@ -458,19 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("fnuz", help="OCP FP8 -> AMD FNUZ conversion of safetensors checkpoints")
     fsub = s.add_subparsers(dest="fnuz_command", required=True)
-    c = fsub.add_parser("convert", help="convert a .safetensors file or a sharded checkpoint directory")
-    c.add_argument("input")
-    c.add_argument("output")
-    c.add_argument("--inf", choices=["nan", "max", "ocp_max"], help="what E5M2 +-Inf becomes (required if any)")
-    c.add_argument("--allow-unscaled", action="store_true", help="convert FP8 tensors that have no scale")
-    c.add_argument("--keep-scale", action="append", default=[], metavar="PATTERN",
-                   help="glob of scale-like tensors to copy unchanged")
-    c.add_argument("--double-scale", action="append", default=[], metavar="PATTERN",
-                   help="glob of extra scale tensors to double")
-    c.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
-    c.add_argument("--jobs", type=int, default=1, help="shards converted in parallel processes")
-    c.add_argument("--no-verify", action="store_true", help="skip re-reading and checking the output")
-    c.set_defaults(func=cmd_fnuz_convert)
+    add_fnuz_convert_arguments(fsub.add_parser("convert", help="convert a .safetensors file or a sharded "
+                                                               "checkpoint directory"))
+    add_checkpoint_parser(sub)
 
     s = sub.add_parser("gen", help="write golden vectors (TestFloat-style .tv and block binaries)")
     s.add_argument("op", nargs="?", default="all", help="a file name or glob, e.g. 'f32_to_e4m3.rne.*' (default all)")

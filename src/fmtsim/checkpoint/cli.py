@@ -1,0 +1,304 @@
+"""The ``fmtsim checkpoint ...`` subcommands (and ``fmtsim fnuz convert``): argument parsing and
+printing only; the work is in the job modules. Errors leave as ``UsageError`` (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tabulate import tabulate
+
+from .files import CheckpointError
+
+__all__ = ["add_checkpoint_parser", "add_fnuz_convert_arguments", "cmd_fnuz_convert"]
+
+
+def _usage_error(msg: str) -> Exception:
+    from ..cli import UsageError  # imported late: fmtsim.cli imports this module
+
+    return UsageError(msg)
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def add_fnuz_convert_arguments(c: argparse.ArgumentParser) -> None:
+    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
+    c.add_argument("output", help="output file or directory (an existing directory or a trailing / for a file "
+                                  "input writes OUTPUT/<input name>)")
+    c.add_argument("--inf", choices=["nan", "max", "ocp_max"], help="what E5M2 +-Inf becomes (required if any)")
+    c.add_argument("--allow-unscaled", action="store_true", help="convert FP8 tensors that have no scale")
+    c.add_argument("--keep-scale", action="append", default=[], metavar="PATTERN",
+                   help="glob of scale-like tensors to copy unchanged")
+    c.add_argument("--double-scale", action="append", default=[], metavar="PATTERN",
+                   help="glob of extra scale tensors to double")
+    c.add_argument("--dry-run", action="store_true", help="print the plan and every problem found, write nothing")
+    c.add_argument("--jobs", type=int, default=1, help="shards converted in parallel processes")
+    c.add_argument("--no-verify", action="store_true", help="skip re-reading and checking the output")
+    c.set_defaults(func=cmd_fnuz_convert)
+
+
+def cmd_fnuz_convert(args: argparse.Namespace) -> int:
+    from .conversion import convert
+
+    try:
+        s = convert(args.input, args.output, inf=args.inf, allow_unscaled=args.allow_unscaled,
+                    keep_scales=tuple(args.keep_scale), double_scales=tuple(args.double_scale),
+                    dry_run=args.dry_run, jobs=args.jobs, verify=not args.no_verify,
+                    progress=not args.dry_run and sys.stderr.isatty())
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    p = s.plan
+    if s.dry_run:
+        print(f"plan for {p.source.path} -> {s.output} (nothing written)")
+        rows = []
+        for name in sorted(p.where):
+            action = p.action(name)
+            why = p.fp8.get(name) or p.doubled.get(name) or p.unchanged_scales.get(name, "")
+            if action == "fp8":
+                why = f"OCP {why} -> FNUZ (bits kept, specials fixed)"
+                if name in p.inf_codes:
+                    why += f"; {p.inf_codes[name]} Inf code(s)"
+            if action != "copy" or name in p.unchanged_scales:
+                rows.append([name, p.where[name].name, action, why])
+        print(_table(rows, ["tensor", "shard", "action", "why"]))
+        print(f"\n{len(p.fp8)} FP8 tensors converted, {len(p.doubled)} scales doubled, "
+              f"{len(p.where) - len(p.fp8) - len(p.doubled)} tensors copied, {p.total_bytes} bytes in "
+              f"{len(p.shards)} file(s)")
+        for n in s.notes:
+            print(f"NOTE: {n}")
+        if p.unscaled and p.options["allow_unscaled"]:
+            print(f"WARNING: {len(p.unscaled)} FP8 tensor(s) without a scale will halve in value: "
+                  + ", ".join(p.unscaled[:10]))
+        for prob in p.problems:
+            print(f"PROBLEM: {prob}")
+        return 1 if p.problems else 0
+    rows = []
+    for r in s.shards:
+        status = "skipped (already converted, re-verified)" if r.skipped else (
+            f"converted again: {r.redone}" if r.redone else "converted")
+        rows.append([r.shard, status, str(r.tensors), str(r.bytes), str(r.fp8_tensors), str(r.neg_zero), str(r.nan),
+                     str(r.inf), str(r.scales_doubled), "yes" if r.verified else "no", f"{r.seconds:.2f}"])
+    t = s.totals()
+    rows.append(["total", "", str(t["tensors"]), str(t["bytes"]), str(t["fp8_tensors"]), str(t["neg_zero"]),
+                 str(t["nan"]), str(t["inf"]), str(t["scales_doubled"]), "", f"{s.seconds:.2f}"])
+    print(_table(rows, ["file", "status", "tensors", "bytes", "fp8", "-0 fixed", "NaN fixed", "Inf fixed",
+                        "scales x2", "verified", "s"]))
+    for n in s.notes:
+        print(f"NOTE: {n}")
+    if p.unscaled:
+        print(f"WARNING: {len(p.unscaled)} FP8 tensor(s) had no scale; their values are now half: "
+              + ", ".join(p.unscaled[:10]))
+    return 0
+
+
+def cmd_checkpoint_convert(args: argparse.Namespace) -> int:
+    if args.to == "fnuz":
+        if args.require_exact or args.producer:
+            raise _usage_error("--require-exact and --producer are for --to nvfp4|mxfp4|fp8-block|mxfp8 (the FNUZ "
+                               "conversion is exact by construction and finds its tensors by name)")
+        return cmd_fnuz_convert(args)
+    from .recast import recast
+
+    fnuz_only = [flag for flag, on in (("--inf", args.inf), ("--allow-unscaled", args.allow_unscaled),
+                                       ("--keep-scale", args.keep_scale), ("--double-scale", args.double_scale),
+                                       ("--no-verify", args.no_verify), ("--jobs", args.jobs != 1)) if on]
+    if fnuz_only:
+        raise _usage_error(f"{', '.join(fnuz_only)}: only for --to fnuz")
+    try:
+        s = recast(args.input, args.output, to=args.to, require_exact=args.require_exact, dry_run=args.dry_run,
+                   producer=args.producer)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    rows = []
+    for t in s.tensors:
+        ex = t.example
+        where = "" if ex is None else ", ".join(f"{k} {v}" for k, v in ex.items() if k not in ("source", "target"))
+        rows.append([t.tensor, f"{t.exact} of {t.blocks}", f"{t.max_abs_error:.6g}",
+                     "" if ex is None else f"{where}: {ex['source']!r} -> {ex['target']!r}"])
+    print(_table(rows, ["tensor", "exact blocks", "largest error", "example (worst block)"]))
+    state = f"written to {s.output}" if s.written else "nothing written"
+    print(f"\n{sum(t.exact for t in s.tensors)} of {sum(t.blocks for t in s.tensors)} block(s) exact in {s.target}; "
+          f"{state}")
+    for n in s.notes:
+        print(f"NOTE: {n}")
+    return 1 if (args.require_exact and s.lossy) else 0
+
+
+def add_checkpoint_parser(sub: Any) -> None:
+    """Register ``fmtsim checkpoint`` and its subcommands on the top-level subparsers."""
+    s = sub.add_parser("checkpoint", help="quantized safetensors checkpoints: inspect, dequantize, convert")
+    csub = s.add_subparsers(dest="checkpoint_command", required=True)
+    c = csub.add_parser("convert", help="convert between formats: OCP FP8 -> FNUZ (as 'fmtsim fnuz convert'), "
+                                        "MXFP4 <-> NVFP4, MXFP4 -> block FP8, FP8 -> MXFP8, with a loss report")
+    c.add_argument("--to", choices=["fnuz", "nvfp4", "mxfp4", "fp8-block", "mxfp8"], default="fnuz",
+                   help="target format (default fnuz)")
+    c.add_argument("--require-exact", action="store_true", help="write nothing if any block would lose information")
+    c.add_argument("--producer", help="use this producer record for the input; skip detection")
+    add_fnuz_convert_arguments(c)
+    c.set_defaults(func=cmd_checkpoint_convert)
+    _add_dequantize(csub)
+    _add_inspect(csub)
+    _add_explain_diff(csub)
+
+
+def cmd_dequantize(args: argparse.Namespace) -> int:
+    from .dequant import dequantize
+
+    try:
+        s = dequantize(args.input, args.output, dtype=args.dtype, producer=args.producer, jobs=args.jobs,
+                       progress=sys.stderr.isatty())
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    rows = []
+    for r in s.shards:
+        status = "skipped (already done, hash checked)" if r.skipped else (
+            f"done again: {r.redone}" if r.redone else "done")
+        rows.append([r.shard, status, str(r.dequantized), str(r.dropped), str(r.bytes_in), str(r.bytes_out),
+                     str(r.values), str(r.rounded), str(r.overflow), str(r.nan), f"{r.seconds:.2f}"])
+    t = s.totals()
+    rows.append(["total", "", str(t["dequantized"]), str(t["dropped"]), str(t["bytes_in"]), str(t["bytes_out"]),
+                 str(t["values"]), str(t["rounded"]), str(t["overflow"]), str(t["nan"]), f"{s.seconds:.2f}"])
+    producers = ", ".join(f"{k} ({v} tensors)" for k, v in sorted(s.detection.producers.items()))
+    print(f"{s.source.path} -> {s.output}: {producers}; every value the exact product rounded once to {s.target}")
+    print(_table(rows, ["file", "status", "dequantized", "dropped", "bytes in", "bytes out", "values",
+                        "rounded (f32)", "overflow", "NaN", "s"]))
+    for n in s.notes:
+        print(f"NOTE: {n}")
+    return 0
+
+
+def _add_dequantize(csub: Any) -> None:
+    from .dequant import TARGETS
+    from .producers import PRODUCERS
+
+    c = csub.add_parser("dequantize", help="quantized checkpoint -> BF16/F16/F32, every value exact then rounded once")
+    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
+    c.add_argument("output", help="output file or directory")
+    c.add_argument("--dtype", choices=list(TARGETS), default="bfloat16")
+    c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
+    c.add_argument("--jobs", type=int, default=1, help="shards in parallel processes")
+    c.set_defaults(func=cmd_dequantize)
+
+
+def _fmt_num(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from .inspection import inspect
+
+    try:
+        r = inspect(args.input, producer=args.producer)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    if args.json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return 1 if r.errors else 0
+    marked = ", ".join(r.config_producers) or "none"
+    print(f"{r.path}: config files name {marked}; tensors: "
+          + (", ".join(f"{k} x{v}" for k, v in sorted(r.producers.items())) or "no quantized tensor found"))
+    rows = []
+    for t in r.tensors:
+        c, s = t.codes, t.scales
+        rows.append([t.tensor, t.producer, f"{t.scheme} {t.element}", "x".join(map(str, t.shape)),
+                     _fmt_num(c.get("nan_codes")), _fmt_num(c.get("neg_zero")),
+                     f"{100 * c.get('at_max_share', 0.0):.2f}%", _fmt_num(c.get("subnormal")),
+                     _fmt_num(c.get("unused_codes")),
+                     f"{_fmt_num(s.get('min'))} .. {_fmt_num(s.get('max'))}",
+                     _fmt_num(s.get("global")), str(len(t.findings))])
+    if rows:
+        print(_table(rows, ["tensor", "producer", "scheme", "shape", "NaN", "-0", "at max", "subnormal",
+                            "unused codes", "scales (min .. max)", "global", "findings"]))
+    if r.findings:
+        print()
+        print(_table([[f.severity, f.code, f.tensor, f.message] for f in r.findings],
+                     ["severity", "finding", "tensor", "what"]))
+    n_warn = len(r.findings) - r.errors
+    print(f"\n{len(r.tensors)} quantized tensor(s), {r.errors} error(s), {n_warn} warning(s)")
+    return 1 if r.errors else 0
+
+
+def _add_inspect(csub: Any) -> None:
+    from .producers import PRODUCERS
+
+    c = csub.add_parser("inspect", help="producer and scheme per layer, code and scale statistics, lint findings")
+    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
+    c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
+    c.add_argument("--json", action="store_true", help="machine-readable report")
+    c.set_defaults(func=cmd_inspect)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import explain
+
+    try:
+        rows = explain(args.input, args.original, producer=args.producer)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    table = [[r.tensor, r.producer, r.best, f"{r.by_recipe.get(r.best.split(' = ')[0], 0)} of {r.blocks}",
+              str(r.unexplained)] for r in rows]
+    print(_table(table, ["tensor", "producer", "recipe (most blocks)", "blocks explained", "unexplained"]))
+    for r in rows:
+        others = ", ".join(f"{k}: {v}" for k, v in r.by_recipe.items() if k not in r.best.split(" = "))
+        if others:
+            print(f"  {r.tensor}: other recipes explain {others}")
+        for n in r.notes:
+            print(f"  {r.tensor}: {n}")
+        for m in r.misses:
+            where = f"element {m.element}: expected code 0x{m.expected_code:02X}, found 0x{m.found_code:02X}" \
+                if m.element is not None and m.expected_code is not None and m.found_code is not None else \
+                "codes as expected"
+            print(f"  UNEXPLAINED {r.tensor} block {m.block}: {m.recipe} expects scale {m.expected_scale}, "
+                  f"found {m.found_scale}; {where}")
+        if r.unexplained > len(r.misses):
+            print(f"  ... and {r.unexplained - len(r.misses)} more unexplained block(s) in {r.tensor}")
+    return 1 if any(r.unexplained for r in rows) else 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .explain import diff
+
+    try:
+        rows = diff(args.a, args.b, original=args.original, producer=args.producer)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    unit = {"e8m0": "E8M0 step", "ue4m3": "UE4M3 code step"}
+    for d in rows:
+        print(f"{d.tensor}: {d.scales_differ} of {d.scales} scale(s) differ "
+              f"({100 * d.scales_differ / max(d.scales, 1):.1f}%), {d.codes_differ} of {d.codes} element code(s) "
+              f"differ ({100 * d.codes_differ / max(d.codes, 1):.1f}%)"
+              + (f", first at {d.first_code_diff}" if d.first_code_diff else ""))
+        for step, n in sorted(d.steps.items(), key=lambda kv: -kv[1]):
+            u = unit.get(d.scale_format, "eighth of a binade")
+            direction = "higher" if step > 0 else "lower"
+            print(f"    {100 * n / max(d.scales, 1):.1f}% of scales are {abs(step)} {u}{'s' if abs(step) != 1 else ''} "
+                  f"{direction} in B")
+        if d.recipes:
+            print(f"    A follows {d.recipes['A']}; B follows {d.recipes['B']}")
+    return 0
+
+
+def _add_explain_diff(csub: Any) -> None:
+    from .producers import PRODUCERS
+
+    names = [p.name for p in PRODUCERS]
+    c = csub.add_parser("explain", help="name the recipe (scale rule, rounding) that made each quantized tensor")
+    c.add_argument("input", help="the quantized checkpoint")
+    c.add_argument("--original", required=True, help="the high-precision weights it came from")
+    c.add_argument("--producer", choices=names, help="use this record; skip detection")
+    c.set_defaults(func=cmd_explain)
+    c = csub.add_parser("diff", help="two quantizations of the same weights: scale steps and element codes")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.add_argument("--original", help="the high-precision weights: say which recipe each follows")
+    c.add_argument("--producer", choices=names, help="use this record; skip detection")
+    c.set_defaults(func=cmd_diff)

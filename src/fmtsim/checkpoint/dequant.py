@@ -1,0 +1,808 @@
+"""``fmtsim checkpoint dequantize``: every quantized tensor a producer record matches becomes
+BF16, F16 or F32 holding the exact product (codes x block scale x global scale, or the exact
+quotient for a divisor global scale) rounded once, to nearest even, to the target dtype.
+
+How it stays exact and fast: the value of a code under one scale is a small table. For FP8,
+one 256-entry table per block of codes (its scale times each code's value); for FP4 (MXFP4,
+NVFP4), one 65536-entry table per tensor indexed by (scale byte, packed byte) that yields the
+two output values of the byte at once. A table entry is computed in float64 (every product
+here is exact in 53 bits: E4M3 x F32 needs 28, E2M1 x UE4M3 x F32 needs 30) and rounded to the
+target through round-to-odd float32 (an odd last bit remembers the discarded bits, so the
+second rounding to BF16 or F16 is the one correct rounding: ml_dtypes' own float64 -> bfloat16
+cast rounds twice). A divisor global scale (compressed-tensors NVFP4: w = e2m1 * s / g) is
+divided in float64 and the sign of the exact remainder (an error-free product) decides the
+sticky bit. Elements are then one gather per code or per byte.
+
+Output layout: a tensor ``L.weight`` (or ``L.weight_packed``: renamed ``L.weight``; gpt-oss
+``L_blocks`` [..., G, 16] -> ``L`` [..., G * 32], the layout gpt-oss' own ``weights.py`` returns;
+compressed-tensors W4A16 -> ``weight_shape``) in the target dtype; its scales, global scale,
+zero point and shape tensor, and the activation scales the record lists, are dropped; every
+other tensor is copied byte for byte. The index is rewritten, ``quantization_config`` is
+removed from config.json (kept under ``fmtsim_dequantized``), ``hf_quant_config.json`` is left
+out, the other files are copied.
+
+Float32 targets: the product is exact in float32 wherever it is representable; the others are
+rounded once and counted (``rounded``). Overflow to Inf (F16) is counted too.
+
+Safety as the FNUZ converter: one output file per shard, written to a temporary name, its
+data's CRC-32 recorded in its header; a re-run keeps an output only when the source
+fingerprint and options match and the recorded checksum matches the data on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import zlib
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .. import __version__
+from ..codec import decode
+from .files import (
+    INDEX_NAME,
+    CheckpointError,
+    Entry,
+    Header,
+    ShardWriter,
+    Source,
+    check_output,
+    copy_side_files,
+    crosscheck,
+    find_source,
+    header_bytes,
+    make_output_dir,
+    read_array,
+    read_header,
+    remove_stale_temps,
+)
+from .producers import Detection, LayerMatch, detect, read_configs
+
+__all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan"]
+
+META_KEY = "fmtsim_dequantize"
+TARGETS: dict[str, tuple[str, np.dtype, np.dtype]] = {
+           "bfloat16": ("BF16", np.dtype(ml_dtypes.bfloat16), np.dtype(np.uint16)),
+           "float16": ("F16", np.dtype(np.float16), np.dtype(np.uint16)),
+           "float32": ("F32", np.dtype(np.float32), np.dtype(np.uint32))}
+FP8_ELEMENT = {"F8_E4M3": "e4m3", "F8_E5M2": "e5m2", "F8_E4M3FNUZ": "e4m3fnuz", "F8_E5M2FNUZ": "e5m2fnuz"}
+ROWS_PER_CHUNK_BYTES = 1 << 18  # input bytes per step: bounded memory, the work stays in L2 (measured)
+
+
+# ---- one correct rounding ----------------------------------------------------------------
+
+
+def _round_to_odd_f32(x: np.ndarray, sticky: np.ndarray | None = None) -> np.ndarray:
+    """float64 ``x`` (plus a remainder below it whose sign is ``sticky``) -> float32 rounded to odd:
+    truncated toward zero, last bit set when anything was discarded."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+    back = f.astype(np.float64)
+    finite = np.isfinite(x)
+    lost = finite & (back != x)
+    away = finite & (np.abs(back) > np.abs(x))  # RNE went away from zero: step back one code
+    if sticky is not None:
+        at = finite & (back == x) & (sticky != 0)  # x fits; the remainder decides
+        away |= at & (np.sign(sticky) == -np.sign(x))
+        lost |= at
+    bits = f.view(np.uint32).copy()
+    bits -= away.astype(np.uint32)
+    bits |= lost.astype(np.uint32)
+    return bits.view(np.float32)
+
+
+def round_to_target(x: np.ndarray, target: str, sticky: np.ndarray | None = None) -> np.ndarray:
+    """Exact float64 values (``x``, plus the sign of a remainder below float64 precision in
+    ``sticky``) rounded once, to nearest even, to ``target`` (bfloat16 | float16 | float32)."""
+    dt = TARGETS[target][1]
+    x = np.asarray(x, dtype=np.float64)
+    if target == "float32" and sticky is None:
+        with np.errstate(over="ignore"):
+            return x.astype(np.float32)
+    if target == "float32":
+        assert sticky is not None
+        # x already the nearest float64; a remainder matters only at an exact float32 midpoint
+        odd = _round_to_odd_f64(x, sticky)
+        with np.errstate(over="ignore"):
+            return odd.astype(np.float32)
+    f = _round_to_odd_f32(x, sticky)
+    with np.errstate(over="ignore"):
+        return f.astype(dt)
+
+
+def _round_to_odd_f64(x: np.ndarray, sticky: np.ndarray) -> np.ndarray:
+    """x (a float64 nearest to the exact value) -> the float64 rounded to odd."""
+    bits = x.view(np.uint64).copy()
+    inexact = np.isfinite(x) & (sticky != 0)
+    below = inexact & (np.sign(sticky) == -np.sign(x))  # exact value is nearer zero than x
+    bits -= (below & ((bits & 1) == 0)).astype(np.uint64)  # step toward zero onto an odd code
+    up = inexact & ~below & ((bits & 1) == 0)
+    bits += up.astype(np.uint64)
+    return bits.view(np.float64)
+
+
+def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """p + e == a * b exactly (Dekker; finite float64, no overflow)."""
+    split = 134217729.0  # 2^27 + 1
+    p = a * b
+    ca = split * a
+    ah = ca - (ca - a)
+    al = a - ah
+    cb = split * b
+    bh = cb - (cb - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def divide_exactly(a: np.ndarray, g: float) -> tuple[np.ndarray, np.ndarray]:
+    """q = a / g to nearest float64 and the sign of a - q*g (the part of a/g below q)."""
+    a = np.asarray(a, dtype=np.float64)
+    gv = np.full_like(a, g)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = a / gv
+        p, e = _two_product(q, gv)
+        r = (a - p) - e
+    r = np.where(np.isfinite(q), r, 0.0)
+    return q, np.sign(r) * np.sign(gv)
+
+
+# ---- tables --------------------------------------------------------------------------------
+
+
+def _bits(values: np.ndarray, target: str, sticky: np.ndarray | None = None) -> np.ndarray:
+    return round_to_target(values, target, sticky).view(TARGETS[target][2])
+
+
+@cache
+def _e2m1() -> np.ndarray:
+    return np.asarray(decode(np.arange(16, dtype=np.uint8), "e2m1", np.float64))
+
+
+@cache
+def _scale_values(fmt: str) -> np.ndarray:
+    return np.asarray(decode(np.arange(256, dtype=np.uint8), fmt, np.float64))
+
+
+def _pair_table(single: np.ndarray, target: str) -> np.ndarray:
+    """[256 scale, 16 code] target bits -> [65536] (scale << 8 | byte) -> both outputs of the byte."""
+    wide = np.uint32 if TARGETS[target][2].itemsize == 2 else np.uint64
+    shift = 16 if wide is np.uint32 else 32
+    lo = single[:, np.arange(256) & 0xF].astype(wide)
+    hi = single[:, np.arange(256) >> 4].astype(wide)
+    return (lo | (hi << wide(shift))).reshape(-1)
+
+
+@lru_cache(maxsize=8)
+def _mxfp4_table(target: str) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(invalid="ignore"):
+        vals = _scale_values("e8m0")[:, None] * _e2m1()[None, :]
+    bits = _bits(vals, target)
+    return _pair_table(bits, target), _flags(vals, None, bits, target)
+
+
+def _nvfp4_table(g: float, direction: str, target: str) -> tuple[np.ndarray, np.ndarray]:
+    # the stored tensor is F8_E4M3: a set sign bit (a negative scale, a lint finding) is read as loaders read it
+    block = _scale_values("e4m3")[:, None] * _e2m1()[None, :]  # exact
+    if direction == "multiplier":
+        with np.errstate(invalid="ignore", over="ignore"):
+            vals = block * np.float64(g)  # exact: 2 + 4 + 24 significant bits
+        bits = _bits(vals, target)
+        return _pair_table(bits, target), _flags(vals, None, bits, target)
+    q, sticky = divide_exactly(block, float(g))
+    bits = _bits(q, target, sticky)
+    return _pair_table(bits, target), _flags(q, sticky, bits, target)
+
+
+def _flags(vals: np.ndarray, sticky: np.ndarray | None, bits: np.ndarray, target: str) -> np.ndarray:
+    """Per [scale, code] entry: 1 NaN, 2 overflow to Inf, 4 rounded (float32 target only)."""
+    out = TARGETS[target][1]
+    got = bits.view(out).astype(np.float64)
+    finite = np.isfinite(vals)
+    f = np.isnan(got).astype(np.uint8)
+    f |= (finite & np.isinf(got)).astype(np.uint8) << 1
+    if target == "float32":
+        inexact = finite & np.isfinite(got) & ((got != vals) | ((sticky != 0) if sticky is not None else False))
+        f |= inexact.astype(np.uint8) << 2
+    return f
+
+
+def _pair_flags(single: np.ndarray, target: str) -> np.ndarray | None:
+    """[256, 16] flags -> [65536] flags of both nibbles (low nibble bits 0-2, high nibble bits 3-5)."""
+    if not single.any():
+        return None
+    lo = single[:, np.arange(256) & 0xF]
+    hi = single[:, np.arange(256) >> 4]
+    return (lo | (hi << 3)).reshape(-1).astype(np.uint8)
+
+
+# ---- planning ------------------------------------------------------------------------------
+
+
+@dataclass
+class TensorJob:
+    """How one codes tensor becomes one output tensor."""
+
+    match: LayerMatch
+    out_name: str
+    out_shape: tuple[int, ...]
+    codes_dtype: str
+    scale_shape: tuple[int, ...]
+    block: tuple[int, int] | None = None  # FP8: rows x cols one scale covers
+
+
+def _out_name(m: LayerMatch) -> str:
+    p = m.producer
+    if p.codes in ("_blocks", ".blocks"):
+        return m.layer
+    return m.layer + ".weight"
+
+
+def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]) -> TensorJob:
+    """Shapes and block geometry of one match, checked against its record; CheckpointError if not."""
+    p = m.producer
+    c, s = entries[m.codes], entries[m.scale]
+    where = f"{m.codes} ({p.name})"
+    if p.scheme == "fp8":
+        if len(c.shape) != 2:
+            raise CheckpointError(f"{where}: FP8 weights are 2-D, got {list(c.shape)}")
+        rows, cols = c.shape
+        n = int(np.prod(s.shape, dtype=np.int64))
+        if n == 1:
+            block = (rows, cols)
+        elif s.shape in ((rows, 1), (rows,)):
+            block = (1, cols)
+        elif len(s.shape) == 2:
+            b = p.block
+            cfg = configs.get("config.json") or {}
+            wbs = (cfg.get("quantization_config") or {}).get("weight_block_size") if isinstance(cfg, dict) else None
+            if isinstance(wbs, list) and len(wbs) == 2:
+                b = (int(wbs[0]), int(wbs[1]))
+            if b is None:
+                b = (-(-rows // s.shape[0]), -(-cols // s.shape[1]))
+            if s.shape != (-(-rows // b[0]), -(-cols // b[1])):
+                raise CheckpointError(f"{where}: scale {m.scale} {list(s.shape)} does not cover {list(c.shape)} "
+                                      f"in {b[0]}x{b[1]} blocks")
+            block = b
+        else:
+            raise CheckpointError(f"{where}: cannot tell how scale {m.scale} {list(s.shape)} covers {list(c.shape)}")
+        return TensorJob(m, _out_name(m), c.shape, c.dtype, s.shape, block)
+    if p.scheme in ("nvfp4", "mxfp4"):
+        per = p.block[1] if p.block else 32
+        if p.codes in ("_blocks", ".blocks"):
+            if len(c.shape) < 2 or c.shape[-1] != per // 2 or c.shape[:-1] != s.shape:
+                raise CheckpointError(f"{where}: blocks {list(c.shape)} and scales {list(s.shape)} do not fit "
+                                      f"[..., G, {per // 2}] / [..., G]")
+            out_shape = (*c.shape[:-2], c.shape[-2] * per)
+        else:
+            out_shape = (*c.shape[:-1], c.shape[-1] * 2)
+            want = (*c.shape[:-1], out_shape[-1] // per)
+            if out_shape[-1] % per or s.shape != want:
+                raise CheckpointError(f"{where}: scale {m.scale} is {list(s.shape)}; {list(c.shape)} packed FP4 "
+                                      f"needs {list(want)} (one per {per} values; swizzled scales are not read)")
+        if m.global_scale is not None and int(np.prod(entries[m.global_scale].shape, dtype=np.int64)) != 1:
+            raise CheckpointError(f"{where}: global scale {m.global_scale} has {list(entries[m.global_scale].shape)} "
+                                  "elements; one per tensor is expected")
+        return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape)
+    if p.scheme == "w4a16":
+        if len(c.shape) != 2:
+            raise CheckpointError(f"{where}: packed int4 weights are 2-D, got {list(c.shape)}")
+        return TensorJob(m, _out_name(m), (c.shape[0], c.shape[1] * 8), c.dtype, s.shape)
+    raise CheckpointError(f"{where}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
+
+
+# ---- computing -----------------------------------------------------------------------------
+
+
+@dataclass
+class ShardResult:
+    shard: str
+    skipped: bool = False
+    redone: str = ""
+    tensors: int = 0
+    dequantized: int = 0
+    dropped: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    values: int = 0
+    rounded: int = 0
+    overflow: int = 0
+    nan: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _Job:
+    shard: Path
+    out_path: Path
+    target: str
+    tensors: dict[str, TensorJob]  # codes name -> job (codes in this shard)
+    dropped: set[str]
+    where: dict[str, Path]  # every tensor -> its shard (scales may live elsewhere)
+    options: dict[str, Any]
+
+
+def _read_named(job: _Job, name: str, cache: dict[Path, Header]) -> np.ndarray:
+    shard = job.where[name]
+    h = cache.get(shard) or read_header(shard)
+    cache[shard] = h
+    with open(shard, "rb") as fh:
+        return read_array(fh, h, h.entries[name])
+
+
+def _fingerprint(h: Header) -> str:
+    st = h.path.stat()
+    return hashlib.sha256(h.raw + f"{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()
+
+
+class _Crc:
+    """CRC-32 of everything written (finds flipped or lost bytes; 10x cheaper than SHA-256 here)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def update(self, data: Any) -> None:
+        self.value = zlib.crc32(data, self.value)
+
+    def hexdigest(self) -> str:
+        return f"{self.value:08x}"
+
+
+def _data_checksum(path: Path) -> tuple[str, str]:
+    """(recorded, actual) CRC-32 of an output file's data section."""
+    h = read_header(path)
+    meta = json.loads(h.metadata.get(META_KEY, "{}"))
+    digest = _Crc()
+    with open(path, "rb") as fh:
+        fh.seek(h.data_start)
+        while piece := fh.read(1 << 22):
+            digest.update(piece)
+    return str(meta.get("data_crc32", "")), digest.hexdigest()
+
+
+def _fp8_specials(codes: np.ndarray, element: str, tmp: np.ndarray) -> tuple[int, int]:
+    """(NaN codes, Inf codes) in a chunk, by bit masks (cheaper than a histogram)."""
+    if element.endswith("fnuz"):
+        return int(np.count_nonzero(codes == 0x80)), 0
+    m = np.bitwise_and(codes, 0x7F, out=tmp[: codes.size].reshape(codes.shape))
+    if element == "e4m3":
+        return int(np.count_nonzero(m == 0x7F)), 0
+    return int(np.count_nonzero(m > 0x7C)), int(np.count_nonzero(m == 0x7C))
+
+
+def _stream_fp8(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry, target: str,
+                emit: Callable[[Any], None], res: ShardResult, progress: Callable[[int], None] | None) -> None:
+    """One gather per code from a per-(row group, column block) table of the exact products, rounded once."""
+    element = FP8_ELEMENT[tj.codes_dtype]
+    table = np.asarray(decode(np.arange(256, dtype=np.uint8), element, np.float64))
+    rows, cols = e.shape
+    assert tj.block is not None
+    br, bc = tj.block
+    s = np.asarray(scale, dtype=np.float64)
+    s = s.reshape(1, 1) if s.size == 1 else s.reshape(rows, 1) if s.ndim == 1 else s
+    ncb = s.shape[1]
+    if s.shape[0] == 1:  # per tensor: one table, rows in ~1 MiB steps
+        step, per_group = max(1, ROWS_PER_CHUNK_BYTES // max(cols, 1)), rows
+    elif br == 1:  # per row: a table per row
+        step = per_group = 1
+        step = max(1, min(rows, ROWS_PER_CHUNK_BYTES // max(cols, 1), 4096))
+    else:  # blocks: whole block rows per step
+        step = br * max(1, ROWS_PER_CHUNK_BYTES // max(cols * br, 1))
+        per_group = br
+    groups_per_step = max(1, -(-step // per_group)) if s.shape[0] > 1 else 1
+    lut_size = groups_per_step * ncb * 256
+    idx_dtype = np.intp  # take() converts any other index type to intp first: build it in intp once
+    del lut_size
+    col_off = (np.arange(cols) // bc) * 256 if ncb > 1 else np.zeros(cols, np.int64)
+    row_grp = np.arange(step) // per_group if s.shape[0] > 1 else np.zeros(step, np.int64)
+    base = (row_grp[:, None] * (ncb * 256) + col_off[None, :]).astype(idx_dtype)
+    idx_buf = np.empty((step, cols), idx_dtype)
+    out_buf = np.empty((step, cols), TARGETS[target][2])
+    tmp = np.empty(step * cols, np.uint8)
+    table_nan = np.isnan(table)
+    src.seek(h.data_start + e.begin)
+    for r0 in range(0, rows, step):
+        n = min(step, rows - r0)
+        raw = src.read(n * cols)
+        if len(raw) != n * cols:
+            raise CheckpointError(f"{h.path}: truncated data in tensor {e.name!r}")
+        codes = np.frombuffer(raw, dtype=np.uint8).reshape(n, cols)
+        g0 = r0 // per_group if s.shape[0] > 1 else 0
+        g1 = (r0 + n - 1) // per_group + 1 if s.shape[0] > 1 else 1
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = s[g0:g1, :, None] * table[None, None, :]  # [groups, column blocks, 256], exact
+        lut = _bits(exact, target).reshape(-1)
+        idx = np.add(base[:n], codes, out=idx_buf[:n], casting="unsafe")
+        out = np.take(lut, idx, out=out_buf[:n])
+        res.values += out.size
+        nan_codes, _ = _fp8_specials(codes, element, tmp)
+        finite_exact = np.isfinite(exact)
+        if np.isnan(exact[:, :, ~table_nan]).any():  # a NaN scale: count NaN outputs directly
+            res.nan += int(np.count_nonzero(np.isnan(out.view(TARGETS[target][1]))))
+        else:
+            res.nan += nan_codes
+        got = lut.view(TARGETS[target][1]).astype(np.float64).reshape(exact.shape)
+        over = finite_exact & np.isinf(got)
+        if over.any():
+            res.overflow += int(np.count_nonzero(over.reshape(-1)[idx]))
+        if target == "float32":
+            rounded = finite_exact & ~over & (got != exact)
+            if rounded.any():
+                res.rounded += int(np.count_nonzero(rounded.reshape(-1)[idx]))
+        emit(out.data)
+        if progress:
+            progress(n * cols)
+
+
+def _stream_fp4(m: LayerMatch, scale: np.ndarray, src: Any, h: Header, e: Entry, target: str, glob: float | None,
+                emit: Callable[[Any], None], res: ShardResult, progress: Callable[[int], None] | None) -> None:
+    """One gather per packed byte from a (scale byte, packed byte) -> two outputs table."""
+    p = m.producer
+    if p.scheme == "mxfp4":
+        lut, flags1 = _mxfp4_table(target)
+    else:
+        assert glob is not None and p.global_direction is not None
+        lut, flags1 = _nvfp4_table(glob, p.global_direction, target)
+    flags = _pair_flags(flags1, target)
+    risky: np.ndarray = np.asarray(flags1.any(axis=1))  # scale bytes that may give NaN, Inf or (f32) a rounding
+    per_bytes = (p.block[1] if p.block else 32) // 2
+    sc16 = np.left_shift(np.ascontiguousarray(scale).view(np.uint8).reshape(-1).astype(np.intp), 8)
+    groups = e.nbytes // per_bytes
+    step = max(1, ROWS_PER_CHUNK_BYTES // per_bytes)
+    idx_buf = np.empty((step, per_bytes), np.intp)  # take() would convert a narrower index anyway
+    out_buf = np.empty((step, per_bytes), lut.dtype)
+    src.seek(h.data_start + e.begin)
+    for g0 in range(0, groups, step):
+        n = min(step, groups - g0)
+        raw = src.read(n * per_bytes)
+        if len(raw) != n * per_bytes:
+            raise CheckpointError(f"{h.path}: truncated data in tensor {e.name!r}")
+        b = np.frombuffer(raw, dtype=np.uint8).reshape(n, per_bytes)
+        idx = np.bitwise_or(sc16[g0:g0 + n, None], b, out=idx_buf[:n])
+        out = np.take(lut, idx, out=out_buf[:n])
+        res.values += out.size * 2
+        if flags is not None and risky[sc16[g0:g0 + n] >> 8].any():
+            f = flags[idx]
+            for bit, key in ((0, "nan"), (1, "overflow"), (2, "rounded")):
+                n_set = int(np.count_nonzero(f & (1 << bit))) + int(np.count_nonzero(f & (8 << bit)))
+                setattr(res, key, getattr(res, key) + n_set)
+        emit(out.data)
+        if progress:
+            progress(n * per_bytes)
+
+
+@lru_cache(maxsize=16)
+def _mxfp8_table(element: str, target: str) -> tuple[np.ndarray, np.ndarray]:
+    """[E8M0 byte << 8 | code] -> target bits, and flags (1 NaN, 2 overflow, 4 rounded)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        vals = _scale_values("e8m0")[:, None] * np.asarray(
+            decode(np.arange(256, dtype=np.uint8), element, np.float64))[None, :]
+    bits = _bits(vals, target)
+    return bits.reshape(-1), _flags(vals, None, bits, target).reshape(-1)
+
+
+def _stream_mxfp8(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry, target: str,
+                  emit: Callable[[Any], None], res: ShardResult, progress: Callable[[int], None] | None) -> None:
+    """MXFP8 (FP8 codes, one E8M0 byte per 32 along a row): one gather per code from a
+    (scale byte, code) table, as for FP4."""
+    element = FP8_ELEMENT[tj.codes_dtype]
+    lut, flags = _mxfp8_table(element, target)
+    assert tj.block is not None
+    per = tj.block[1]
+    if e.shape[-1] % per:
+        raise CheckpointError(f"{e.name}: rows of {e.shape[-1]} values are not whole blocks of {per}")
+    sc = np.left_shift(np.ascontiguousarray(scale).view(np.uint8).reshape(-1).astype(np.intp), 8)
+    groups = e.nbytes // per
+    step = max(1, ROWS_PER_CHUNK_BYTES // per)
+    idx_buf = np.empty((step, per), np.intp)
+    out_buf = np.empty((step, per), lut.dtype)
+    src.seek(h.data_start + e.begin)
+    for g0 in range(0, groups, step):
+        n = min(step, groups - g0)
+        raw = src.read(n * per)
+        if len(raw) != n * per:
+            raise CheckpointError(f"{h.path}: truncated data in tensor {e.name!r}")
+        c = np.frombuffer(raw, dtype=np.uint8).reshape(n, per)
+        idx = np.bitwise_or(sc[g0:g0 + n, None], c, out=idx_buf[:n])
+        out = np.take(lut, idx, out=out_buf[:n])
+        res.values += out.size
+        f = flags[idx]
+        if f.any():
+            res.nan += int(np.count_nonzero(f & 1))
+            res.overflow += int(np.count_nonzero(f & 2))
+            res.rounded += int(np.count_nonzero(f & 4))
+        emit(out.data)
+        if progress:
+            progress(n * per)
+
+
+def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit: Callable[[Any], None],
+                   cache: dict[Path, Header], res: ShardResult, progress: Callable[[int], None] | None) -> None:
+    m, target = tj.match, job.target
+    p = m.producer
+    scale = _read_named(job, m.scale, cache)
+    if p.scheme == "fp8" and p.scale_format == "e8m0":
+        _stream_mxfp8(tj, scale, src, h, e, target, emit, res, progress)
+        return
+    if p.scheme == "fp8":
+        _stream_fp8(tj, scale, src, h, e, target, emit, res, progress)
+        return
+    if p.scheme in ("nvfp4", "mxfp4"):
+        glob = float(_read_named(job, m.global_scale, cache).reshape(-1)[0]) if m.global_scale else None
+        _stream_fp4(m, scale, src, h, e, target, glob, emit, res, progress)
+        return
+    # w4a16: (q - zp) * s, eight int4 (+8) per int32 along the rows, element i at bits 4i
+    packed = read_array(src, h, e).astype(np.int64) & 0xFFFFFFFF
+    q = ((packed[:, :, None] >> (4 * np.arange(8))) & 0xF).reshape(packed.shape[0], -1) - 8
+    if m.shape_tensor:
+        shp = tuple(int(v) for v in _read_named(job, m.shape_tensor, cache).reshape(-1))
+        q = q[: shp[0], : shp[1]]
+    s = scale.astype(np.float64)
+    group = q.shape[1] // s.shape[1]
+    zp = np.zeros_like(s)
+    if m.zero_point:
+        zpk = _read_named(job, m.zero_point, cache).astype(np.int64) & 0xFFFFFFFF
+        zpu = ((zpk[:, None, :] >> (4 * np.arange(8))[None, :, None]) & 0xF).reshape(-1, zpk.shape[1]) - 8
+        zp = zpu[: s.shape[0]].astype(np.float64)
+    vals64 = (q - np.repeat(zp, group, axis=1)) * np.repeat(s, group, axis=1)  # exact: 5 + 24 bits at most
+    out_bits = _bits(vals64, target)
+    res.values += out_bits.size
+    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
+    res.nan += int(np.count_nonzero(np.isnan(got)))
+    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals64)))
+    if target == "float32":
+        res.rounded += int(np.count_nonzero(np.isfinite(got) & (got != vals64)))
+    emit(out_bits.data)
+    if progress:
+        progress(e.nbytes)
+
+
+def _dequantize_shard(job: _Job, progress: Callable[[int], None] | None = None) -> ShardResult:
+    t0 = time.perf_counter()
+    h = read_header(job.shard)
+    res = ShardResult(job.shard.name, bytes_in=h.file_size, tensors=len(h.entries))
+    fingerprint = _fingerprint(h)
+    if job.out_path.exists():
+        try:
+            prior = read_header(job.out_path)
+            info = json.loads(prior.metadata.get(META_KEY, "{}"))
+            recorded, actual = _data_checksum(job.out_path)
+            if info.get("source_fingerprint") != fingerprint:
+                res.redone = "the existing output was made from a different input"
+            elif info.get("options") != job.options:
+                res.redone = "the existing output was made with different options"
+            elif recorded != actual:
+                res.redone = "the existing output's data do not match its recorded CRC-32"
+        except (CheckpointError, json.JSONDecodeError, OSError):
+            res.redone = "the existing output is not a finished dequantization"
+        if not res.redone:
+            res.skipped = True
+            res.bytes_out = job.out_path.stat().st_size
+            if progress:
+                progress(h.file_size)
+            res.seconds = time.perf_counter() - t0
+            return res
+    tag = TARGETS[job.target][0]
+    item = TARGETS[job.target][1].itemsize
+    out_entries: list[Entry] = []
+    tags: dict[str, str] = {}
+    pos = 0
+    plan_order: list[tuple[Entry, TensorJob | None]] = []
+    for e in h.ordered():
+        if e.name in job.dropped:
+            res.dropped += 1
+            continue
+        tj = job.tensors.get(e.name)
+        if tj is not None:
+            n = int(np.prod(tj.out_shape, dtype=np.int64)) * item
+            out_entries.append(Entry(tj.out_name, tag, tj.out_shape, pos, pos + n))
+            tags[tj.out_name] = tag
+        else:
+            out_entries.append(Entry(e.name, e.dtype, e.shape, pos, pos + e.nbytes))
+        pos = out_entries[-1].end
+        plan_order.append((e, tj))
+    info = {"target": job.target, "fmtsim_version": __version__, "source_file": job.shard.name,
+            "source_fingerprint": fingerprint, "options": job.options,
+            "dequantized": {tj.out_name: tj.match.producer.name for tj in job.tensors.values()},
+            "data_crc32": "0" * 8}
+    meta = {k: v for k, v in h.metadata.items() if k != META_KEY}
+    meta[META_KEY] = json.dumps(info, separators=(",", ":"))
+    header = header_bytes(out_entries, tags, meta)
+    digest = _Crc()
+    cache: dict[Path, Header] = {job.shard: h}
+    with open(job.shard, "rb") as src, ShardWriter(job.out_path) as dst:
+        dst.write(header)
+
+        def emit(data: Any) -> None:
+            digest.update(data)
+            dst.write(data)
+
+        for e, tj in plan_order:
+            if tj is None:
+                src.seek(h.data_start + e.begin)
+                left = e.nbytes
+                while left:
+                    piece = src.read(min(left, 1 << 20))
+                    if not piece:
+                        raise CheckpointError(f"{h.path}: truncated data in tensor {e.name!r}")
+                    emit(piece)
+                    left -= len(piece)
+                if progress:
+                    progress(e.nbytes)
+            else:
+                _stream_tensor(job, tj, src, h, e, emit, cache, res, progress)
+                res.dequantized += 1
+        info["data_crc32"] = digest.hexdigest()
+        meta[META_KEY] = json.dumps(info, separators=(",", ":"))
+        final_header = header_bytes(out_entries, tags, meta)
+        if len(final_header) != len(header):  # pragma: no cover - equal-length hex checksums
+            raise CheckpointError(f"{job.out_path}: internal error: header length changed")
+        assert dst.fh is not None
+        try:
+            dst.fh.seek(0)
+        except OSError as err:  # pragma: no cover
+            raise CheckpointError(f"{job.out_path}: cannot write: {err.strerror}") from None
+        dst.write(final_header)
+        tmp = dst.finish()
+        crosscheck(read_header(tmp))
+        dst.commit()
+    res.bytes_out = job.out_path.stat().st_size
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+# ---- the whole job -------------------------------------------------------------------------
+
+
+@dataclass
+class DequantSummary:
+    source: Source
+    output: Path
+    target: str
+    detection: Detection
+    jobs: dict[str, TensorJob]
+    shards: list[ShardResult]
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def totals(self) -> dict[str, int]:
+        keys = ("tensors", "dequantized", "dropped", "bytes_in", "bytes_out", "values", "rounded", "overflow", "nan")
+        return {k: sum(getattr(s, k) for s in self.shards) for k in keys}
+
+
+def _scan(path: str | Path, producer: str | None) -> tuple[Source, dict[Path, Header], dict[str, Path],
+                                                            dict[str, Any], Detection]:
+    src = find_source(path)
+    headers = {s: read_header(s) for s in src.shards}
+    for h in headers.values():
+        crosscheck(h)
+    where: dict[str, Path] = {}
+    for s, h in headers.items():
+        for name in h.entries:
+            if name in where:
+                raise CheckpointError(f"duplicated tensor name {name!r} in {where[name].name} and {s.name}")
+            where[name] = s
+    configs = read_configs(src.path if src.is_dir else src.path.parent)
+    dtypes = {n: headers[where[n]].entries[n].dtype for n in where}
+    try:
+        det = detect(dtypes, configs, producer)
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
+    return src, headers, where, configs, det
+
+
+def dequantize(
+    src: str | Path,
+    out: str | Path,
+    *,
+    dtype: str = "bfloat16",
+    producer: str | None = None,
+    jobs: int = 1,
+    progress: bool = False,
+) -> DequantSummary:
+    """Dequantize every tensor a producer record matches; see the module docstring."""
+    if dtype not in TARGETS:
+        raise CheckpointError(f"--dtype must be one of {', '.join(TARGETS)}, not {dtype!r}")
+    t0 = time.perf_counter()
+    source, headers, where, configs, det = _scan(src, producer)
+    if det.ambiguous:
+        name, cands = next(iter(sorted(det.ambiguous.items())))
+        raise CheckpointError(f"{name}: matches producers with different rules ({', '.join(cands)}) and no config "
+                              f"file says which; choose with --producer NAME ({len(det.ambiguous)} such tensor(s))")
+    if not det.layers:
+        raise CheckpointError(f"{source.path}: no tensor matches a known producer layout; nothing to dequantize "
+                              "(see 'fmtsim checkpoint inspect')")
+    entries = {n: headers[where[n]].entries[n] for n in where}
+    plans = {n: layer_plan(m, entries, configs) for n, m in det.layers.items()}
+    dropped: set[str] = set()
+    for m in det.layers.values():
+        for extra in (m.scale, m.global_scale, m.zero_point, m.shape_tensor):
+            if extra:
+                dropped.add(extra)
+        for suffix in m.producer.extra:
+            if m.layer + suffix in where:
+                dropped.add(m.layer + suffix)
+    out_names = [tj.out_name for tj in plans.values()]
+    clash = (set(out_names) & (set(where) - set(plans) - dropped)) or {n for n in out_names if out_names.count(n) > 1}
+    if clash:
+        raise CheckpointError(f"output tensor name {sorted(clash)[0]!r} would exist twice")
+    out_p = check_output(source, out)
+    is_dir = source.is_dir
+    out_dir = out_p if is_dir else out_p.parent
+    make_output_dir(out_dir)
+    notes = [f"removed {q.name} (left by a killed run)" for q in remove_stale_temps(out_dir)]
+    options = {"dtype": dtype, "producer": producer}
+    job_list = [_Job(s, (out_p / s.name) if is_dir else out_p, dtype,
+                     {n: tj for n, tj in plans.items() if where[n] == s},
+                     {n for n in dropped if where[n] == s}, where, options) for s in source.shards]
+    bar = None
+    if progress:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=sum(h.file_size for h in headers.values()), unit="B", unit_scale=True,
+                       desc="dequantize")
+        except ImportError:  # pragma: no cover
+            bar = None
+    update = bar.update if bar is not None else None
+    results: list[ShardResult] = []
+    try:
+        if jobs <= 1 or len(job_list) == 1:
+            results = [_dequantize_shard(j, update) for j in job_list]
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                for r in pool.map(_dequantize_shard, job_list):
+                    results.append(r)
+                    if update:
+                        update(r.bytes_in)
+    finally:
+        if bar is not None:
+            bar.close()
+    if is_dir:
+        notes += _side_files(source, out_p, plans, dropped, where, dtype)
+    return DequantSummary(source, out_p, dtype, det, plans, results, time.perf_counter() - t0, notes)
+
+
+def _side_files(source: Source, out: Path, plans: dict[str, TensorJob], dropped: set[str],
+                where: dict[str, Path], dtype: str) -> list[str]:
+    rewrite: dict[str, bytes] = {}
+    notes: list[str] = []
+    note = {"target": dtype, "fmtsim_version": __version__}
+    if source.index is not None:
+        index = json.loads(json.dumps(source.index))
+        wm = {}
+        for name, shard in index["weight_map"].items():
+            if name in dropped:
+                continue
+            wm[plans[name].out_name if name in plans else name] = shard
+        index["weight_map"] = dict(sorted(wm.items()))
+        meta = dict(index.get("metadata") or {})
+        meta.pop("total_size", None)
+        meta[META_KEY] = note
+        index["metadata"] = meta
+        rewrite[INDEX_NAME] = (json.dumps(index, indent=2) + "\n").encode()
+    cfg_path = source.path / "config.json"
+    if cfg_path.is_file():
+        try:
+            cfg = json.loads(cfg_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{cfg_path}: not valid JSON: {e}") from None
+        if isinstance(cfg, dict):
+            qc = cfg.pop("quantization_config", None)
+            cfg["fmtsim_dequantized"] = dict(note, quantization_config=qc)
+            if "torch_dtype" in cfg:
+                cfg["torch_dtype"] = dtype
+            rewrite["config.json"] = (json.dumps(cfg, indent=2) + "\n").encode()
+    skip = {s.name for s in source.shards}
+    if (source.path / "hf_quant_config.json").exists():
+        skip.add("hf_quant_config.json")
+        notes.append("hf_quant_config.json: left out (the output is not quantized)")
+    return notes + copy_side_files(source, out, skip, rewrite)

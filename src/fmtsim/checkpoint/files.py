@@ -1,0 +1,462 @@
+"""Safetensors files: reading and validating headers, streaming tensor bytes,
+finding a checkpoint's shards, and writing output files so that nothing is ever
+left half-written under its final name.
+
+A checkpoint is one ``.safetensors`` file, a directory with
+``model.safetensors.index.json`` and its shards (or exactly one ``.safetensors``
+file), or a Hugging Face cache entry (``models--ORG--NAME`` with ``refs/main`` and
+``snapshots/REV``).
+
+Reading: every header is parsed and validated here (sizes, offsets, duplicate
+names) and cross-checked with the ``safetensors`` package's own parser; data are
+read in bounded chunks with ``readinto``. safetensors 0.8's numpy loader cannot
+return FP8 tensors (it asks numpy for ``float8_e4m3fn``), and a memory map would
+count the whole shard in the resident set.
+
+Writing: :class:`ShardWriter` writes to ``.NAME.tmp-PID`` beside the final name,
+fsyncs and renames; a failed write (disk full, read-only) removes the temporary
+file and raises :class:`CheckpointError` naming the file. Temporary files left by
+a killed run (their PID no longer alive) are removed by :func:`remove_stale_temps`.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import struct
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import ml_dtypes
+import numpy as np
+
+__all__ = ["CheckpointError", "DTYPES", "Entry", "Header", "INDEX_NAME", "read_header", "crosscheck",
+           "chunks", "read_tensor", "Source", "find_source", "load", "header_bytes", "ShardWriter",
+           "remove_stale_temps", "check_output", "copy_side_files", "write_chunk"]
+
+INDEX_NAME = "model.safetensors.index.json"
+CHUNK_BYTES = 1 << 19  # 512 KiB: measured ~8% faster than 1 MiB here (the work stays in L2)
+
+DTYPES: dict[str, np.dtype] = {
+    "F64": np.dtype(np.float64), "F32": np.dtype(np.float32), "F16": np.dtype(np.float16),
+    "BF16": np.dtype(ml_dtypes.bfloat16),
+    "I64": np.dtype(np.int64), "I32": np.dtype(np.int32), "I16": np.dtype(np.int16), "I8": np.dtype(np.int8),
+    "U64": np.dtype(np.uint64), "U32": np.dtype(np.uint32), "U16": np.dtype(np.uint16), "U8": np.dtype(np.uint8),
+    "BOOL": np.dtype(np.bool_), "C64": np.dtype(np.complex64),
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn), "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "F8_E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz), "F8_E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "F8_E8M0": np.dtype(ml_dtypes.float8_e8m0fnu),
+}
+_TMP_RE = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)(?:-[0-9a-f]+)?$")
+
+
+class CheckpointError(Exception):
+    """A problem with the input or output of a checkpoint job; nothing was written under a final name."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int  # byte offsets relative to the data section
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+
+@dataclass
+class Header:
+    path: Path
+    entries: dict[str, Entry]
+    metadata: dict[str, str]
+    data_start: int
+    file_size: int
+    raw: bytes = field(repr=False, default=b"")
+
+    def ordered(self) -> list[Entry]:
+        return sorted(self.entries.values(), key=lambda e: e.begin)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in seen:
+            raise CheckpointError(f"duplicated tensor name {k!r}")
+        seen[k] = v
+    return seen
+
+
+def read_header(path: str | Path) -> Header:
+    """Parse and validate a safetensors header; CheckpointError names the file and the problem."""
+    p = Path(path)
+    try:
+        if not p.is_file():
+            raise CheckpointError(f"{p}: not a regular file")
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise CheckpointError(f"{p}: truncated file ({size} bytes, no header length)")
+            (n,) = struct.unpack("<Q", head)
+            if n > size - 8:
+                raise CheckpointError(f"{p}: truncated file: header of {n} bytes, file has {size}")
+            raw = fh.read(n)
+    except OSError as e:
+        raise CheckpointError(f"{p}: cannot read: {e.strerror}") from None
+    try:
+        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except CheckpointError as e:
+        raise CheckpointError(f"{p}: corrupt header: {e}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{p}: corrupt header: {e}") from None
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{p}: corrupt header: not a JSON object")
+    meta = obj.pop("__metadata__", {}) or {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise CheckpointError(f"{p}: corrupt header: __metadata__ must map strings to strings")
+    data_size = size - 8 - n
+    entries: dict[str, Entry] = {}
+    for name, info in obj.items():
+        try:
+            dtype = info["dtype"]
+            shape = tuple(int(d) for d in info["shape"])
+            begin, end = (int(o) for o in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{p}: corrupt header entry for tensor {name!r}: {info!r}") from None
+        if not 0 <= begin <= end <= data_size:
+            raise CheckpointError(
+                f"{p}: tensor {name!r} offsets [{begin}, {end}] out of range (data section is {data_size} bytes)"
+            )
+        if dtype in DTYPES:
+            want = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype].itemsize
+            if want != end - begin:
+                raise CheckpointError(f"{p}: tensor {name!r} {dtype}{list(shape)} needs {want} bytes, "
+                                      f"header gives {end - begin}")
+        entries[name] = Entry(name, dtype, shape, begin, end)
+    ordered = sorted(entries.values(), key=lambda e: e.begin)
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        if b.begin < a.end:
+            raise CheckpointError(f"{p}: tensors {a.name!r} and {b.name!r} overlap")
+    return Header(p, entries, dict(meta), 8 + n, size, raw)
+
+
+def crosscheck(h: Header) -> None:
+    """The reference parser must accept the file and agree on names, dtypes and shapes."""
+    try:
+        from safetensors import safe_open
+    except ImportError:  # pragma: no cover - safetensors is a declared dependency of this module
+        return
+    try:
+        with safe_open(str(h.path), framework="np") as f:
+            names = set(f.keys())
+            for name in names:
+                sl = f.get_slice(name)
+                e = h.entries.get(name)
+                if e is None or tuple(sl.get_shape()) != e.shape or sl.get_dtype() != e.dtype:
+                    raise CheckpointError(f"{h.path}: safetensors disagrees about tensor {name!r}")
+    except CheckpointError:
+        raise
+    except Exception as e:  # the reference parser's own error types
+        raise CheckpointError(f"{h.path}: rejected by the safetensors parser: {e}") from None
+    if names != set(h.entries):
+        raise CheckpointError(f"{h.path}: safetensors lists different tensors")
+
+
+def chunks(fh: BinaryIO, h: Header, e: Entry, buf: np.ndarray) -> Iterator[np.ndarray]:
+    """The tensor's bytes, in order, through a reused buffer (a multiple of the caller's unit)."""
+    fh.seek(h.data_start + e.begin)
+    left = e.nbytes
+    while left:
+        m = min(left, buf.size)
+        view = buf[:m]
+        got = fh.readinto(view.data)  # type: ignore[attr-defined]
+        if got != m:
+            raise CheckpointError(f"{h.path}: truncated data in tensor {e.name!r}")
+        yield view
+        left -= m
+
+
+def read_tensor(fh: BinaryIO, h: Header, e: Entry) -> np.ndarray:
+    """The tensor's bytes as a fresh uint8 array."""
+    fh.seek(h.data_start + e.begin)
+    data = fh.read(e.nbytes)
+    if len(data) != e.nbytes:
+        raise CheckpointError(f"{h.path}: truncated data in tensor {e.name!r}")
+    return np.frombuffer(data, dtype=np.uint8).copy()
+
+
+def read_array(fh: BinaryIO, h: Header, e: Entry) -> np.ndarray:
+    """The tensor with the numpy dtype of its tag, in its shape."""
+    if e.dtype not in DTYPES:
+        raise CheckpointError(f"{h.path}: tensor {e.name!r} has dtype {e.dtype} with no numpy type")
+    return read_tensor(fh, h, e).view(DTYPES[e.dtype]).reshape(e.shape)
+
+
+@dataclass
+class Source:
+    """What a checkpoint path resolved to."""
+
+    path: Path  # the file, or the directory holding the shards
+    shards: list[Path]
+    index: dict[str, Any] | None
+    is_dir: bool
+    extra: list[Path] = field(default_factory=list)  # .safetensors files beside an index, not in it
+
+
+def _hf_snapshot(path: Path) -> Path | None:
+    """A Hugging Face cache entry (models--ORG--NAME) -> the snapshot refs/main names, or the only one."""
+    snaps = path / "snapshots"
+    if not snaps.is_dir():
+        return None
+    ref = path / "refs" / "main"
+    if ref.is_file():
+        rev = ref.read_text().strip()
+        if (snaps / rev).is_dir():
+            return snaps / rev
+    found = [p for p in snaps.iterdir() if p.is_dir()]
+    if len(found) == 1:
+        return found[0]
+    raise CheckpointError(f"{path}: a Hugging Face cache entry with {len(found)} snapshots and no usable "
+                          "refs/main; name the snapshot directory")
+
+
+def find_source(path: str | Path) -> Source:
+    """Resolve a checkpoint path; CheckpointError says what is wrong with it."""
+    p = Path(path)
+    if not p.exists():
+        raise CheckpointError(f"{p}: no such file or directory")
+    if p.is_file():
+        return Source(p, [p], None, False)
+    if not p.is_dir():
+        raise CheckpointError(f"{p}: not a regular file or a directory of safetensors shards")
+    snap = _hf_snapshot(p)
+    if snap is not None:
+        p = snap
+    index_path = p / INDEX_NAME
+    if index_path.exists():
+        try:
+            index = json.loads(index_path.read_text())
+            weight_map = index["weight_map"]
+            names = sorted(set(weight_map.values()))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise CheckpointError(f"{index_path}: corrupt index: {e}") from None
+        missing = [n for n in names if not (p / n).is_file()]
+        if missing:
+            raise CheckpointError(f"{index_path}: shard(s) listed but missing: {', '.join(missing)}")
+        extra = sorted(q for q in p.glob("*.safetensors") if q.name not in set(names))
+        return Source(p, [p / n for n in names], index, True, extra)
+    files = sorted(p.glob("*.safetensors"))
+    if len(files) != 1:
+        found = f"{len(files)} .safetensors files" if files else "no .safetensors file"
+        raise CheckpointError(f"{p}: a directory needs {INDEX_NAME} or exactly one .safetensors file ({found})")
+    return Source(p, files, None, True)
+
+
+def load(path: str | Path) -> dict[str, np.ndarray]:
+    """Every tensor of a file or sharded directory, with the ml_dtypes dtype of its tag
+    (FNUZ included). Reads everything into memory: for inspection and tests."""
+    src = find_source(path)
+    out: dict[str, np.ndarray] = {}
+    for shard in src.shards:
+        h = read_header(shard)
+        with open(shard, "rb") as fh:
+            for e in h.ordered():
+                if e.name in out:
+                    raise CheckpointError(f"{shard}: tensor {e.name!r} also appears in another shard")
+                out[e.name] = read_array(fh, h, e)
+    return out
+
+
+def header_bytes(entries: list[Entry], tags: dict[str, str], metadata: dict[str, str]) -> bytes:
+    """A safetensors header for ``entries`` (dtype tags overridden by ``tags``), 8-byte aligned."""
+    obj: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
+    for e in entries:
+        obj[e.name] = {"dtype": tags.get(e.name, e.dtype), "shape": list(e.shape),
+                       "data_offsets": [e.begin, e.end]}
+    raw = json.dumps(obj, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # safetensors aligns the data section to 8 bytes
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(directory: Path, names: set[str] | None = None) -> list[Path]:
+    """Delete ``.NAME.tmp-PID`` files in ``directory`` whose process is gone (a killed run's leftovers)."""
+    removed: list[Path] = []
+    if not directory.is_dir():
+        return removed
+    for q in directory.iterdir():
+        m = _TMP_RE.match(q.name)
+        if m is None or (names is not None and m["name"] not in names) or not q.is_file():
+            continue
+        if not _pid_alive(int(m["pid"])):
+            q.unlink(missing_ok=True)
+            removed.append(q)
+    return removed
+
+
+def write_chunk(fh: BinaryIO, data: Any) -> None:
+    """One write; a seam the disk-full tests replace."""
+    fh.write(data)
+
+
+def _os_message(e: OSError) -> str:
+    if e.errno == errno.ENOSPC:
+        return "no space left on the device"
+    if e.errno == errno.EDQUOT:
+        return "disk quota exceeded"
+    return e.strerror or str(e)
+
+
+class ShardWriter:
+    """``with ShardWriter(final) as w: w.write(bytes)`` -> fsynced and renamed on success; on any error
+    the temporary file is removed, and OSErrors become a CheckpointError naming ``final``."""
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        self.tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+        self.fh: BinaryIO | None = None
+        self.committed = False
+
+    def __enter__(self) -> ShardWriter:
+        try:
+            self.fh = open(self.tmp, "wb")
+        except OSError as e:
+            raise CheckpointError(f"{self.final}: cannot write: {_os_message(e)}") from None
+        return self
+
+    def write(self, data: Any) -> None:
+        assert self.fh is not None
+        try:
+            write_chunk(self.fh, data)
+        except OSError as e:
+            raise CheckpointError(f"{self.final}: cannot write: {_os_message(e)}; "
+                                  "nothing was left under that name") from None
+
+    def finish(self) -> Path:
+        """Flush and fsync; the caller may re-read ``self.tmp`` before :meth:`commit`."""
+        assert self.fh is not None
+        try:
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+            self.fh.close()
+        except OSError as e:
+            raise CheckpointError(f"{self.final}: cannot write: {_os_message(e)}; "
+                                  "nothing was left under that name") from None
+        return self.tmp
+
+    def commit(self) -> None:
+        if self.fh is not None and not self.fh.closed:
+            self.finish()
+        try:
+            os.replace(self.tmp, self.final)
+        except OSError as e:
+            raise CheckpointError(f"{self.final}: cannot rename into place: {_os_message(e)}") from None
+        self.committed = True
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fh is not None and not self.fh.closed:
+            self.fh.close()
+        if not self.committed:
+            self.tmp.unlink(missing_ok=True)
+
+
+def check_output(src: Source, output: str | Path) -> Path:
+    """Where a job writes: the output directory for a directory source, else the output file.
+
+    A file source with an output that is an existing directory or ends in a path separator
+    writes ``OUT/<source name>``. Refuses an output inside (or equal to) the input, an existing
+    file where a directory is needed, and a location where a real test write fails (``os.access``
+    says yes to root even on a read-only mount).
+    """
+    text = str(output)  # before Path() drops a trailing separator
+    out = Path(output)
+    if not src.is_dir and (out.is_dir() or text.endswith((os.sep, "/"))):
+        out = out / src.path.name
+    s, o = src.path.resolve(), out.resolve()
+    if o == s or (src.is_dir and s in o.parents):
+        raise CheckpointError(f"output {out} is inside the input {src.path}")
+    if src.is_dir and out.exists() and not out.is_dir():
+        raise CheckpointError(f"output {out} exists and is not a directory (the input is a directory)")
+    if not src.is_dir and out.exists() and not out.is_file():
+        raise CheckpointError(f"output {out} exists and is not a regular file")
+    parent = out if src.is_dir else out.parent
+    probe_dir = parent if parent.exists() else next((q for q in parent.parents if q.exists()), Path("/"))
+    if not probe_dir.is_dir():
+        raise CheckpointError(f"cannot create output directory {parent}: {probe_dir} is not a directory")
+    probe = probe_dir / f".fmtsim-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        with open(probe, "wb") as fh:
+            fh.write(b"x")
+    except OSError as e:
+        raise CheckpointError(f"output directory {probe_dir} is not writable: {_os_message(e)}") from None
+    finally:
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+    return out
+
+
+def make_output_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CheckpointError(f"cannot create output directory {directory}: {_os_message(e)}") from None
+
+
+def copy_side_files(src: Source, out: Path, skip: set[str], rewrite: dict[str, bytes]) -> list[str]:
+    """Copy every file of a directory source except its shards (``skip``) into ``out``, subfolders
+    included, each through a temporary name; ``rewrite`` maps a relative path to new contents.
+    ``.safetensors`` files that are not shards (not in the index) are left out: they would be
+    copied unconverted. Returns notes about what was left out."""
+    notes: list[str] = []
+    root = src.path
+    for item in sorted(root.rglob("*")):
+        rel = item.relative_to(root).as_posix()
+        if rel in skip or item.is_dir() or _TMP_RE.match(item.name) or item.name.startswith(".fmtsim-probe"):
+            continue
+        if not item.is_file():
+            notes.append(f"{rel}: not a regular file, left out")
+            continue
+        if item.suffix == ".safetensors":
+            notes.append(f"{rel}: a .safetensors file not in {INDEX_NAME}: left out (convert it on its own)")
+            continue
+        target = out / rel
+        make_output_dir(target.parent)
+        with ShardWriter(target) as w:
+            if rel in rewrite:
+                w.write(rewrite[rel])
+            else:
+                try:
+                    fh = open(item, "rb")
+                except OSError as e:
+                    raise CheckpointError(f"{item}: cannot read: {_os_message(e)}") from None
+                with fh:
+                    while piece := fh.read(1 << 20):
+                        w.write(piece)
+            w.commit()
+    for rel, data in rewrite.items():
+        if not (root / rel).exists():
+            with ShardWriter(out / rel) as w:
+                w.write(data)
+                w.commit()
+    return notes

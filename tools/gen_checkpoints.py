@@ -1,0 +1,228 @@
+"""Small synthetic checkpoints laid out as each producer's loader expects (names, dtypes, shapes,
+config files), quantized with fmtsim's own recipes, for the checkpoint tests and the README.
+
+    python -m tools.gen_checkpoints OUT_DIR [--producer NAME ...]
+
+writes OUT_DIR/<producer>/ for each record of fmtsim.checkpoint.producers (all by default) and
+OUT_DIR/<producer>.original.safetensors with the float32 weights each was quantized from.
+Everything is seeded: the same command writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+import fmtsim
+from fmtsim import mx, nvfp4
+from fmtsim.layout import pack_fp4, to_gpt_oss
+
+E4M3 = ml_dtypes.float8_e4m3fn
+F32 = np.float32
+
+
+def _weights(rng: np.random.Generator, shape: tuple[int, ...], outliers: bool = True) -> np.ndarray:
+    w = rng.standard_normal(shape).astype(F32) * F32(0.02)
+    if outliers:
+        w.reshape(-1)[:: 97] *= F32(8.0)
+    return w
+
+
+def _fp8_codes(w: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    return np.asarray(fmtsim.encode((w / scale).astype(F32), "e4m3")).astype(np.uint8)
+
+
+def _block_scale(w: np.ndarray, b: int) -> np.ndarray:
+    rows, cols = w.shape
+    s = np.empty((-(-rows // b), -(-cols // b)), F32)
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            s[i, j] = F32(np.max(np.abs(w[i * b:(i + 1) * b, j * b:(j + 1) * b]))) / F32(448.0)
+    return s
+
+
+def _save(directory: Path, shards: dict[str, dict[str, np.ndarray]], configs: dict[str, object],
+          originals: dict[str, np.ndarray]) -> None:
+    from safetensors.numpy import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    weight_map: dict[str, str] = {}
+    for name, tensors in shards.items():
+        save_file(tensors, str(directory / name), metadata={"format": "pt"})
+        weight_map.update({k: name for k in tensors})
+    if len(shards) > 1:
+        (directory / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {"total_size": 0}, "weight_map": dict(sorted(weight_map.items()))}, indent=2))
+    for fname, obj in configs.items():
+        (directory / fname).write_text(json.dumps(obj, indent=2))
+    save_file(originals, str(directory.parent / f"{directory.name}.original.safetensors"))
+
+
+def _layers() -> list[str]:
+    return ["model.layers.0.self_attn.q_proj", "model.layers.0.mlp.down_proj"]
+
+
+def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
+    """Write OUT_DIR/<producer>/ (and its .original.safetensors); returns the checkpoint path."""
+    rng = np.random.default_rng(seed)
+    d = Path(out_dir) / producer
+    shapes = {_layers()[0]: (256, 160), _layers()[1]: (300, 260)}
+    t: dict[str, np.ndarray] = {"model.layers.0.input_layernorm.weight": np.ones(160, ml_dtypes.bfloat16)}
+    orig: dict[str, np.ndarray] = {}
+    cfg: dict[str, object] = {"model_type": "llama", "torch_dtype": "bfloat16"}
+    extra_cfg: dict[str, object] = {}
+    if producer in ("deepseek-fp8-block", "modelopt-fp8", "compressed-tensors-fp8", "fbgemm-fp8", "quark-fp8",
+                    "trtllm-fp8", "mistral-fp8"):
+        for L, shp in shapes.items():
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            if producer == "deepseek-fp8-block":
+                s = _block_scale(w, 128)
+                codes = _fp8_codes(w, np.kron(s, np.ones((128, 128), F32))[: shp[0], : shp[1]])
+                t[L + ".weight"], t[L + ".weight_scale_inv"] = codes.view(E4M3), s
+            elif producer in ("compressed-tensors-fp8", "fbgemm-fp8"):
+                s = (np.max(np.abs(w), axis=1, keepdims=True) / F32(448.0)).astype(F32)
+                if producer == "compressed-tensors-fp8":
+                    s = s.astype(ml_dtypes.bfloat16)
+                codes = _fp8_codes(w, s.astype(F32))
+                t[L + ".weight"], t[L + ".weight_scale"] = codes.view(E4M3), s
+                if producer == "fbgemm-fp8":
+                    t[L + ".input_scale_ub"] = np.array([1200.0], F32)
+                else:
+                    t[L + ".input_scale"] = np.array([0.03], F32)
+            else:
+                s0 = np.array(np.max(np.abs(w)) / F32(448.0), F32)
+                codes = _fp8_codes(w, s0)
+                suffix = {"trtllm-fp8": ".weights_scaling_factor", "mistral-fp8": ".qscale_weight"}.get(
+                    producer, ".weight_scale")
+                t[L + ".weight"], t[L + suffix] = codes.view(E4M3), s0 if producer != "quark-fp8" else s0.reshape(1)
+                act = {"trtllm-fp8": ".activation_scaling_factor", "mistral-fp8": ".qscale_act"}.get(
+                    producer, ".input_scale")
+                t[L + act] = np.array(0.05, F32)
+        if producer == "deepseek-fp8-block":
+            cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                          "weight_block_size": [128, 128]}
+        elif producer == "modelopt-fp8":
+            extra_cfg["hf_quant_config.json"] = {"producer": {"name": "modelopt"},
+                                                 "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+            t["model.layers.0.self_attn.k_scale"] = np.array(0.04, F32)
+            t["model.layers.0.self_attn.v_scale"] = np.array(0.06, F32)
+        elif producer == "compressed-tensors-fp8":
+            cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "float-quantized",
+                                          "config_groups": {"group_0": {"targets": ["Linear"],
+                                                                        "weights": {"num_bits": 8, "type": "float",
+                                                                                    "strategy": "channel"}}}}
+        elif producer == "fbgemm-fp8":
+            cfg["quantization_config"] = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}
+        elif producer == "quark-fp8":
+            cfg["quantization_config"] = {"quant_method": "quark"}
+        elif producer == "trtllm-fp8":
+            cfg = {"architecture": "LlamaForCausalLM", "quantization": {"quant_algo": "FP8"}}
+        elif producer == "mistral-fp8":
+            cfg = {}
+            extra_cfg["params.json"] = {"dim": 160, "quantization": {"qformat_weight": "fp8_e4m3"}}
+    elif producer in ("modelopt-nvfp4", "compressed-tensors-nvfp4"):
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 32)
+            w = _weights(rng, shp)
+            w[:4] *= F32(2e-4)  # quiet rows: their small blocks are where the NVFP4 recipes part
+            orig[L + ".weight"] = w
+            q = nvfp4.quantize(w, recipe="te" if producer == "modelopt-nvfp4" else "torchao")
+            packed = pack_fp4(q.codes)
+            scales = q.scales.astype(np.uint8).view(E4M3)
+            if producer == "modelopt-nvfp4":
+                t[L + ".weight"], t[L + ".weight_scale"] = packed, scales
+                t[L + ".weight_scale_2"] = np.array(q.global_scale, F32)
+                t[L + ".input_scale"] = np.array(0.01, F32)
+            else:
+                t[L + ".weight_packed"], t[L + ".weight_scale"] = packed, scales
+                t[L + ".weight_global_scale"] = np.array([nvfp4.global_scale_to_stored(q.global_scale, "divisor")],
+                                                         F32)
+                t[L + ".input_global_scale"] = np.array([120.0], F32)
+        if producer == "modelopt-nvfp4":
+            extra_cfg["hf_quant_config.json"] = {"producer": {"name": "modelopt"},
+                                                 "quantization": {"quant_algo": "NVFP4", "group_size": 16}}
+        else:
+            cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}
+    elif producer in ("gpt-oss-mxfp4", "gpt-oss-mxfp4-orig"):
+        experts = 2
+        sep = "_" if producer == "gpt-oss-mxfp4" else "."
+        for L, shp in (("model.layers.0.mlp.experts.gate_up_proj", (experts, 128, 96)),
+                       ("model.layers.0.mlp.experts.down_proj", (experts, 64, 64))):
+            if producer == "gpt-oss-mxfp4-orig":
+                L = L.replace("model.layers.0.mlp.experts.gate_up_proj", "block.0.mlp.mlp1_weight").replace(
+                    "model.layers.0.mlp.experts.down_proj", "block.0.mlp.mlp2_weight")
+            w = _weights(rng, shp)
+            orig[L] = w
+            q = mx.quantize(w, "mxfp4", axis=-1, block_size=32, scale_rule="floor")
+            blocks, scales = to_gpt_oss(q)
+            t[f"{L}{sep}blocks"], t[f"{L}{sep}scales"] = blocks, scales
+            t[f"{L}_bias" if sep == "_" else f"{L[:-7]}_bias"] = np.zeros(shp[:2], ml_dtypes.bfloat16)
+        cfg["quantization_config"] = {"quant_method": "mxfp4",
+                                      "modules_to_not_convert": ["model.layers.*.self_attn", "model.embed_tokens"]}
+    elif producer == "modelopt-mxfp8":
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 32)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            q = mx.quantize(w, "mxfp8_e4m3", axis=-1, block_size=32, scale_rule="floor")
+            t[L + ".weight"], t[L + ".weight_scale"] = q.codes.astype(np.uint8).view(E4M3), q.scales.astype(np.uint8)
+        extra_cfg["hf_quant_config.json"] = {"quantization": {"quant_algo": "MXFP8"}}
+    elif producer == "quark-mxfp4":
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 32)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            q = mx.quantize(w, "mxfp4", axis=-1, block_size=32, scale_rule="even")
+            t[L + ".weight"], t[L + ".weight_scale"] = pack_fp4(q.codes), q.scales.astype(np.uint8)
+        cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
+            "dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}}}
+    elif producer == "compressed-tensors-w4a16":
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 32)
+            group = 32
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            s = (np.max(np.abs(w.reshape(shp[0], -1, group)), axis=2) / F32(7.0)).astype(ml_dtypes.bfloat16)
+            sf = np.repeat(s.astype(F32), group, axis=1)
+            q = np.clip(np.rint(w / sf), -8, 7).astype(np.int64)
+            u = (q + 8).astype(np.uint32).reshape(shp[0], -1, 8)
+            packed = np.zeros(u.shape[:2], np.uint32)
+            for i in range(8):
+                packed |= u[:, :, i] << np.uint32(4 * i)
+            t[L + ".weight_packed"], t[L + ".weight_scale"] = packed.view(np.int32), s
+            t[L + ".weight_shape"] = np.array(shp, np.int64)
+        cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized"}
+    else:
+        raise SystemExit(f"gen_checkpoints: no generator for producer {producer!r}")
+    names = sorted(t)
+    half = len(names) // 2
+    shards = {"model-00001-of-00002.safetensors": {k: t[k] for k in names[:half]},
+              "model-00002-of-00002.safetensors": {k: t[k] for k in names[half:]}}
+    configs = dict(extra_cfg)
+    if cfg:
+        configs["config.json"] = cfg
+    _save(d, shards, configs, orig)
+    return d
+
+
+def main(argv: list[str] | None = None) -> int:
+    from fmtsim.checkpoint.producers import PRODUCERS
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out_dir")
+    ap.add_argument("--producer", action="append", choices=[p.name for p in PRODUCERS])
+    ap.add_argument("--seed", type=int, default=11)
+    args = ap.parse_args(argv)
+    for name in args.producer or [p.name for p in PRODUCERS]:
+        print(make(name, args.out_dir, args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
