@@ -467,7 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("conform", help="run the coverage models against implementations")
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"],
-                   help="built-in: fmtsim, ml_dtypes, torch, torchao (the last two need fmtsim[torch]); "
+                   help="built-in: fmtsim, ml_dtypes, torch, torchao (these two need fmtsim[torch]), mmasim "
+                        "(matrix units; needs fmtsim[mma]); "
                         "or an adapter as module:function or file.py:function (default: fmtsim ml_dtypes)")
     s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
     s.add_argument("--quick", action="store_true", help="boundary models only")
