@@ -98,13 +98,11 @@ def split_f32(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
 
 def bit_length(x: np.ndarray) -> np.ndarray:
     """Exact bit length of non-negative int64 values (0 for 0)."""
-    x = np.asarray(x, dtype=np.int64).copy()
-    n = np.zeros(x.shape, dtype=np.int64)
-    for s in (32, 16, 8, 4, 2, 1):
-        big = x >= (np.int64(1) << s)
-        n += np.where(big, s, 0)
-        x = np.where(big, x >> s, x)
-    return n + (x > 0)
+    x = np.asarray(x, dtype=np.int64)
+    _, n = np.frexp(x.astype(np.float64))
+    n = n.astype(np.int64)
+    # the float conversion can round up to the next power of two above 2^53: step back there
+    return n - ((x >> np.maximum(n - 1, 0)) == 0) * (x > 0)
 
 
 def round_scaled(neg: np.ndarray, mag: np.ndarray, x: np.ndarray, man_bits: int, emin: int, mode: str

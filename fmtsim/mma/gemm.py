@@ -76,7 +76,7 @@ class Prepared:
     def _step(self, c: np.ndarray, k0: int, k1: int) -> np.ndarray:
         u = self.unit
         L = k1 - k0
-        rows = max(1, _CHUNK // max(1, self.n * L))
+        rows = self.m if u.family == "nv" else max(1, _CHUNK // max(1, self.n * L))  # nv_step slabs itself
         parts = []
         bs = self.b.slice_k(k0, k1)
         for r0 in range(0, self.m, rows):

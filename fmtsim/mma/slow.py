@@ -195,7 +195,8 @@ def slow_step(unit: Unit, a: list[Value], b: list[Value], c: float, a_emin: int,
 
 def _add32(x: float, y: float) -> float:
     if math.isnan(x) or math.isnan(y) or math.isinf(x) or math.isinf(y):
-        return float(np.float32(x) + np.float32(y))
+        with np.errstate(invalid="ignore"):
+            return float(np.float32(x) + np.float32(y))
     return fl32(Fraction(x) + Fraction(y))
 
 

@@ -81,26 +81,50 @@ def _c_term(c_sgn: np.ndarray, c_sig: np.ndarray, c_exp: np.ndarray, emax: np.nd
     return t * c_sgn
 
 
+_SLAB = 1 << 17  # products per slab: three int32 slabs stay in a 2-core machine's L2
+
+
 def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
     """NVIDIA FDPA: products and C aligned together to the largest exponent, truncated
-    to F bits below it (zeros get e_zero), summed exactly, rounded by unit.output."""
+    toward zero to F bits below it (zeros get e_zero), summed exactly, rounded by
+    unit.output."""
     f = unit.fraction_bits
     shift = f - a.man - b.man
     assert shift >= 0
+    rows, L = a.mag.shape
+    cols = b.mag.shape[0]
     c_sgn, c_sig, c_exp, c_cls = split_f32(c)
-    # a product's exponent is the sum of its factors'; zero factors carry ZERO_EXP
-    e = a.exp[:, None, :] + b.exp[None, :, :]
-    emax = e.max(-1).astype(np.int64)
-    nonzero = (a.mag != 0).astype(np.float32) @ (b.mag != 0).astype(np.float32).T
-    any_zero = (nonzero < a.mag.shape[-1]) | (c_sig == 0)
-    emax = np.where(c_sig != 0, np.maximum(emax, c_exp), emax)
-    emax = np.where(any_zero, np.maximum(emax, unit.e_zero), emax)
-    d = (emax[..., None] - e).astype(np.int32)
-    amag = (a.mag << shift).astype(np.int64 if f + 2 > 30 else np.int32)
-    prod = amag[:, None, :] * b.mag.astype(amag.dtype)[None, :, :]
-    prod >>= d
-    prod *= (a.sgn[:, None, :] * b.sgn[None, :, :]).astype(prod.dtype)
-    s = prod.sum(-1, dtype=np.int64) + _c_term(c_sgn, c_sig, c_exp, emax, f)
+    # some product is zero iff a's row or b's column holds a zero (or a NaN/Inf, whose mag is 0)
+    any_zero = (a.mag == 0).any(1)[:, None] | (b.mag == 0).any(1)[None, :]
+    floor = np.where(any_zero | (c_sig == 0), unit.e_zero, -(1 << 30))
+    floor = np.where(c_sig != 0, np.maximum(floor, c_exp), floor)
+    dt = np.int64 if f + 2 > 30 else np.int32
+    # K-major slabs (L, rows, cols): numpy's inner loops then run along the outputs
+    amag = np.ascontiguousarray((a.mag << shift).astype(dt).T)
+    bmag = np.ascontiguousarray(b.mag.astype(dt).T)
+    aexp, bexp = np.ascontiguousarray(a.exp.astype(np.int32).T), np.ascontiguousarray(b.exp.astype(np.int32).T)
+    asg, bsg = np.ascontiguousarray(a.sgn.astype(dt).T), np.ascontiguousarray(b.sgn.astype(dt).T)
+    emax = np.empty((rows, cols), np.int64)
+    s = np.empty((rows, cols), np.int64)
+    r = max(1, _SLAB // max(1, cols * L))
+    e_buf = np.empty((L, r, cols), np.int32)
+    p_buf = np.empty((L, r, cols), dt)
+    g_buf = np.empty((L, r, cols), dt)
+    for r0 in range(0, rows, r):
+        r1 = min(rows, r0 + r)
+        n = r1 - r0
+        e, p, g = e_buf[:, :n], p_buf[:, :n], g_buf[:, :n]
+        # a product's exponent is the sum of its factors'; zero factors carry ZERO_EXP
+        np.add(aexp[:, r0:r1, None], bexp[:, None, :], out=e)
+        em = np.maximum(e.max(0), floor[r0:r1])
+        emax[r0:r1] = em
+        np.subtract(em.astype(np.int32)[None], e, out=e)
+        np.multiply(amag[:, r0:r1, None], bmag[:, None, :], out=p)
+        np.right_shift(p, e, out=p)
+        np.multiply(asg[:, r0:r1, None], bsg[:, None, :], out=g)
+        np.multiply(p, g, out=p)
+        p.sum(0, dtype=np.int64, out=s[r0:r1])
+    s += _c_term(c_sgn, c_sig, c_exp, emax, f)
     out = finish_output(s < 0, np.abs(s), emax - f, unit.output)
     sp = _specials(a, b, c_cls, c_sgn)
     if sp is not None:
