@@ -258,10 +258,11 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
 def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
     import itertools
 
+    from .conformance.gemm_vectors import gemm_files
     from .conformance.vectors import block_files, dot_files, fmt2fmt_files, layout_files, scalar_files
 
     gen: Any = itertools.chain(scalar_files(level, seed), fmt2fmt_files(), block_files(seed + 1), layout_files(),
-                               dot_files())
+                               dot_files(), gemm_files())
     if progress:
         try:
             from tqdm import tqdm
@@ -347,7 +348,8 @@ def cmd_ver(args: argparse.Namespace) -> int:
             print(f"{name}: {m}" if len(jobs) > 1 else m)
         print(f"{name}: {res.cases} cases, {res.cases - res.failed} passed, {res.failed} failed "
               f"({meta.get('coverage_model', '-')})")
-        key = (meta.get("format", {}).get("name", meta.get("operation", "-")), meta.get("coverage_model", "-"))
+        key = (meta.get("format", {}).get("name", meta.get("unit", {}).get("name", meta.get("operation", "-"))),
+               meta.get("coverage_model", "-"))
         cell = summary.setdefault(key, [0, 0, 0])
         cell[0] += 1
         cell[1] += res.cases
@@ -368,7 +370,7 @@ def _verify_one(vec_dir: Any, name: str, path: str | None, meta: dict[str, Any],
     if name.endswith(".bin"):
         actual_b = sys.stdin.buffer.read() if path in (None, "-") else Path(path).read_bytes()
         return verify_binary((vec_dir / name).read_bytes(), actual_b, meta, max_errors=args.errors,
-                             what=path or "stdin")
+                             what=path or "stdin", family=getattr(args, "family_tolerance", False))
     expected = (vec_dir / name).read_text()
     actual = sys.stdin.read() if path in (None, "-") else Path(path).read_text()
     return verify_lines(expected, actual, meta, check_flags=not args.ignore_flags, check_nans=args.check_nans,
@@ -456,6 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--errors", type=int, default=20, help="failures printed")
     s.add_argument("--check-nans", action="store_true", help="NaN codes must match exactly")
     s.add_argument("--ignore-flags", action="store_true", help="do not compare flags (GPUs report none)")
+    s.add_argument("--family-tolerance", action="store_true",
+                   help="*.gemm.bin: accept D within the model-family bound of the exact answer (a device whose "
+                        "matrix unit is none of the named ones) instead of bit for bit")
     s.set_defaults(func=cmd_ver)
 
     s = sub.add_parser("diff", help="what each profile produces on the inputs where implementations disagree")

@@ -405,8 +405,10 @@ def dot_files(seed: int = 4) -> Iterator[VectorFile]:
 
 
 def level1_files() -> list[VectorFile]:
+    from .gemm_vectors import gemm_files
+
     return (list(scalar_files(1)) + list(fmt2fmt_files()) + list(block_files()) + list(layout_files())
-            + list(dot_files()))
+            + list(dot_files()) + list(gemm_files()))
 
 
 def manifest_text(files: list[VectorFile], level: int) -> bytes:
@@ -501,6 +503,7 @@ OUTPUT_ARRAYS = {
     "pack_fp6": ("packed",),
     "swizzle_scales": ("swizzled",),
     "block_scaled_gemm": ("c",),
+    "unit_gemm": ("d",),
 }
 
 
@@ -513,20 +516,38 @@ def _unpack_arrays(data: bytes, meta: dict[str, Any], what: str) -> dict[str, np
 
 
 def verify_binary(expected: bytes, actual: bytes, meta: dict[str, Any], *, max_errors: int = 20,
-                  what: str = "results") -> VerifyResult:
+                  what: str = "results", family: bool = False) -> VerifyResult:
     """A device's binary file in the vector file's own layout: inputs must be the
     vector's, every output array must match (floats: NaN matches NaN; GEMM outputs: bit
-    for bit where ``c_exact``, else within ``c_bound``)."""
+    for bit where ``c_exact``, else within ``c_bound``; a unit GEMM's ``d`` bit for bit,
+    or with ``family`` within ``d_bound`` of ``d_exact``)."""
     exp = _unpack_arrays(expected, meta, "expected")
     got = _unpack_arrays(actual, meta, what)
     outputs = OUTPUT_ARRAYS[meta["operation"]]
     for name, arr in exp.items():
-        if name not in outputs and name not in ("c_exact", "c_bound") and not np.array_equal(
+        if name not in outputs and name not in ("c_exact", "c_bound", "d_exact", "d_bound") and not np.array_equal(
                 arr.view(np.uint8), got[name].view(np.uint8)):
             raise ValueError(f"{what}: input array {name!r} differs from the vector file's")
     res = VerifyResult()
     for name in outputs:
         e, g = exp[name], got[name]
+        if meta["operation"] == "unit_gemm":
+            from .gemm_vectors import ulps_apart, verify_gemm
+
+            ok, _ = verify_gemm(exp, got, family)
+            n_cols = e.shape[1]
+            for idx in np.argwhere(~ok)[: max(0, max_errors - len(res.messages))]:
+                i, j = int(idx[0]), int(idx[1])
+                gap = "" if not (np.isfinite(e[i, j]) and np.isfinite(g[i, j])) else \
+                    f", {int(ulps_apart(e[i, j], g[i, j]))} ulp apart"
+                res.messages.append(f"D[{i}, {j}] (output {i * n_cols + j}): expected {e[i, j]!r} "
+                                    f"({int(e[i:i + 1, j].view(np.uint32)[0]):#010x}), got {g[i, j]!r} "
+                                    f"({int(g[i:i + 1, j].view(np.uint32)[0]):#010x}){gap}"
+                                    + (f"; family bound {exp['d_bound'][i, j]!r} around {exp['d_exact'][i, j]!r}"
+                                       if family else ""))
+            res.cases += int(ok.size)
+            res.failed += int((~ok).sum())
+            continue
         if name == "c":
             ok = (e.view(np.uint32) == g.view(np.uint32)) | (np.isnan(e) & np.isnan(g))
             loose = exp["c_exact"] == 0
