@@ -377,6 +377,31 @@ def _verify_one(vec_dir: Any, name: str, path: str | None, meta: dict[str, Any],
                         max_errors=args.errors, what=path or "stdin")
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    from .mma import probe
+
+    if args.action == "gen":
+        if not args.output:
+            raise UsageError("fmtsim probe gen: give -o DIR")
+        for name in probe.write_probes(args.output, args.set, args.seed):
+            print(f"{args.output}/{name}")
+        return 0
+    if not args.results:
+        raise UsageError("fmtsim probe infer RESULTS...: give the result file(s), probe.<set>.d.bin")
+    matched = True
+    for path in args.results:
+        try:
+            name, d, ops = probe.read_results(path, args.set[0] if args.set else None, args.probes)
+        except (ValueError, OSError) as e:
+            raise UsageError(str(e)) from None
+        inf = probe.infer(name, d, ops)
+        print(f"{path}:")
+        for line in inf.report():
+            print(f"  {line}")
+        matched &= bool(inf.consistent)
+    return 0 if matched else 1
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from .conformance.diff import diff_rows
 
@@ -469,6 +494,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--src", default="float32", choices=["float32", "float64"], help="source type of the values")
     s.add_argument("--profiles", nargs="+", choices=list(PROFILES), help="profiles to show (default all)")
     s.set_defaults(func=cmd_diff)
+
+    s = sub.add_parser("probe", help="characterise a matrix unit: gen writes operands, infer reads your kernel's D")
+    s.add_argument("action", choices=["gen", "infer"])
+    s.add_argument("results", nargs="*", help="infer: result files probe.<set>.d.bin (P x NB float32)")
+    s.add_argument("--set", nargs="+", help="probe sets (default: all for gen; from the file name for infer)")
+    s.add_argument("-o", "--output", help="gen: the directory to write probe.<set>.bin and probe.json to")
+    s.add_argument("--probes", help="infer: the directory gen wrote (for its seed; default seed 7)")
+    s.add_argument("--seed", type=int, default=7)
+    s.set_defaults(func=cmd_probe)
 
     s = sub.add_parser("conform", help="run the coverage models against implementations")
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"],

@@ -89,8 +89,8 @@ def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
     toward zero to F bits below it (zeros get e_zero), summed exactly, rounded by
     unit.output."""
     f = unit.fraction_bits
-    shift = f - a.man - b.man
-    assert shift >= 0
+    shift = f - a.man - b.man  # negative when F is below the product's own fraction bits
+    pre, post = max(shift, 0), max(-shift, 0)
     rows, L = a.mag.shape
     cols = b.mag.shape[0]
     c_sgn, c_sig, c_exp, c_cls = split_f32(c)
@@ -100,7 +100,7 @@ def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
     floor = np.where(c_sig != 0, np.maximum(floor, c_exp), floor)
     dt = np.int64 if f + 2 > 30 else np.int32
     # K-major slabs (L, rows, cols): numpy's inner loops then run along the outputs
-    amag = np.ascontiguousarray((a.mag << shift).astype(dt).T)
+    amag = np.ascontiguousarray((a.mag << pre).astype(dt).T)
     bmag = np.ascontiguousarray(b.mag.astype(dt).T)
     aexp, bexp = np.ascontiguousarray(a.exp.astype(np.int32).T), np.ascontiguousarray(b.exp.astype(np.int32).T)
     asg, bsg = np.ascontiguousarray(a.sgn.astype(dt).T), np.ascontiguousarray(b.sgn.astype(dt).T)
@@ -118,7 +118,7 @@ def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
         np.add(aexp[:, r0:r1, None], bexp[:, None, :], out=e)
         em = np.maximum(e.max(0), floor[r0:r1])
         emax[r0:r1] = em
-        np.subtract(em.astype(np.int32)[None], e, out=e)
+        np.subtract((em + post).astype(np.int32)[None], e, out=e)
         np.multiply(amag[:, r0:r1, None], bmag[:, None, :], out=p)
         np.right_shift(p, e, out=p)
         np.multiply(asg[:, r0:r1, None], bsg[:, None, :], out=g)
