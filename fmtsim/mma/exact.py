@@ -9,6 +9,7 @@ Python integers, one output at a time only in the final rounding.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -63,7 +64,9 @@ def round_int_f32(s: int, x: int) -> float:
         half = 1 << (r - 1)
         if rem > half or (rem == half and q & 1):
             q += 1
-    v = float(np.ldexp(float(q), ulp if r > 0 else x)) if q < 2**60 else float("inf")
+    if ulp > 200:
+        return -math.inf if neg else math.inf
+    v = math.ldexp(float(q), ulp)
     with np.errstate(over="ignore"):
         f = float(np.float32(v))
     return -f if neg else f
@@ -95,7 +98,8 @@ def exact_range(p: Prepared, c: np.ndarray, k0: int, k1: int) -> np.ndarray:
     x0 = int(min(int(x.min()) for _, x in blocks)) if blocks else 0
     for v, x in blocks:
         total = total + v * np.frompyfunc(lambda e: 1 << int(e - x0), 1, 1)(x)
-    out = np.frompyfunc(lambda s: round_int_f32(int(s), x0), 1, 1)(total).astype(np.float32)
+    with np.errstate(over="ignore"):
+        out = np.frompyfunc(lambda s: round_int_f32(int(s), x0), 1, 1)(total).astype(np.float32)
     # specials, by IEEE rules
     sp = _specials(p, c_cls, c_sgn, k0, k1)
     if sp is not None:
