@@ -17,21 +17,21 @@ import numpy as np
 from .arith import split_f32
 
 if TYPE_CHECKING:
-    from .gemm import Prepared
+    from .gemm import Prepared, _Split
 
 __all__ = ["exact_range", "round_int_f32"]
 
 
-def _int_values(side: object, k0: int, k1: int) -> tuple[np.ndarray, int]:
+def _int_values(side: _Split, k0: int, k1: int) -> tuple[np.ndarray, int]:
     """Operand values over K columns k0..k1 as exact integers times 2^-(man - emin)."""
-    mag, exp, sgn = side.mag[:, k0:k1], side.exp[:, k0:k1], side.sgn[:, k0:k1]  # type: ignore[attr-defined]
-    sh = np.where(mag == 0, 0, exp - side.emin)  # type: ignore[attr-defined]
+    mag, exp, sgn = side.mag[:, k0:k1], side.exp[:, k0:k1], side.sgn[:, k0:k1]
+    sh = np.where(mag == 0, 0, exp - side.emin)
     width = int(sh.max(initial=0)) + 24
     if width < 62:
         v = (mag << sh) * sgn
     else:
         v = np.frompyfunc(lambda m, s, g: (int(m) << int(s)) * int(g), 3, 1)(mag, sh, sgn)
-    return v, side.man - side.emin  # type: ignore[attr-defined]
+    return v, side.man - side.emin
 
 
 def _int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -18,9 +18,9 @@ import numpy as np
 from ..formats import get_format
 from .arith import NAN, ZERO_EXP, canonical_operand_format, operand_table
 from .step import Side, amd_step, grouped_step, nv_step
-from .units import Unit, get_unit
+from .units import UNITS, Unit, get_unit
 
-__all__ = ["matmul", "prepare", "Prepared", "step_once"]
+__all__ = ["matmul", "prepare", "Prepared"]
 
 _ONE = {"e8m0": 127, "ue4m3": 0x38}
 _CHUNK = 1 << 21  # products per vectorised slab (rows * N * L)
@@ -50,7 +50,6 @@ class Prepared:
                 a_scales = np.concatenate([a_scales, np.full((m, extra), one, a_scales.dtype)], axis=1)
                 b_scales = np.concatenate([b_scales, np.full((extra, n), one, b_scales.dtype)], axis=0)
         self.m, self.n, self.k, self.k_padded = m, n, k, kp
-        self.a_codes, self.b_codes = a, b.T
         self.a = _side(a, a_format)
         self.b = _side(b.T, b_format)
         self.sa = self.sb = None
@@ -118,7 +117,7 @@ class Prepared:
 class _Split:
     """Codes of one operand split once: (rows, K) arrays."""
 
-    def __init__(self, codes: np.ndarray, fmt: str, scale: bool) -> None:
+    def __init__(self, codes: np.ndarray, fmt: str) -> None:
         t = operand_table(fmt)
         idx = codes.astype(np.intp)
         self.sgn = t.sign[idx].astype(np.int32)
@@ -138,7 +137,7 @@ class _Split:
 def _side(codes: np.ndarray, fmt: str, scale: bool = False) -> _Split:
     if scale and canonical_operand_format(fmt) == "ue4m3":
         codes = codes & 0x7F  # the hardware ignores bit 7 of a UE4M3 scale byte
-    return _Split(codes, fmt, scale)
+    return _Split(codes, fmt)
 
 
 def _nan_blocks(side: Side, scales: Side, block: int) -> Side:
@@ -246,7 +245,7 @@ def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_
     if all(have):
         if not u.scaled:
             raise ValueError(f"matmul: unit {u.name} takes no block scales (scaled units: "
-                             f"{', '.join(n for n, x in _units().items() if x.scaled)})")
+                             f"{', '.join(n for n, x in UNITS.items() if x.scaled)})")
         if scale_format is None or block_size is None:
             raise ValueError("matmul: block scales need scale_format and block_size")
         scale_format = get_format(scale_format).name
@@ -274,11 +273,6 @@ def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_
                          "block_size (or MXTensor / NVFP4Tensor operands)")
     return Prepared(u, A, B, a_format, b_format, SA, SB, scale_format if SA is not None else None,
                     block_size if SA is not None else None), alpha
-
-
-def _units() -> dict[str, Unit]:
-    from .units import UNITS
-    return UNITS
 
 
 def _f32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -355,9 +349,4 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     bits = out.view(np.uint32).copy()
     bits[np.isnan(out)] = 0x7FFFFFFF
     return bits.view(np.float32)
-
-
-def step_once(unit: str | Unit, a: np.ndarray, b: np.ndarray, c: np.ndarray, **kw: Any) -> np.ndarray:
-    """One step (K equal to the unit's K): the same as matmul with that K."""
-    return matmul(a, b, c, unit=unit, **kw)
 

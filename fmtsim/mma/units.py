@@ -28,6 +28,14 @@ Families (one exact step implementation each, in :mod:`fmtsim.mma.step`):
                  ``fraction_bits2 + 1`` bits, normalised rounding down to
                  ``fraction_bits2`` bits, and rounded to nearest even into fp32
 
+Where the sources differ. Khattak-Mikaitis model NVIDIA V100 to B200 for 8-, 16- and
+19-bit inputs; MMA-Sim also models FP6/FP4, the block-scaled kinds and AMD CDNA. For
+the NVIDIA FP8 and fp16/bf16 units the parameters below are the ones both give (L, F,
+output rounding, e_zero). Where only MMA-Sim has a model, fmtsim follows its
+arithmetic, and departs from it only where its float64 emulation shows through
+(named in fmtsim.conformance.mma_peers: a NaN/Inf accumulator dropped on CDNA3 FP8,
+the sign of a zero result on AMD), keeping IEEE rules there.
+
 Exponents: an operand's exponent is that of its normalised form, clamped at its
 format's smallest normal exponent (subnormals keep the minimum exponent and a
 significand below 1); a product's alignment exponent is the sum of its factors'
