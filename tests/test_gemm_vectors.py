@@ -145,3 +145,36 @@ def test_ulps_apart():
     assert ulps_apart(one, np.nextafter(one, np.float32(2))) == 1
     assert ulps_apart(np.float32(-0.0), np.float32(0.0)) == 0
     assert ulps_apart(np.float32(-1e-45), np.float32(1e-45)) == 2
+
+
+@pytest.mark.parametrize("name,elem,sf,bs,units", [
+    ("mxfp8_e4m3.floor.rne.dot.bin", "e4m3", "e8m0", 32, ["exact", "sm100_mxf8f6f4"]),
+    ("mxfp4.floor.rne.dot.bin", "e2m1", "e8m0", 32, ["exact", "sm100_mxf8f6f4", "sm100_mxf4", "sm100_mxf4nvf4"]),
+    ("nvfp4.te.dot.bin", "e2m1", "ue4m3", 16, ["exact", "sm100_mxf4nvf4"])])
+def test_dot_files_take_the_family_bound(name, elem, sf, bs, units, tmp_path):
+    """The block-scaled dot files' c_bound is the family tolerance: every named unit that
+    runs these operands (split-K included) lands inside, and an output beyond fails."""
+    from fmtsim.layout import unpack_fp4
+
+    meta = MANIFEST["files"][name]
+    t = _unpack_arrays((VEC / name).read_bytes(), meta, name)
+    unpack = unpack_fp4 if elem == "e2m1" else (lambda v: v)
+    a, b = unpack(t["a_codes"]), unpack(t["b_codes"]).T
+    alpha = 1.0
+    if "a_global_scale" in t:
+        alpha = np.float32(float(t["a_global_scale"][0]) * float(t["b_global_scale"][0]))
+    bound, c = t["c_bound"].astype(np.float64), t["c"].astype(np.float64)
+    for unit in units:
+        for extra in ({}, {"split_k": 2}) if unit != "exact" else ({},):
+            acc = matmul(a, b, unit=unit, a_format=elem, b_format=elem, a_scales=t["a_scales"],
+                         b_scales=t["b_scales"].T, scale_format=sf, block_size=bs, **extra)
+            d = (np.float32(alpha) * acc).astype(np.float32)
+            assert (np.abs(d - c) <= bound).all(), (unit, extra)
+    # ver: c itself passes, an output just beyond its bound fails
+    raw = bytearray((VEC / name).read_bytes())
+    off = next(x["offset"] for x in meta["arrays"] if x["name"] == "c")
+    beyond = np.float32(c[3, 4] + 1.5 * bound[3, 4] + abs(c[3, 4]) * 2.0**-22)
+    raw[off + 4 * (3 * 8 + 4): off + 4 * (3 * 8 + 5)] = beyond.tobytes()
+    p = tmp_path / name
+    p.write_bytes(bytes(raw))
+    assert main(["ver", name, str(p), "--vectors", str(VEC)]) == 1
