@@ -383,7 +383,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.action == "gen":
         if not args.output:
             raise UsageError("fmtsim probe gen: give -o DIR")
-        for name in probe.write_probes(args.output, args.set, args.seed):
+        try:
+            names = probe.write_probes(args.output, args.set, args.seed)
+        except (ValueError, OSError) as e:
+            raise UsageError(str(e)) from None
+        for name in names:
             print(f"{args.output}/{name}")
         return 0
     if not args.results:

@@ -75,6 +75,8 @@ def test_probe_cli_round_trip(tmp_path, capsys):
     assert main(["probe", "infer", str(tmp_path / "probe.fp8.d.bin")]) == 1
     out = capsys.readouterr().out
     assert "sm89_mma_fp8: 1 outputs differ (first at flat index 29)" in out
+    assert main(["probe", "gen", "--set", "fp7", "-o", str(tmp_path)]) == 2
+    assert "unknown probe set 'fp7'" in capsys.readouterr().err
     (tmp_path / "short.bin").write_bytes(b"\0" * 8)
     assert main(["probe", "infer", str(tmp_path / "short.bin"), "--set", "fp8"]) == 2
     assert "needs" in capsys.readouterr().err

@@ -34,6 +34,7 @@ difference is a failure.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -408,7 +409,16 @@ def mmasim_rows(units: list[str] | None = None, big: bool = True, seed: int = 10
     cfgs = [c for c in CONFIGS if units is None or c.unit in units]
     rows: dict[tuple[str, str], Any] = {}
     ops: dict[Config, Any] = {}
-    for cfg, name, case in iter_cases(cfgs, MODELS, trials, seed):
+    cases: Any = iter_cases(cfgs, MODELS, trials, seed)
+    if sys.stderr.isatty():
+        try:
+            from tqdm import tqdm
+
+            total = sum(trials for c in cfgs for mname in MODELS if applies(mname, c))
+            cases = tqdm(cases, total=total, desc="mmasim", unit="case")
+        except ImportError:
+            pass
+    for cfg, name, case in cases:
         op = ops.get(cfg)
         if op is None:
             op = ops[cfg] = _instruction(cfg)
