@@ -359,3 +359,30 @@ def test_nan_results_are_canonical():
     out = matmul(a * 0, b, unit="sm100_mxf8f6f4", a_format="e4m3", b_format="e4m3", a_scales=s,
                  b_scales=np.array([[127]], np.uint8), scale_format="e8m0", block_size=32)
     assert bits(out)[0, 0] == 0x7FFFFFFF
+
+
+def test_ue4m3_bit7_is_ignored(rng):
+    """mxf4nvf4 reads a UE4M3 scale byte's low 7 bits (MMA-Sim's truncate_e4m3_to_ue4m3)."""
+    a = rng.integers(0, 16, (2, 64))
+    b = rng.integers(0, 16, (64, 3))
+    sa = rng.integers(0x20, 0x50, (2, 4))
+    sb = rng.integers(0x20, 0x50, (4, 3))
+    kw = dict(unit="sm100_mxf4nvf4", a_format="e2m1", b_format="e2m1", scale_format="ue4m3", block_size=16)
+    plain = matmul(a, b, a_scales=sa, b_scales=sb, **kw)
+    high = matmul(a, b, a_scales=sa | 0x80, b_scales=sb | 0x80, **kw)
+    assert np.array_equal(bits(plain), bits(high))
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=FMT_PAIRS, seed=st.integers(0, 2**32 - 1), steps=st.integers(2, 4),
+       cut=st.integers(1, 3), promote=st.booleans())
+def test_hypothesis_split_k_equals_slow(case, seed, steps, cut, promote):
+    unit, fa, fb, sf, bs = case
+    u = UNITS[unit]
+    rng = np.random.default_rng(seed)
+    a, b, c, sa, sb = _random_case(rng, unit, fa, fb, 2, 2, u.k * steps, sf, bs, specials=False)
+    kw = dict(unit=unit, a_format=fa, b_format=fb, a_scales=sa, b_scales=sb, scale_format=sf, block_size=bs,
+              split_k=[u.k * min(cut, steps - 1)])
+    if promote:
+        kw["promote_every"] = u.k
+    assert np.array_equal(bits(matmul(a, b, c, **kw)), bits(slow_matmul(a, b, c, **kw)))
