@@ -85,14 +85,26 @@ def test_c_consumer_reads_the_vectors(tmp_path):
     r = subprocess.run([str(exe), str(VEC)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "256 codes, 0 mismatches" in r.stdout
+    assert "mxf8f6f4 GEMM: 128 outputs, 0 mismatches" in r.stdout
     # a corrupted copy must fail
+    gemm = "sm100_mxf8f6f4.e4m3xe4m3.e8m0x32.gemm.bin"
     bad = tmp_path / "vec"
     bad.mkdir()
     text = (VEC / "e4m3_to_f32.decode_all.tv").read_text().replace("3F800000", "3F800001")
     (bad / "e4m3_to_f32.decode_all.tv").write_text(text)
     shutil.copy(VEC / "mxfp4.floor.rne.block_mx.bin", bad)
+    shutil.copy(VEC / gemm, bad)
     r = subprocess.run([str(exe), str(bad)], capture_output=True, text=True)
     assert r.returncode == 1
+    # one expected D off by one ulp: the C model of the mxf8f6f4 step catches it
+    shutil.copy(VEC / "e4m3_to_f32.decode_all.tv", bad)
+    meta = json.loads((VEC / "manifest.json").read_text())["files"][gemm]
+    off = next(a["offset"] for a in meta["arrays"] if a["name"] == "d") + 4 * 9
+    data = bytearray((VEC / gemm).read_bytes())
+    data[off] ^= 1
+    (bad / gemm).write_bytes(bytes(data))
+    r = subprocess.run([str(exe), str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1 and "mxf8f6f4 GEMM: 128 outputs, 1 mismatches" in r.stdout
 
 
 @pytest.mark.parametrize("src,dst", [("e5m2", "e4m3"), ("e4m3", "e5m2"), ("e4m3", "e4m3fnuz"),

@@ -4,7 +4,8 @@
     python tools/bench.py [--n 16777216] [--repeat 3] [--only codec]
 
 Peers: ml_dtypes ``astype`` always; torch casts (and torchao, where a section
-uses it) when importable. Every number is the best of ``--repeat`` runs; the
+uses it) when importable; MMA-Sim's instruction models for the matrix units
+(``--only mma``) when mmasim is installed. Every number is the best of ``--repeat`` runs; the
 ratio column is peer time / fmtsim time (> 1: fmtsim is faster). Inputs are
 shuffled (ml_dtypes is several times faster on sorted data) and spread over the
 whole range of each format: random signs, exponents from below the smallest
@@ -343,12 +344,63 @@ def bench_dequantize(repeat: int) -> list[list[str]]:
     return rows
 
 
+def bench_mma(repeat: int, rng: np.random.Generator, big: bool = True) -> list[list[str]]:
+    """fmtsim.mma.matmul against MMA-Sim's instruction models on the same GEMMs (ns per product)."""
+    from fmtsim.mma import matmul
+    from fmtsim.mma.arith import operand_table
+
+    try:
+        from fmtsim.conformance import mma_peers
+        have_peer = mma_peers.missing() is None
+    except ImportError:
+        have_peer = False
+    cases = [("sm90_wgmma_fp8", "e4m3", "e4m3", None, None, (64, 256, 256)),
+             ("sm89_mma_fp8", "e4m3", "e5m2", None, None, (64, 256, 256)),
+             ("sm90_wgmma_fp16", "bf16", "bf16", None, None, (64, 256, 256)),
+             ("sm100_f8f6f4", "e4m3", "e4m3", None, None, (128, 256, 256)),
+             ("sm100_mxf8f6f4", "e4m3", "e4m3", "e8m0", 32, (128, 256, 256)),
+             ("sm100_mxf4", "e2m1", "e2m1", "e8m0", 32, (128, 256, 512)),
+             ("sm100_mxf4nvf4", "e2m1", "e2m1", "ue4m3", 16, (128, 256, 512)),
+             ("cdna3_mfma_fp8", "e4m3fnuz", "e4m3fnuz", None, None, (64, 256, 256))]
+    rows = []
+    for unit, af, bf, sf, bs, (m, n, k) in cases:
+        ta, tb = operand_table(af), operand_table(bf)
+        a = rng.choice(np.nonzero(ta.cls == 0)[0], (m, k))
+        b = rng.choice(np.nonzero(tb.cls == 0)[0], (k, n))
+        c = rng.standard_normal((m, n)).astype(np.float32)
+        sa = sb = None
+        if sf and bs:
+            lo, hi = (120, 135) if sf == "e8m0" else (0x30, 0x48)
+            sa, sb = rng.integers(lo, hi, (m, k // bs)), rng.integers(lo, hi, (k // bs, n))
+        kw = dict(a_format=af, b_format=bf, a_scales=sa, b_scales=sb, scale_format=sf, block_size=bs)
+        ours = best(lambda: matmul(a, b, c, unit=unit, **kw), repeat)
+        peer = None
+        if have_peer:
+            cfg = mma_peers.Config(unit, af, bf, sf, bs)
+            op = mma_peers._instruction(cfg)
+            peer = best(lambda: mma_peers.run_mmasim(cfg, a, b, c, sa, sb, op), repeat)
+        fa = f"{af}x{bf}" + (f" {sf}x{bs}" if sf else "")
+        rows.append(row(f"{unit} {fa} {m}x{n}x{k}", ours, peer, m * n * k, "mmasim 2.1.1" if have_peer else "-"))
+    if big:
+        m, n, k = 512, 512, 4096
+        a = rng.integers(0, 16, (m, k))
+        b = rng.integers(0, 16, (k, n))
+        sa, sb = rng.integers(120, 135, (m, k // 32)), rng.integers(120, 135, (k // 32, n))
+        t0 = time.perf_counter()
+        matmul(a, b, unit="sm100_mxf4", a_format="e2m1", b_format="e2m1", a_scales=sa, b_scales=sb,
+               scale_format="e8m0", block_size=32)
+        t = time.perf_counter() - t0
+        rows.append([f"sm100_mxf4 MXFP4 {m}x{n}x{k} (whole GEMM: {t:.1f} s)", f"{t / (m * n * k) * 1e9:.2f}",
+                     "-", "-", "-"])
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1 << 24)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["codec", "tables", "memory", "block", "conformance", "checkpoint",
-                                       "dequantize"],
+                                       "dequantize", "mma"],
                     nargs="*")
     ap.add_argument("--checkpoint-gb", type=float, default=2.0)
     args = ap.parse_args()
@@ -356,7 +408,8 @@ def main() -> int:
     from tabulate import tabulate
 
     rng = np.random.default_rng(0)
-    only = set(args.only or ["codec", "tables", "memory", "block", "conformance", "checkpoint", "dequantize"])
+    only = set(args.only or ["codec", "tables", "memory", "block", "conformance", "checkpoint", "dequantize",
+                             "mma"])
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}")
     print(f"n = {args.n} elements, best of {args.repeat}\n")
@@ -374,6 +427,11 @@ def main() -> int:
     if "block" in only:
         print(tabulate(bench_block(1 << 22, args.repeat, rng),
                        ["operation", "fmtsim ns/el", "peer ns/el", "peer/fmtsim", "peer"], disable_numparse=True))
+        print()
+    if "mma" in only:
+        print(tabulate(bench_mma(args.repeat, rng),
+                       ["GEMM (unit, formats, MxNxK)", "fmtsim ns/product", "peer ns/product", "peer/fmtsim", "peer"],
+                       disable_numparse=True))
         print()
     if "conformance" in only:
         print(tabulate(bench_conformance(), ["command", "wall time", "status"], disable_numparse=True))

@@ -226,10 +226,11 @@ def cmd_conform(args: argparse.Namespace) -> int:
 def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
     import itertools
 
+    from .conformance.gemm_vectors import gemm_files
     from .conformance.vectors import block_files, dot_files, fmt2fmt_files, layout_files, scalar_files
 
     gen: Any = itertools.chain(scalar_files(level, seed), fmt2fmt_files(), block_files(seed + 1), layout_files(),
-                               dot_files())
+                               dot_files(), gemm_files())
     if progress:
         try:
             from tqdm import tqdm
@@ -320,7 +321,8 @@ def cmd_ver(args: argparse.Namespace) -> int:
             print(f"{name}: {m}" if len(jobs) > 1 else m)
         print(f"{name}: {res.cases} cases, {res.cases - res.failed} passed, {res.failed} failed "
               f"({meta.get('coverage_model', '-')})")
-        key = (meta.get("format", {}).get("name", meta.get("operation", "-")), meta.get("coverage_model", "-"))
+        key = (meta.get("format", {}).get("name", meta.get("unit", {}).get("name", meta.get("operation", "-"))),
+               meta.get("coverage_model", "-"))
         cell = summary.setdefault(key, [0, 0, 0])
         cell[0] += 1
         cell[1] += res.cases
@@ -341,11 +343,40 @@ def _verify_one(vec_dir: Any, name: str, path: str | None, meta: dict[str, Any],
     if name.endswith(".bin"):
         actual_b = sys.stdin.buffer.read() if path in (None, "-") else Path(path).read_bytes()
         return verify_binary((vec_dir / name).read_bytes(), actual_b, meta, max_errors=args.errors,
-                             what=path or "stdin")
+                             what=path or "stdin", family=getattr(args, "family_tolerance", False))
     expected = (vec_dir / name).read_text()
     actual = sys.stdin.read() if path in (None, "-") else Path(path).read_text()
     return verify_lines(expected, actual, meta, check_flags=not args.ignore_flags, check_nans=args.check_nans,
                         max_errors=args.errors, what=path or "stdin")
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from .mma import probe
+
+    if args.action == "gen":
+        if not args.output:
+            raise UsageError("fmtsim probe gen: give -o DIR")
+        try:
+            names = probe.write_probes(args.output, args.set, args.seed)
+        except (ValueError, OSError) as e:
+            raise UsageError(str(e)) from None
+        for name in names:
+            print(f"{args.output}/{name}")
+        return 0
+    if not args.results:
+        raise UsageError("fmtsim probe infer RESULTS...: give the result file(s), probe.<set>.d.bin")
+    matched = True
+    for path in args.results:
+        try:
+            name, d, ops = probe.read_results(path, args.set[0] if args.set else None, args.probes)
+        except (ValueError, OSError) as e:
+            raise UsageError(str(e)) from None
+        inf = probe.infer(name, d, ops)
+        print(f"{path}:")
+        for line in inf.report():
+            print(f"  {line}")
+        matched &= bool(inf.consistent)
+    return 0 if matched else 1
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -440,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--errors", type=int, default=20, help="failures printed")
     s.add_argument("--check-nans", action="store_true", help="NaN codes must match exactly")
     s.add_argument("--ignore-flags", action="store_true", help="do not compare flags (GPUs report none)")
+    s.add_argument("--family-tolerance", action="store_true",
+                   help="*.gemm.bin: accept D within the model-family bound of the exact answer (a device whose "
+                        "matrix unit is none of the named ones) instead of bit for bit")
     s.set_defaults(func=cmd_ver)
 
     s = sub.add_parser("diff", help="what each profile produces on the inputs where implementations disagree")
@@ -449,9 +483,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--profiles", nargs="+", choices=list(PROFILES), help="profiles to show (default all)")
     s.set_defaults(func=cmd_diff)
 
+    s = sub.add_parser("probe", help="characterise a matrix unit: gen writes operands, infer reads your kernel's D")
+    s.add_argument("action", choices=["gen", "infer"])
+    s.add_argument("results", nargs="*", help="infer: result files probe.<set>.d.bin (P x NB float32)")
+    s.add_argument("--set", nargs="+", help="probe sets (default: all for gen; from the file name for infer)")
+    s.add_argument("-o", "--output", help="gen: the directory to write probe.<set>.bin and probe.json to")
+    s.add_argument("--probes", help="infer: the directory gen wrote (for its seed; default seed 7)")
+    s.add_argument("--seed", type=int, default=7)
+    s.set_defaults(func=cmd_probe)
+
     s = sub.add_parser("conform", help="run the coverage models against implementations")
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"],
-                   help="built-in: fmtsim, ml_dtypes, torch, torchao (the last two need fmtsim[torch]); "
+                   help="built-in: fmtsim, ml_dtypes, torch, torchao (these two need fmtsim[torch]), mmasim "
+                        "(matrix units; needs fmtsim[mma]); "
                         "or an adapter as module:function or file.py:function (default: fmtsim ml_dtypes)")
     s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
     s.add_argument("--quick", action="store_true", help="boundary models only")

@@ -13,6 +13,9 @@ Implementations:
     torchao    torchao's FP4/FP6 casts against the ``torchao`` profile, its MX
                ``to_mx`` (every element format and scale mode) and NVFP4 quantizer
                against fmtsim's, block by block (when importable).
+    mmasim     MMA-Sim's matrix-instruction models against fmtsim.mma, every named
+               unit it has, output bits (conformance.mma_peers; ``formats`` may
+               name units to run only those).
 
 Both also run the committed golden vectors (vectors/*.tv, when the package runs
 from a checkout): fmtsim must reproduce every line; ml_dtypes runs the files
@@ -39,7 +42,7 @@ from .models import iter_models
 
 __all__ = ["Row", "run", "IMPLEMENTATIONS"]
 
-IMPLEMENTATIONS = ("fmtsim", "ml_dtypes", "torch", "torchao")
+IMPLEMENTATIONS = ("fmtsim", "ml_dtypes", "torch", "torchao", "mmasim")
 
 
 @dataclass
@@ -248,10 +251,13 @@ def run(impls: tuple[str, ...] = ("fmtsim", "ml_dtypes"), formats: list[str] | N
     see conformance.adapters). ``profile`` checks fmtsim against the oracle under that
     profile's policy and overrides the profile an adapter claims. ``formats`` may also
     name block schemes (mxfp8_e4m3 ... mxfp4, nvfp4) for torchao's block rows."""
+    from ..mma import UNITS
     from ..mx import SCHEMES
 
     blocks = set(SCHEMES) | {"nvfp4"}  # block schemes, which only torchao's rows check
-    names = [get_format(n).name for n in formats if n not in blocks] if formats else list(FORMATS)
+    units = [n for n in formats or [] if n in UNITS]
+    names = ([get_format(n).name for n in formats if n not in blocks and n not in UNITS] if formats
+             else list(FORMATS))
     rows: list[Row] = []
     for impl in impls:
         if ":" in impl:
@@ -265,6 +271,13 @@ def run(impls: tuple[str, ...] = ("fmtsim", "ml_dtypes"), formats: list[str] | N
                              "or name an adapter as module:function")
         if impl in ("torch", "torchao"):
             rows.extend(_torch_rows(impl, formats, names, big, profile))
+            continue
+        if impl == "mmasim":
+            from .mma_peers import mmasim_rows
+
+            if formats and not units:
+                continue
+            rows.extend(mmasim_rows(units or None, big=big))
             continue
         for name in names:
             if impl == "fmtsim":

@@ -1,0 +1,171 @@
+"""GEMM vector files per named matrix unit (``*.gemm.bin``), and their verification.
+
+One raw little-endian binary file per (unit, operand formats, scales), arrays listed in
+the manifest (name, dtype, shape, byte offset) like the other binary vector files:
+
+    a_codes   (M, K) uint8 (uint16 for fp16/bf16), one code per element, unpacked
+    b_codes   (K, N) likewise
+    a_scales  (M, K / block) uint8, b_scales (K / block, N) uint8   (block-scaled units)
+    c         (M, N) float32: the accumulator C
+    d         (M, N) float32: D = A @ B + C as the named unit computes it, chained along K
+    d_exact   (M, N) float32: the exact sum rounded once (RNE)
+    d_bound   (M, N) float32: the model-family tolerance around d_exact (NaN: the exact
+              special result is asked; +Inf: anything, the sum may overflow in a chain)
+
+``fmtsim ver FILE RESULTS`` compares a device's ``d`` bit for bit (any NaN matches NaN);
+with ``--family-tolerance`` it asks |d - d_exact| <= d_bound instead, for a device whose
+unit is not one of the named ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..mma import UNITS, matmul
+from ..mma.arith import FINITE, canonical_operand_format, operand_table
+from ..mma.tolerance import F_MIN, L_MIN, family_bound
+
+__all__ = ["GEMM_CASES", "gemm_files", "verify_gemm"]
+
+GEMM_CASES: list[tuple[str, str, str, str | None, int | None]] = [
+    ("exact", "e4m3", "e4m3", None, None),
+    ("sm89_mma_fp8", "e4m3", "e5m2", None, None),
+    ("sm90_wgmma_fp8", "e4m3", "e4m3", None, None),
+    ("sm90_wgmma_fp8", "e5m2", "e4m3", None, None),
+    ("sm90_wgmma_fp16", "fp16", "fp16", None, None),
+    ("sm90_wgmma_fp16", "bf16", "bf16", None, None),
+    ("sm100_f8f6f4", "e4m3", "e4m3", None, None),
+    ("sm100_f8f6f4", "e3m2", "e2m3", None, None),
+    ("sm100_f8f6f4", "e2m1", "e2m1", None, None),
+    ("sm100_mxf8f6f4", "e4m3", "e4m3", "e8m0", 32),
+    ("sm100_mxf8f6f4", "e2m1", "e5m2", "e8m0", 32),
+    ("sm100_mxf4", "e2m1", "e2m1", "e8m0", 32),
+    ("sm100_mxf4nvf4", "e2m1", "e2m1", "e8m0", 16),
+    ("sm100_mxf4nvf4", "e2m1", "e2m1", "ue4m3", 16),
+    ("cdna3_mfma_fp8", "e4m3fnuz", "e5m2fnuz", None, None),
+    ("cdna3_mfma_fp16", "fp16", "fp16", None, None),
+    ("cdna3_mfma_fp16", "bf16", "bf16", None, None),
+]
+
+M, N, STEPS = 16, 8, 4
+
+
+def gemm_name(unit: str, a: str, b: str, sf: str | None, bs: int | None) -> str:
+    return f"{unit}.{a}x{b}" + (f".{sf}x{bs}" if sf else "") + ".gemm.bin"
+
+
+def _operands(rng: np.random.Generator, a_fmt: str, b_fmt: str, k: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of A: 0-7 random finite codes (fp16/bf16: within 2^+-16), 8 the largest magnitudes, 9 the smallest
+    nonzero, 10 one largest among the smallest, 11 zeros, 12 pairs that cancel against B's
+    columns 0-3 (B's rows paired equal there), 13 subnormals, 14-15 any code (NaN/Inf
+    included). Columns of B: random finite, column 7 zeros. C: random, with zeros, one
+    huge and one tiny."""
+    ta, tb = operand_table(a_fmt), operand_table(b_fmt)
+
+    def pick(t: Any, pred: Any) -> np.ndarray:
+        fin = t.cls == FINITE
+        v = np.abs(np.where(fin, t.values, 0.0))
+        sel = np.nonzero(fin & pred(v, t.sig, t.man_bits))[0]
+        return sel if sel.size else np.nonzero(fin)[0]
+
+    def ordinary(v: np.ndarray, s: np.ndarray, m: int) -> np.ndarray:
+        # fp16/bf16 codes over the whole range would overflow most sums: rows 0-7 stay within 2^+-16
+        return (v == 0) | ((v >= 2.0**-16) & (v <= 2.0**16))
+
+    fa, fb = pick(ta, ordinary), pick(tb, ordinary)
+    a = rng.choice(fa, (M, k))
+    b = rng.choice(fb, (k, N))
+    big = pick(ta, lambda v, s, m: v >= v.max() / 2)
+    small = pick(ta, lambda v, s, m: (v > 0) & (v <= v[v > 0].min() * 2))
+    a[8] = rng.choice(big, k)
+    a[9] = rng.choice(small, k)
+    a[10] = rng.choice(small, k)
+    a[10, rng.integers(0, k)] = rng.choice(big)
+    a[11] = 0
+    sign = 0x8000 if a_fmt in ("fp16", "bf16") else (0x20 if a_fmt in ("e3m2", "e2m3") else
+                                                    (0x8 if a_fmt == "e2m1" else 0x80))
+    nz = pick(ta, lambda v, s, m: v > 0)
+    a[12, 0::2] = rng.choice(nz, (k + 1) // 2)
+    a[12, 1::2] = a[12, 0::2][: k // 2] ^ sign
+    b[1::2, :4] = b[0::2, :4][: k // 2]
+    a[13] = rng.choice(pick(ta, lambda v, s, m: (v > 0) & (s < (1 << m))), k)
+    a[14:] = rng.integers(0, ta.n_codes, (2, k))
+    b[:, 7] = 0
+    c = (rng.standard_normal((M, N)) * 2.0 ** rng.integers(-10, 10, (M, N))).astype(np.float32)
+    c[rng.random((M, N)) < 0.3] = 0
+    c[3, 3], c[4, 4] = np.float32(3.0e30), np.float32(1.5e-40)
+    return a, b, c
+
+
+def gemm_files(seed: int = 10) -> Iterator[Any]:
+    from .vectors import VectorFile, _binary
+
+    for ci, (unit, af, bf, sf, bs) in enumerate(GEMM_CASES):
+        u = UNITS[unit]
+        k = (u.k or 16) * STEPS
+        rng = np.random.default_rng([seed, ci])
+        a, b, c = _operands(rng, af, bf, k)
+        sa = sb = None
+        if sf and bs:
+            if sf == "e8m0":
+                sa = rng.integers(120, 135, (M, k // bs))
+                sb = rng.integers(120, 135, (k // bs, N))
+                sa[1, 0], sa[2, 0], sb[0, 5], sa[15, 1] = 0x00, 0xFE, 0x01, 0xFF
+            else:
+                sa = rng.integers(0x30, 0x48, (M, k // bs))
+                sb = rng.integers(0x30, 0x48, (k // bs, N))
+                sa[1, 0], sa[2, :] = 0x01, sa[2, :] | 0x80  # a subnormal scale; bit 7 set (ignored)
+            sa, sb = sa.astype(np.uint8), sb.astype(np.uint8)
+        kw: dict[str, Any] = dict(a_format=af, b_format=bf, a_scales=sa, b_scales=sb, scale_format=sf,
+                                  block_size=bs)
+        d = matmul(a, b, c, unit=unit, **kw)
+        d_exact = matmul(a, b, c, unit="exact", **kw)
+        bound = family_bound(a, b, c, af, bf, sa, sb, sf, bs)
+        with np.errstate(over="ignore"):
+            b32 = bound.astype(np.float32)
+        b32 = np.where(b32.astype(np.float64) < bound, np.nextafter(b32, np.float32(np.inf)), b32)
+        dt = np.uint16 if canonical_operand_format(af) in ("fp16", "bf16") else np.uint8
+        arrays: list[tuple[str, np.ndarray]] = [("a_codes", a.astype(dt)), ("b_codes", b.astype(dt))]
+        if sa is not None and sb is not None:
+            arrays += [("a_scales", sa), ("b_scales", sb)]
+        arrays += [("c", c), ("d", d), ("d_exact", d_exact), ("d_bound", b32.astype(np.float32))]
+        data, layout = _binary(arrays)
+        params = {"name": u.name, "family": u.family, "k": u.k, "fraction_bits": u.fraction_bits,
+                  "e_zero": u.e_zero, "output": u.output, "group": u.group, "even_odd": u.even_odd,
+                  "fraction_bits2": u.fraction_bits2, "source": u.source}
+        yield VectorFile(gemm_name(unit, af, bf, sf, bs), data, {
+            "operation": "unit_gemm", "unit": params, "a_format": af, "b_format": bf,
+            "scale_format": sf, "block_size": bs, "M": M, "N": N, "K": k,
+            "d": "D = A @ B + C on the unit, its steps chained along K (each step's fp32 result is the "
+                 "next step's C); NaN results are 0x7FFFFFFF",
+            "tolerance": f"named unit: d bit for bit (any NaN matches NaN); --family-tolerance: "
+                         f"|d - d_exact| <= d_bound (F >= {F_MIN}, L >= {L_MIN}; vectors/README.md)",
+            "layout": "codes one per element (FP4/FP6 in the low bits of a byte), row-major",
+            "coverage_model": "unit_gemm", "cases": M * N, "arrays": layout})
+
+
+def verify_gemm(exp: dict[str, np.ndarray], got: dict[str, np.ndarray], family: bool
+                ) -> tuple[np.ndarray, list[str]]:
+    """(ok mask, reasons) for a device's d against a unit_gemm file's arrays."""
+    e, g = exp["d"], got["d"]
+    if not family:
+        ok = (e.view(np.uint32) == g.view(np.uint32)) | (np.isnan(e) & np.isnan(g))
+    else:
+        ref, bound = exp["d_exact"], exp["d_bound"].astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            near = np.abs(g.astype(np.float64) - ref.astype(np.float64)) <= bound
+        same = (ref.view(np.uint32) == g.view(np.uint32)) | (np.isnan(ref) & np.isnan(g))
+        ok = np.where(np.isnan(bound), same, np.isinf(bound) | near | same)
+    return ok, []
+
+
+def ulps_apart(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """How many fp32 steps lie between x and y (same-sign ordering of the bit patterns)."""
+    def key(v: np.ndarray) -> np.ndarray:
+        u = v.view(np.uint32).astype(np.int64)
+        return np.where(u >= 0x80000000, 0x80000000 - u, u)
+    return np.abs(key(np.asarray(x, np.float32)) - key(np.asarray(y, np.float32)))

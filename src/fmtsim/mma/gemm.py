@@ -1,0 +1,352 @@
+"""GEMM on a matrix unit: ``matmul`` chains the unit's fused steps along K (the fp32
+result of one step is the next step's C), with an optional promotion interval and an
+explicit split-K, over operand codes or MXTensor / NVFP4Tensor objects.
+
+Conventions (numpy's): a is (M, K), b is (K, N), scales are per block along K:
+a_scales (M, K / block_size), b_scales (K / block_size, N). K is padded with zero
+codes (and scale 1.0) up to a multiple of the unit's K, as a kernel's zero-filled tile
+is. The result is float32 (M, N); a NaN result is the canonical 0x7FFFFFFF.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..formats import get_format
+from .arith import NAN, ZERO_EXP, canonical_operand_format, operand_table
+from .step import Side, amd_step, grouped_step, nv_step
+from .units import UNITS, Unit, get_unit
+
+__all__ = ["matmul", "prepare", "Prepared"]
+
+_ONE = {"e8m0": 127, "ue4m3": 0x38}
+_CHUNK = 1 << 21  # products per vectorised slab (rows * N * L)
+
+
+class Prepared:
+    """Operands checked, padded and split once; chain() runs any range of K."""
+
+    def __init__(self, unit: Unit, a: np.ndarray, b: np.ndarray, a_format: str, b_format: str,
+                 a_scales: np.ndarray | None, b_scales: np.ndarray | None, scale_format: str | None,
+                 block_size: int | None) -> None:
+        self.unit = unit
+        self.a_format, self.b_format = a_format, b_format
+        self.scale_format, self.block_size = scale_format, block_size
+        m, k = a.shape
+        n = b.shape[1]
+        step = unit.k or k or 1
+        if block_size:
+            step = int(np.lcm(step, block_size))
+        kp = -(-k // step) * step if k else step
+        if kp != k:
+            a = np.concatenate([a, np.zeros((m, kp - k), a.dtype)], axis=1)
+            b = np.concatenate([b, np.zeros((kp - k, n), b.dtype)], axis=0)
+            if a_scales is not None and b_scales is not None and block_size and scale_format:
+                extra = kp // block_size - a_scales.shape[1]
+                one = _ONE[scale_format]
+                a_scales = np.concatenate([a_scales, np.full((m, extra), one, a_scales.dtype)], axis=1)
+                b_scales = np.concatenate([b_scales, np.full((extra, n), one, b_scales.dtype)], axis=0)
+        self.m, self.n, self.k, self.k_padded = m, n, k, kp
+        self.a = _side(a, a_format)
+        self.b = _side(b.T, b_format)
+        self.sa = self.sb = None
+        if a_scales is not None and b_scales is not None and scale_format is not None:
+            self.sa = _side(a_scales, scale_format, scale=True)
+            self.sb = _side(np.ascontiguousarray(b_scales.T), scale_format, scale=True)
+
+    def step_k(self) -> int:
+        return self.unit.k or self.k_padded
+
+    def chain(self, c: np.ndarray, k0: int, k1: int) -> np.ndarray:
+        """C through the unit's steps over K columns k0 .. k1 (multiples of the step)."""
+        u = self.unit
+        if u.family == "exact":
+            from .exact import exact_range
+            return exact_range(self, c, k0, k1)
+        L = u.k
+        out = np.asarray(c, dtype=np.float32)
+        for s in range(k0, k1, L):
+            out = self._step(out, s, s + L)
+        return out
+
+    def _step(self, c: np.ndarray, k0: int, k1: int) -> np.ndarray:
+        u = self.unit
+        L = k1 - k0
+        rows = self.m if u.family == "nv" else max(1, _CHUNK // max(1, self.n * L))  # nv_step slabs itself
+        parts = []
+        bs = self.b.slice_k(k0, k1)
+        for r0 in range(0, self.m, rows):
+            r1 = min(self.m, r0 + rows)
+            as_ = self.a.slice_k(k0, k1, r0, r1)
+            cc = c[r0:r1]
+            if u.family == "nv":
+                if self.sa is not None:
+                    as_, bs2 = self._fold_scales(as_, bs, k0, k1, r0, r1)
+                else:
+                    bs2 = bs
+                parts.append(nv_step(u, as_, bs2, cc))
+            elif u.family == "nv_grouped":
+                assert self.sa is not None and self.sb is not None and self.block_size
+                b0, b1 = k0 // self.block_size, k1 // self.block_size
+                sa = self.sa.slice_k(b0, b1, r0, r1)
+                sb = self.sb.slice_k(b0, b1)
+                as_, bs2 = _nan_blocks(as_, sa, self.block_size), _nan_blocks(bs, sb, self.block_size)
+                parts.append(grouped_step(u, as_, bs2, cc, sa, sb, self.block_size // u.group))
+            else:
+                parts.append(amd_step(u, as_, bs, cc))
+        return np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+
+    def _fold_scales(self, a: Side, b: Side, k0: int, k1: int, r0: int, r1: int) -> tuple[Side, Side]:
+        """Block-scaled nv units: each product times its scale product before alignment."""
+        assert self.sa is not None and self.sb is not None and self.block_size
+        bsz = self.block_size
+        idx = np.arange(k0, k1) // bsz
+        out = []
+        for side, sc in ((a, self.sa.rows(r0, r1)), (b, self.sb.rows(0, None))):
+            smag, sexp, scls = sc.mag[:, idx], sc.exp[:, idx], sc.cls[:, idx]
+            mag = side.mag * smag
+            exp = np.where(mag == 0, ZERO_EXP, side.exp + np.where(smag == 0, 0, sexp)).astype(np.int32)
+            cls = np.where(scls == NAN, NAN, side.cls).astype(np.int8)
+            out.append(Side(side.sgn, mag, exp, cls, side.man + sc.man, side.emin))
+        return out[0], out[1]
+
+
+class _Split:
+    """Codes of one operand split once: (rows, K) arrays."""
+
+    def __init__(self, codes: np.ndarray, fmt: str) -> None:
+        t = operand_table(fmt)
+        idx = codes.astype(np.intp)
+        self.sgn = t.sign[idx].astype(np.int32)
+        self.mag = t.sig[idx]
+        self.exp = np.where(self.mag == 0, ZERO_EXP, t.exp[idx]).astype(np.int32)
+        self.cls = t.cls[idx]
+        self.man, self.emin = t.man_bits, t.emin
+
+    def slice_k(self, k0: int, k1: int, r0: int = 0, r1: int | None = None) -> Side:
+        return Side(self.sgn[r0:r1, k0:k1], self.mag[r0:r1, k0:k1], self.exp[r0:r1, k0:k1],
+                    self.cls[r0:r1, k0:k1], self.man, self.emin)
+
+    def rows(self, r0: int, r1: int | None) -> Side:
+        return Side(self.sgn[r0:r1], self.mag[r0:r1], self.exp[r0:r1], self.cls[r0:r1], self.man, self.emin)
+
+
+def _side(codes: np.ndarray, fmt: str, scale: bool = False) -> _Split:
+    if scale and canonical_operand_format(fmt) == "ue4m3":
+        codes = codes & 0x7F  # the hardware ignores bit 7 of a UE4M3 scale byte
+    return _Split(codes, fmt)
+
+
+def _nan_blocks(side: Side, scales: Side, block: int) -> Side:
+    """Elements of a block whose scale is NaN become NaN (the products are NaN)."""
+    if not (scales.cls == NAN).any():
+        return side
+    idx = np.arange(side.mag.shape[1]) // block
+    cls = np.where(scales.cls[:, idx] == NAN, NAN, side.cls).astype(np.int8)
+    return Side(side.sgn, side.mag, side.exp, cls, side.man, side.emin)
+
+
+def _codes(x: Any, what: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"matmul: {what} must hold integer codes, not {arr.dtype} (view FP8 arrays as uint8)")
+    if arr.ndim != 2:
+        raise ValueError(f"matmul: {what} must be 2-D, got shape {arr.shape}")
+    return arr
+
+
+def _check_range(codes: np.ndarray, fmt: str, what: str) -> None:
+    n = operand_table(fmt).n_codes
+    if codes.size and (codes.min() < 0 or codes.max() >= n):
+        bad = np.argwhere((codes < 0) | (codes >= n))[0]
+        raise ValueError(f"matmul: {what}[{bad[0]}, {bad[1]}] = {int(codes[tuple(bad)])} is not a {fmt} code "
+                         f"(0..{n - 1:#x})")
+
+
+def _from_tensor(q: Any, which: str) -> tuple[np.ndarray, np.ndarray, str, str, int, float]:
+    """(codes as (M, K) for a / (K, N) for b, scales likewise, element format, scale format,
+    block size, global scale) of an MXTensor or NVFP4Tensor."""
+    from ..mx import MXTensor
+    from ..nvfp4 import NVFP4Tensor
+
+    if isinstance(q, MXTensor):
+        codes, scales = np.asarray(q.codes), np.asarray(q.scales)
+        if codes.ndim != 2:
+            raise ValueError(f"matmul: {which} MXTensor must be 2-D, got shape {codes.shape}")
+        if q.length != codes.shape[q.axis]:
+            raise ValueError(f"matmul: {which} MXTensor was padded along its block axis; slice it first")
+        axis = q.axis % 2
+        fmt, sfmt, bs, g = q.element_format.name, "e8m0", q.block_size, 1.0
+    elif isinstance(q, NVFP4Tensor):
+        codes, scales = np.asarray(q.codes), np.asarray(q.scales)
+        if codes.ndim != 2:
+            raise ValueError(f"matmul: {which} NVFP4Tensor must be 2-D, got shape {codes.shape}")
+        axis, fmt, sfmt, bs, g = 1, "e2m1", "ue4m3", 16, float(q.global_scale)
+    else:
+        raise TypeError(f"matmul: {which} must be codes with a_format/b_format, an MXTensor or an NVFP4Tensor")
+    # blocks run along K: a is (M, K) with blocks along axis 1, b is (K, N) with blocks along axis 0
+    want = 1 if which == "a" else 0
+    if axis != want:
+        codes, scales = codes.T, scales.T
+    return codes, scales, fmt, sfmt, bs, g
+
+
+def _to_f32(c: Any, m: int, n: int) -> np.ndarray:
+    if c is None:
+        return np.zeros((m, n), np.float32)
+    arr = np.asarray(c)
+    if arr.shape != (m, n):
+        raise ValueError(f"matmul: c must have shape {(m, n)}, got {arr.shape}")
+    if arr.dtype.kind != "f":
+        raise TypeError(f"matmul: c must be a float array (fp32 values), not {arr.dtype}")
+    out = arr.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        bad = (out.astype(np.float64) != arr.astype(np.float64)) & ~np.isnan(arr.astype(np.float64))
+    if bad.any():
+        i = np.argwhere(bad)[0]
+        raise ValueError(f"matmul: c[{i[0]}, {i[1]}] = {arr[tuple(i)]!r} is not an fp32 value")
+    return out
+
+
+def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_format: str | None = None,
+            a_scales: Any = None, b_scales: Any = None, scale_format: str | None = None,
+            block_size: int | None = None) -> tuple[Prepared, float]:
+    """Check and split the operands of :func:`matmul`; returns (Prepared, epilogue alpha)."""
+    u = get_unit(unit)
+    alpha = 1.0
+    if not isinstance(a, np.ndarray) and hasattr(a, "codes"):
+        a, a_scales, a_format, scale_format, block_size, ga = _from_tensor(a, "a")
+        alpha *= ga
+    if not isinstance(b, np.ndarray) and hasattr(b, "codes"):
+        b, b_scales, b_format, sf, bs, gb = _from_tensor(b, "b")
+        if scale_format is not None and sf != scale_format or block_size is not None and bs != block_size:
+            raise ValueError(f"matmul: a and b carry different block scales ({scale_format} x{block_size} "
+                             f"vs {sf} x{bs})")
+        scale_format, block_size = sf, bs
+        alpha *= gb
+    if a_format is None or b_format is None:
+        raise TypeError("matmul: codes need a_format and b_format")
+    a_format, b_format = canonical_operand_format(a_format), canonical_operand_format(b_format)
+    A, B = _codes(a, "a"), _codes(b, "b")
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"matmul: a is {A.shape} and b is {B.shape}; a's columns must equal b's rows (K)")
+    for fmt, which in ((a_format, "a_format"), (b_format, "b_format")):
+        if not u.takes(fmt):
+            raise ValueError(f"matmul: unit {u.name} does not take {which}={fmt}; it takes {', '.join(u.formats)}")
+    _check_range(A, a_format, "a")
+    _check_range(B, b_format, "b")
+    have = [x is not None for x in (a_scales, b_scales)]
+    if any(have) and not all(have):
+        raise ValueError("matmul: give both a_scales and b_scales, or neither")
+    SA = SB = None
+    if all(have):
+        if not u.scaled:
+            raise ValueError(f"matmul: unit {u.name} takes no block scales (scaled units: "
+                             f"{', '.join(n for n, x in UNITS.items() if x.scaled)})")
+        if scale_format is None or block_size is None:
+            raise ValueError("matmul: block scales need scale_format and block_size")
+        scale_format = get_format(scale_format).name
+        if scale_format not in u.scale_formats:
+            raise ValueError(f"matmul: unit {u.name} takes scale_format {' or '.join(u.scale_formats)}, "
+                             f"not {scale_format}")
+        if block_size not in u.block_sizes:
+            raise ValueError(f"matmul: unit {u.name} takes block_size {' or '.join(map(str, u.block_sizes))}, "
+                             f"not {block_size}")
+        if u.name == "sm100_mxf4nvf4" and scale_format == "ue4m3" and block_size != 16:
+            raise ValueError("matmul: sm100_mxf4nvf4 takes UE4M3 scales with block_size 16 only")
+        SA, SB = _codes(a_scales, "a_scales"), _codes(b_scales, "b_scales")
+        nb = -(-A.shape[1] // block_size)
+        if SA.shape != (A.shape[0], nb) or SB.shape != (nb, B.shape[1]):
+            raise ValueError(f"matmul: with K={A.shape[1]} and block_size {block_size}, a_scales must be "
+                             f"{(A.shape[0], nb)} and b_scales {(nb, B.shape[1])}; got {SA.shape} and {SB.shape}")
+        if scale_format == "ue4m3":
+            SA, SB = SA & 0x7F, SB & 0x7F
+        _check_range(SA, scale_format, "a_scales")
+        _check_range(SB, scale_format, "b_scales")
+        if A.shape[1] % block_size:
+            raise ValueError(f"matmul: K={A.shape[1]} is not a multiple of block_size {block_size}")
+    elif u.scaled and u.family != "exact":
+        raise ValueError(f"matmul: unit {u.name} is block-scaled: give a_scales, b_scales, scale_format and "
+                         "block_size (or MXTensor / NVFP4Tensor operands)")
+    return Prepared(u, A, B, a_format, b_format, SA, SB, scale_format if SA is not None else None,
+                    block_size if SA is not None else None), alpha
+
+
+def _f32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (x.astype(np.float32) + y.astype(np.float32)).astype(np.float32)
+
+
+def _slices(k: int, step: int, split_k: int | Sequence[int] | None) -> list[tuple[int, int]]:
+    if split_k is None:
+        return [(0, k)]
+    if isinstance(split_k, (int, np.integer)):
+        n = int(split_k)
+        if n < 1:
+            raise ValueError(f"matmul: split_k must be >= 1, got {n}")
+        steps = k // step
+        edges = [step * (steps * i // n) for i in range(n + 1)]
+    else:
+        edges = [0, *[int(e) for e in split_k], k]
+        for e in edges[1:-1]:
+            if e % step or not 0 < e < k:
+                raise ValueError(f"matmul: split_k boundary {e} must be a multiple of the unit's K ({step}) "
+                                 f"strictly inside 0..{k}")
+        if edges != sorted(edges):
+            raise ValueError(f"matmul: split_k boundaries must increase, got {list(split_k)}")
+    return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b > a] or [(0, k)]
+
+
+def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | None = None,
+           b_format: str | None = None, a_scales: Any = None, b_scales: Any = None,
+           scale_format: str | None = None, block_size: int | None = None,
+           promote_every: int | None = None, split_k: int | Sequence[int] | None = None) -> np.ndarray:
+    """D = A @ B + C as the named matrix unit computes it, bit for bit (float32 (M, N)).
+
+    a: (M, K) codes of ``a_format``; b: (K, N) codes of ``b_format`` (fmtsim format names,
+    plus fp16 / bf16 for the 16-bit units); or MXTensor / NVFP4Tensor operands (blocks
+    along K; one quantized along its last axis is read as (N, K) and transposed for b),
+    whose formats and scales are taken from the objects. a_scales (M, K / block_size) and
+    b_scales (K / block_size, N): scale codes of ``scale_format`` (e8m0, or ue4m3 whose
+    bit 7 the hardware ignores). c: fp32 values (M, N) or None (zeros).
+
+    Chaining: the unit's steps run along K, each step's fp32 result is the next step's C.
+    promote_every: every that many elements of K (a multiple of the unit's K) the
+    partial sum, started from 0, is added to an fp32 accumulator (started from C) with
+    one RNE addition, as DeepGEMM does every 128 on Hopper. split_k: a number of equal
+    slices, or the K boundaries; each slice is chained separately (the first from C, the
+    others from 0) and the slices' results are added left to right in fp32 (RNE).
+    NVFP4Tensor global scales are applied after, as a kernel epilogue: D = fl32(alpha * D)
+    with alpha = fl32(global_a * global_b). NaN operands and NaN scales (E8M0 0xFF,
+    UE4M3 0x7F) make NaN; Inf follows IEEE rules; results beyond fp32 become +-Inf.
+    """
+    p, alpha = prepare(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
+                       b_scales=b_scales, scale_format=scale_format, block_size=block_size)
+    c32 = _to_f32(c, p.m, p.n)
+    step = p.step_k()
+    if p.unit.family == "exact" and (promote_every or split_k):
+        step = p.block_size or 1
+    if promote_every is not None and (promote_every <= 0 or promote_every % step):
+        raise ValueError(f"matmul: promote_every must be a positive multiple of the unit's K ({step}), "
+                         f"got {promote_every}")
+    out: np.ndarray | None = None
+    for i, (k0, k1) in enumerate(_slices(p.k_padded, step, split_k)):
+        start = c32 if i == 0 else np.zeros_like(c32)
+        if promote_every is None:
+            part = p.chain(start, k0, k1)
+        else:
+            part = start
+            for j in range(k0, k1, promote_every):
+                part = _f32_add(part, p.chain(np.zeros_like(c32), j, min(k1, j + promote_every)))
+        out = part if out is None else _f32_add(out, part)
+    assert out is not None
+    if alpha != 1.0:
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = (np.float32(alpha) * out).astype(np.float32)
+    bits = out.view(np.uint32).copy()
+    bits[np.isnan(out)] = 0x7FFFFFFF
+    return bits.view(np.float32)
+

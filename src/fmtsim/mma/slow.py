@@ -1,0 +1,287 @@
+"""The exact slow twin of the matrix-unit models: Fractions, one output at a time.
+
+Written from the models' descriptions (units.py), not from the fast path: values are
+decoded to Fractions, exponents found by exact floor(log2), terms aligned by dividing
+by a power of two and truncating, and results rounded by a Fraction rounding. Tests
+hold :func:`slow_matmul` equal to :func:`fmtsim.mma.matmul` bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .arith import canonical_operand_format, operand_table
+from .units import Unit, get_unit
+
+__all__ = ["slow_matmul", "slow_step", "fl32", "round_fraction"]
+
+Value = Fraction | float  # a Fraction, or float nan / +-inf
+
+_ONE = {"e8m0": 127, "ue4m3": 0x38}
+
+
+def _flog2(v: Fraction) -> int:
+    n, d = abs(v.numerator), v.denominator
+    e = n.bit_length() - d.bit_length()
+    if Fraction(2) ** e > abs(v):
+        e -= 1
+    return e
+
+
+def _value(code: int, fmt: str) -> Value:
+    t = operand_table(fmt)
+    v = float(t.values[code])
+    if math.isnan(v) or math.isinf(v):
+        return v
+    return Fraction(v)
+
+
+def _exp(v: Fraction, emin: int) -> int:
+    return max(_flog2(v), emin)
+
+
+def round_fraction(v: Fraction, man: int, emin: int, mode: str) -> Fraction:
+    """v onto the grid of a float with ``man`` fraction bits and smallest normal exponent emin."""
+    if v == 0:
+        return Fraction(0)
+    ulp = Fraction(2) ** (max(_flog2(v), emin) - man)
+    q = v / ulp
+    if mode == "rz":
+        r = Fraction(math.trunc(q))
+    elif mode == "rd":
+        r = Fraction(math.floor(q))
+    else:
+        r = Fraction(round(q))  # Fraction.__round__ rounds half to even
+    return r * ulp
+
+
+def _to_f32(v: Fraction) -> float:
+    """An fp32-grid value as a Python float; +-Inf at or beyond 2^128; +0 for zero."""
+    if abs(v) >= Fraction(2) ** 128:
+        return math.inf if v > 0 else -math.inf
+    return float(np.float32(float(v))) + 0.0
+
+
+def fl32(x: Value) -> float:
+    """x rounded to nearest even fp32 (+-Inf beyond; specials kept)."""
+    if isinstance(x, float):
+        return x
+    r = round_fraction(x, 23, -126, "rne")
+    return _to_f32(r)
+
+
+def _special(terms: list[tuple[Value, ...]], c: Value) -> float | None:
+    """IEEE result of a sum of products with C when any factor is NaN/Inf, else None."""
+    has_nan, pos, neg = False, False, False
+    for factors in terms:
+        if any(isinstance(f, float) and math.isnan(f) for f in factors):
+            has_nan = True
+            continue
+        if any(isinstance(f, float) for f in factors):  # an Inf factor
+            if any(f == 0 for f in factors):
+                has_nan = True
+                continue
+            sign = 1
+            for f in factors:
+                sign *= 1 if f > 0 else -1
+            pos, neg = pos or sign > 0, neg or sign < 0
+    if isinstance(c, float):
+        if math.isnan(c):
+            has_nan = True
+        else:
+            pos, neg = pos or c > 0, neg or c < 0
+    if has_nan or (pos and neg):
+        return math.nan
+    if pos:
+        return math.inf
+    if neg:
+        return -math.inf
+    return None
+
+
+def _finite_product(f: tuple[Value, ...]) -> Fraction:
+    """|product| of finite factors (0 when any factor is NaN/Inf)."""
+    out = Fraction(1)
+    for x in f:
+        if not isinstance(x, Fraction):
+            return Fraction(0)
+        out *= abs(x)
+    return out
+
+
+_OUT = {"rz_fp32": (23, "rz"), "rz_e8m13": (13, "rz"), "rne_fp32": (23, "rne")}
+
+
+def slow_step(unit: Unit, a: list[Value], b: list[Value], c: float, a_emin: int, b_emin: int,
+              sa: list[Value] | None = None, sb: list[Value] | None = None, s_emin: int = 0) -> float:
+    """One step of ``unit`` for one output: a, b the step's operand values (Fractions or
+    float specials), sa, sb each element's scale value, c the fp32 accumulator."""
+    n = len(a)
+    sa = sa if sa is not None else [Fraction(1)] * n
+    sb = sb if sb is not None else [Fraction(1)] * n
+    cv: Value = c if (math.isnan(c) or math.isinf(c)) else Fraction(c)
+    factors: list[tuple[Value, ...]] = [(a[i], b[i], sa[i], sb[i]) for i in range(n)]
+    if unit.product_overflow_inf:  # a finite product at or beyond 2^128 is +-Inf
+        factors = [f + (math.inf,) if _finite_product(f) >= Fraction(2) ** 128 else f for f in factors]
+    sp = _special(factors, cv)
+    if sp is not None:
+        return sp
+    A = [Fraction(x) for x in a]
+    B = [Fraction(x) for x in b]
+    SA = [Fraction(x) for x in sa]
+    SB = [Fraction(x) for x in sb]
+    C = Fraction(c)
+    f = unit.fraction_bits
+    if unit.family == "exact":
+        return fl32(sum((A[i] * B[i] * SA[i] * SB[i] for i in range(n)), C))
+    if unit.family in ("nv", "nv_grouped"):
+        terms: list[tuple[Fraction, int]] = []
+        if unit.family == "nv":
+            for i in range(n):
+                p = A[i] * B[i] * SA[i] * SB[i]
+                if p == 0:
+                    terms.append((p, unit.e_zero))
+                else:
+                    e = _exp(A[i], a_emin) + _exp(B[i], b_emin) + _exp(SA[i], s_emin) + _exp(SB[i], s_emin)
+                    terms.append((p, e))
+        else:
+            g = unit.group
+            for j in range(0, n, g):
+                prods = [A[i] * B[i] for i in range(j, j + g)]
+                scale = SA[j] * SB[j]
+                if all(x == 0 for x in prods) or scale == 0:
+                    terms.append((Fraction(0), unit.e_zero))
+                else:
+                    terms.append((sum(prods, Fraction(0)) * scale, _exp(SA[j], s_emin) + _exp(SB[j], s_emin)))
+        terms.append((C, _exp(C, -126) if C != 0 else unit.e_zero))
+        emax = max(e for _, e in terms)
+        unit_lsb = Fraction(2) ** (emax - f)
+        s = sum((Fraction(math.trunc(v / unit_lsb)) * unit_lsb for v, _ in terms), Fraction(0))
+        man, mode = _OUT[unit.output]
+        return _to_f32(round_fraction(s, man, -126, mode))
+    # amd
+    idx = [list(range(0, n, 2)), list(range(1, n, 2))] if unit.even_odd else [list(range(n))]
+    groups = []
+    for ids in idx:
+        nz = [(A[i] * B[i], _exp(A[i], a_emin) + _exp(B[i], b_emin)) for i in ids if A[i] * B[i] != 0]
+        if not nz:
+            continue
+        eg = max(e for _, e in nz)
+        lsb = Fraction(2) ** (eg - f)
+        groups.append((sum((Fraction(math.trunc(p / lsb)) * lsb for p, _ in nz), Fraction(0)), eg))
+    ec = _exp(C, -126) if C != 0 else -126
+    if groups:
+        edot = max(e for _, e in groups)
+        lsb = Fraction(2) ** (edot - f)
+        sdot = sum((Fraction(math.floor(s / lsb)) * lsb for s, _ in groups), Fraction(0))
+        emax = max(edot, ec)
+    else:
+        sdot, emax = Fraction(0), ec
+    f2 = unit.fraction_bits2
+    lsb2 = Fraction(2) ** (emax - f2 - 1)
+    sdot = Fraction(math.floor(sdot / lsb2)) * lsb2
+    lsbc = Fraction(2) ** (emax - f)
+    sc = Fraction(math.floor(C / lsbc)) * lsbc
+    if unit.drop_small_c and ec < emax - f - 1:
+        sc = Fraction(0)
+    t = round_fraction(sdot + sc, f2, -126, "rd")
+    return _to_f32(round_fraction(t, 23, -126, "rne"))
+
+
+def _add32(x: float, y: float) -> float:
+    if math.isnan(x) or math.isnan(y) or math.isinf(x) or math.isinf(y):
+        with np.errstate(invalid="ignore"):
+            return float(np.float32(x) + np.float32(y))
+    return fl32(Fraction(x) + Fraction(y))
+
+
+def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, unit: str | Unit, a_format: str,
+                b_format: str, a_scales: np.ndarray | None = None, b_scales: np.ndarray | None = None,
+                scale_format: str | None = None, block_size: int | None = None,
+                promote_every: int | None = None, split_k: int | Sequence[int] | None = None,
+                outputs: list[tuple[int, int]] | None = None) -> np.ndarray:
+    """The twin of :func:`fmtsim.mma.matmul` over codes (no tensor objects, no global
+    scale), one output at a time; ``outputs`` limits it to those (i, j) (others NaN)."""
+    u = get_unit(unit)
+    af, bf = canonical_operand_format(a_format), canonical_operand_format(b_format)
+    A, B = np.asarray(a), np.asarray(b)
+    m, k = A.shape
+    n = B.shape[1]
+    step = u.k or k or 1
+    if block_size:
+        step = math.lcm(step, block_size)
+    kp = -(-k // step) * step if k else step
+    at, bt = operand_table(af), operand_table(bf)
+    sf = canonical_operand_format(scale_format) if scale_format else None
+    st = operand_table(sf) if sf else None
+
+    def scale_of(codes: np.ndarray | None, i: int, kk: int, row: bool) -> Value:
+        if codes is None or st is None or block_size is None:
+            return Fraction(1)
+        j = kk // block_size
+        if j >= codes.shape[1 if row else 0]:
+            code = _ONE[sf or "e8m0"]
+        else:
+            code = int(codes[i, j] if row else codes[j, i])
+        if sf == "ue4m3":
+            code &= 0x7F
+        return _value(code, sf or "e8m0")
+
+    def val(t: Any, fmt: str, codes: np.ndarray, i: int, j: int) -> Value:
+        return _value(int(codes[i, j]), fmt)
+
+    out = np.full((m, n), np.nan, dtype=np.float32)
+    cc = np.zeros((m, n), np.float32) if c is None else np.asarray(c, np.float32)
+    L = u.k or kp
+    if u.family == "exact" and (promote_every or split_k):
+        L = block_size or 1
+    pstep = u.k or L
+
+    def chain(i: int, j: int, c0: float, k0: int, k1: int) -> float:
+        acc = c0
+        width = u.k or (k1 - k0)
+        if width == 0:
+            return acc
+        for s in range(k0, k1, width):
+            ks = range(s, s + width)
+            av = [val(at, af, A, i, kk) if kk < k else Fraction(0) for kk in ks]
+            bv = [_value(int(B[kk, j]), bf) if kk < k else Fraction(0) for kk in ks]
+            sa = [scale_of(a_scales, i, kk, True) for kk in ks] if a_scales is not None else None
+            sb = [scale_of(b_scales, j, kk, False) for kk in ks] if b_scales is not None else None
+            acc = slow_step(u, av, bv, acc, at.emin, bt.emin, sa, sb, st.emin if st else 0)
+        return acc
+
+    if split_k is None:
+        edges = [0, kp]
+    elif isinstance(split_k, int):
+        steps = kp // (pstep if u.k else L)
+        unit_w = pstep if u.k else L
+        edges = [unit_w * (steps * t // split_k) for t in range(split_k + 1)]
+    else:
+        edges = [0, *split_k, kp]
+    pairs = outputs if outputs is not None else [(i, j) for i in range(m) for j in range(n)]
+    for i, j in pairs:
+        total: float | None = None
+        for t, (k0, k1) in enumerate(zip(edges, edges[1:], strict=False)):
+            if k1 <= k0:
+                continue
+            start = float(cc[i, j]) if t == 0 else 0.0
+            if promote_every is None:
+                part = chain(i, j, start, k0, k1)
+            else:
+                part = start
+                for q in range(k0, k1, promote_every):
+                    part = _add32(part, chain(i, j, 0.0, q, min(k1, q + promote_every)))
+            total = part if total is None else _add32(total, part)
+        out[i, j] = np.float32(total)
+    bits = out.view(np.uint32).copy()
+    sel = np.zeros((m, n), bool)
+    for i, j in pairs:
+        sel[i, j] = True
+    bits[np.isnan(out) & sel] = 0x7FFFFFFF
+    return bits.view(np.float32)

@@ -1,0 +1,225 @@
+"""One fused step of a matrix unit, exactly, in integer arithmetic, vectorised over
+outputs (fast path; the one-output-at-a-time Fraction twin is :mod:`fmtsim.mma.slow`).
+
+Every function here takes one step's operands already split by
+:func:`fmtsim.mma.arith.operand_table` (per row of A and per column of B, K along the
+last axis of both) and the accumulator C (float32, one per output), and returns the
+step's float32 result. Widths: a product significand times 2^(F - P) is below
+2^(F + 2), and every term is shifted to the largest exponent minus F before the sum,
+so each term is below 2^(F + 2) (F = 35, grouped: 2^47) and a sum of at most 65 terms
+fits int64; nothing wider is needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .arith import FINITE, INF, NAN, round_scaled, split_f32, to_f32
+from .units import Unit
+
+__all__ = ["Side", "nv_step", "grouped_step", "amd_step", "finish_output"]
+
+_OUT = {"rz_fp32": (23, "rz"), "rz_e8m13": (13, "rz"), "rne_fp32": (23, "rne")}
+
+
+@dataclass
+class Side:
+    """One operand of a step, split: (rows, L) for A, (cols, L) for B (B transposed).
+
+    sgn: +1/-1 (int32), mag: integer significand (int64, 0 for zeros and specials),
+    exp: alignment exponent (int32; ZERO_EXP for zeros), cls: FINITE/INF/NAN (int8).
+    man: fraction bits of mag (the value is sgn * mag * 2^(exp - man)); emin: the
+    format's smallest exponent."""
+
+    sgn: np.ndarray
+    mag: np.ndarray
+    exp: np.ndarray
+    cls: np.ndarray
+    man: int
+    emin: int = 0
+
+
+def _specials(a: Side, b: Side, c_cls: np.ndarray, c_sgn: np.ndarray,
+              extra_inf: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(is_special, value) for outputs that are NaN or +-Inf by IEEE rules (NaN operand,
+    Inf times 0, Inf of both signs, Inf/NaN C); None when the step has none."""
+    a_sp = a.cls != FINITE
+    b_sp = b.cls != FINITE
+    if not (a_sp.any() or b_sp.any() or (c_cls != FINITE).any() or (extra_inf is not None and extra_inf.any())):
+        return None
+    a_nan = (a.cls == NAN)[:, None, :]
+    b_nan = (b.cls == NAN)[None, :, :]
+    a_inf = (a.cls == INF)[:, None, :]
+    b_inf = (b.cls == INF)[None, :, :]
+    a_zero = ((a.cls == FINITE) & (a.mag == 0))[:, None, :]
+    b_zero = ((b.cls == FINITE) & (b.mag == 0))[None, :, :]
+    nan = (a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)).any(-1)
+    inf = (a_inf | b_inf) & ~(a_zero | b_zero | a_nan | b_nan)
+    if extra_inf is not None:
+        inf = inf | extra_inf
+    neg = (a.sgn[:, None, :] * b.sgn[None, :, :]) < 0
+    pos_inf = (inf & ~neg).any(-1) | ((c_cls == INF) & (c_sgn > 0))
+    neg_inf = (inf & neg).any(-1) | ((c_cls == INF) & (c_sgn < 0))
+    nan = nan | (c_cls == NAN) | (pos_inf & neg_inf)
+    special = nan | pos_inf | neg_inf
+    val = np.where(nan, np.float32(np.nan), np.where(pos_inf, np.float32(np.inf), np.float32(-np.inf)))
+    return special, val.astype(np.float32)
+
+
+def finish_output(neg: np.ndarray, mag: np.ndarray, x: np.ndarray, output: str) -> np.ndarray:
+    man, mode = _OUT[output]
+    q, e = round_scaled(neg, mag, x, man, -126, mode)
+    return to_f32(neg, q, e)
+
+
+def _c_term(c_sgn: np.ndarray, c_sig: np.ndarray, c_exp: np.ndarray, emax: np.ndarray, f: int) -> np.ndarray:
+    """C aligned like a product: trunc(c_sig * 2^(c_exp - emax + F - 23)), signed."""
+    sh = (c_exp.astype(np.int64) - emax) + (f - 23)
+    t = np.where(sh >= 0, c_sig << np.clip(sh, 0, 63), c_sig >> np.clip(-sh, 0, 63))
+    return t * c_sgn
+
+
+_SLAB = 1 << 17  # products per slab: three int32 slabs stay in a 2-core machine's L2
+
+
+def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
+    """NVIDIA FDPA: products and C aligned together to the largest exponent, truncated
+    toward zero to F bits below it (zeros get e_zero), summed exactly, rounded by
+    unit.output."""
+    f = unit.fraction_bits
+    shift = f - a.man - b.man  # negative when F is below the product's own fraction bits
+    pre, post = max(shift, 0), max(-shift, 0)
+    rows, L = a.mag.shape
+    cols = b.mag.shape[0]
+    c_sgn, c_sig, c_exp, c_cls = split_f32(c)
+    # some product is zero iff a's row or b's column holds a zero (or a NaN/Inf, whose mag is 0)
+    any_zero = (a.mag == 0).any(1)[:, None] | (b.mag == 0).any(1)[None, :]
+    floor = np.where(any_zero | (c_sig == 0), unit.e_zero, -(1 << 30))
+    floor = np.where(c_sig != 0, np.maximum(floor, c_exp), floor)
+    dt = np.int64 if f + 2 > 30 else np.int32
+    # K-major slabs (L, rows, cols): numpy's inner loops then run along the outputs
+    amag = np.ascontiguousarray((a.mag << pre).astype(dt).T)
+    bmag = np.ascontiguousarray(b.mag.astype(dt).T)
+    aexp, bexp = np.ascontiguousarray(a.exp.astype(np.int32).T), np.ascontiguousarray(b.exp.astype(np.int32).T)
+    asg, bsg = np.ascontiguousarray(a.sgn.astype(dt).T), np.ascontiguousarray(b.sgn.astype(dt).T)
+    emax = np.empty((rows, cols), np.int64)
+    s = np.empty((rows, cols), np.int64)
+    r = max(1, _SLAB // max(1, cols * L))
+    e_buf = np.empty((L, r, cols), np.int32)
+    p_buf = np.empty((L, r, cols), dt)
+    g_buf = np.empty((L, r, cols), dt)
+    for r0 in range(0, rows, r):
+        r1 = min(rows, r0 + r)
+        n = r1 - r0
+        e, p, g = e_buf[:, :n], p_buf[:, :n], g_buf[:, :n]
+        # a product's exponent is the sum of its factors'; zero factors carry ZERO_EXP
+        np.add(aexp[:, r0:r1, None], bexp[:, None, :], out=e)
+        em = np.maximum(e.max(0), floor[r0:r1])
+        emax[r0:r1] = em
+        np.subtract((em + post).astype(np.int32)[None], e, out=e)
+        np.multiply(amag[:, r0:r1, None], bmag[:, None, :], out=p)
+        np.right_shift(p, e, out=p)
+        np.multiply(asg[:, r0:r1, None], bsg[:, None, :], out=g)
+        np.multiply(p, g, out=p)
+        p.sum(0, dtype=np.int64, out=s[r0:r1])
+    s += _c_term(c_sgn, c_sig, c_exp, emax, f)
+    out = finish_output(s < 0, np.abs(s), emax - f, unit.output)
+    sp = _specials(a, b, c_cls, c_sgn)
+    if sp is not None:
+        out = np.where(sp[0], sp[1], out)
+    return out
+
+
+def grouped_step(unit: Unit, a: Side, b: Side, c: np.ndarray, sa: Side, sb: Side, groups_per_block: int
+                 ) -> np.ndarray:
+    """NVIDIA mxf4 / mxf4nvf4: groups of unit.group products summed exactly (an integer
+    matmul, exact in float32), each times its scale product, aligned on the scale
+    product's exponent (e_zero when the group's products are all zero or the scale is
+    zero) together with C, truncated to F bits, summed, rounded by unit.output.
+
+    sa: (rows, n_blocks) scales of A, sb: (cols, n_blocks) scales of B."""
+    f = unit.fraction_bits
+    g = unit.group
+    rows, L = a.mag.shape
+    cols = b.mag.shape[0]
+    ng = L // g
+    c_sgn, c_sig, c_exp, c_cls = split_f32(c)
+    # element values in units of 2^(emin - man): small signed integers
+    av = (a.sgn * (a.mag << np.clip(a.exp - a.emin, 0, 31))).astype(np.float32)
+    bv = (b.sgn * (b.mag << np.clip(b.exp - b.emin, 0, 31))).astype(np.float32)
+    av = np.where(a.mag == 0, 0, av).astype(np.float32)
+    bv = np.where(b.mag == 0, 0, bv).astype(np.float32)
+    psum = np.einsum("mgk,ngk->mng", av.reshape(rows, ng, g), bv.reshape(cols, ng, g))
+    nz = np.einsum("mgk,ngk->mng", (a.mag != 0).reshape(rows, ng, g).astype(np.float32),
+                   (b.mag != 0).reshape(cols, ng, g).astype(np.float32))
+    p = psum.astype(np.int64)  # exact: |p| <= 16 * 144
+    sai = np.repeat(np.arange(sa.mag.shape[1]), groups_per_block)
+    smag = sa.mag[:, sai][:, None, :] * sb.mag[:, sai][None, :, :]
+    sexp = (sa.exp[:, sai][:, None, :] + sb.exp[:, sai][None, :, :]).astype(np.int64)
+    zero_group = (nz == 0) | (smag == 0)
+    e = np.where(zero_group, unit.e_zero, sexp)
+    emax = np.maximum(e.max(-1), np.where(c_sig != 0, c_exp, unit.e_zero))
+    # value of a group: p * smag * 2^(e - P) with P the fraction bits of p and of smag
+    frac = (a.man - a.emin) + (b.man - b.emin) + sa.man + sb.man
+    shift = f - frac
+    assert shift >= 0
+    d = emax[..., None] - e
+    t = (np.abs(p) * smag) << shift
+    t = (t >> np.clip(d, 0, 63)) * np.sign(p)
+    s = t.sum(-1) + _c_term(c_sgn, c_sig, c_exp, emax, f)
+    out = finish_output(s < 0, np.abs(s), emax - f, unit.output)
+    sp = _specials(a, b, c_cls, c_sgn)
+    if sp is not None:
+        out = np.where(sp[0], sp[1], out)
+    return out
+
+
+def amd_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
+    """AMD CDNA3 MFMA: products aligned and truncated per group (F bits; even and odd
+    products apart when unit.even_odd, then combined rounding down), C joined rounding
+    down (products to F2 + 1 bits, C to F bits; C below e_max - F - 1 dropped when
+    unit.drop_small_c), the sum rounded down to F2 bits and then to nearest even fp32."""
+    f, f2 = unit.fraction_bits, unit.fraction_bits2
+    shift = f - a.man - b.man
+    assert shift >= 0
+    c_sgn, c_sig, c_exp, c_cls = split_f32(c)
+    e = (a.exp[:, None, :] + b.exp[None, :, :]).astype(np.int64)
+    mag = (a.mag[:, None, :] << shift) * b.mag[None, :, :]
+    sgn = (a.sgn[:, None, :] * b.sgn[None, :, :]).astype(np.int64)
+    extra_inf = None
+    if unit.product_overflow_inf:
+        big = (e + (mag >= (np.int64(1) << (f + 1)))) >= 128
+        big &= mag != 0
+        extra_inf = big
+        mag = np.where(big, 0, mag)
+    parts = [slice(0, None, 2), slice(1, None, 2)] if unit.even_odd else [slice(None)]
+    sums, exps = [], []
+    for sl in parts:
+        eg = e[..., sl]
+        gmax = eg.max(-1)
+        t = (mag[..., sl] >> np.clip(gmax[..., None] - eg, 0, 63)) * sgn[..., sl]
+        sums.append(t.sum(-1))
+        exps.append(gmax)
+    edot = exps[0]
+    for x in exps[1:]:
+        edot = np.maximum(edot, x)
+    sdot = sum(s >> np.clip(edot - x, 0, 63) for s, x in zip(sums, exps, strict=True))
+    emax = np.maximum(edot, c_exp)
+    k = edot - emax + (f2 + 1 - f)
+    sdot = np.where(k >= 0, sdot << np.clip(k, 0, 63), sdot >> np.clip(-k, 0, 63))
+    cs = c_sig * c_sgn
+    kc = c_exp.astype(np.int64) - emax + (f - 23)
+    sc = np.where(kc >= 0, cs << np.clip(kc, 0, 63), cs >> np.clip(-kc, 0, 63))
+    if unit.drop_small_c:
+        sc = np.where(c_exp < emax - f - 1, 0, sc)
+    total = sdot + (sc << (f2 + 1 - f))
+    neg = total < 0
+    q, x = round_scaled(neg, np.abs(total), emax - f2 - 1, f2, -126, "rd")
+    q, x = round_scaled(neg, q, x, 23, -126, "rne")
+    out = to_f32(neg, q, x)
+    sp = _specials(a, b, c_cls, c_sgn, extra_inf)
+    if sp is not None:
+        out = np.where(sp[0], sp[1], out)
+    return out

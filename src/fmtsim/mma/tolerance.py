@@ -1,0 +1,73 @@
+"""The model-family tolerance: how far from the exact answer any matrix unit of the
+published family can land, for a device whose unit is not one of the named ones.
+
+The family (Fasi et al. 2021; Khattak-Mikaitis; MMA-Sim): each step fuses L >= 8
+products and C, aligns them to an exponent e_max no larger than the largest alignment
+exponent of its terms (or e_zero >= -139 when a term is zero), keeps F >= 13 fraction
+bits below it (truncating or rounding down, so each term loses less than
+2^(e_max - 13), and never more than its own magnitude), and rounds the step's result
+to at least 13 fraction bits (a relative error below 2^-13, plus at most 2^-139 below
+fp32's normal range). With K products in ceil(K / 8) steps, E the largest alignment
+exponent of any product or of C (and of the running sum, bounded by S = |C| + sum |a_k b_k|):
+
+    bound = sum_k min(|a_k b_k|, 2^(E - 13)) + steps * (2^(E - 13) + 2^-13 * S + 2^-138)
+            + 2^-24 * S                        (the exact reference's own rounding)
+
+Where S reaches 2^127 a step of some unit can overflow to +-Inf part way along K, and
+the bound is +Inf (any result). Where an operand, a scale or C is NaN/Inf the bound is
+NaN: the exact special result is asked for. All named units land within it (tests/
+test_mma.py); it is far looser than bit-exactness, which a named unit's file asks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .arith import FINITE, canonical_operand_format, operand_table
+
+__all__ = ["family_bound", "F_MIN", "L_MIN"]
+
+F_MIN = 13  # the fewest fraction bits any unit of the family keeps (Hopper / Ada FP8)
+L_MIN = 8  # the fewest products per step (CDNA3 fp16/bf16)
+
+
+def family_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, a_format: str, b_format: str,
+                 a_scales: np.ndarray | None = None, b_scales: np.ndarray | None = None,
+                 scale_format: str | None = None, block_size: int | None = None) -> np.ndarray:
+    """The family tolerance (float64 (M, N), an upper bound) for D = A @ B + C; NaN where an
+    operand or C is NaN/Inf (the exact special result is asked for there)."""
+    ta, tb = operand_table(canonical_operand_format(a_format)), operand_table(canonical_operand_format(b_format))
+    A, B = np.asarray(a), np.asarray(b)
+    m, k = A.shape
+    n = B.shape[1]
+    cc = np.zeros((m, n), np.float32) if c is None else np.asarray(c, np.float32)
+    av, bv = ta.values[A], tb.values[B]
+    ae = np.where(ta.sig[A] != 0, ta.exp[A], -(1 << 20)).astype(np.float64)
+    be = np.where(tb.sig[B] != 0, tb.exp[B], -(1 << 20)).astype(np.float64)
+    special = (ta.cls[A] != FINITE).any(1)[:, None] | (tb.cls[B] != FINITE).any(0)[None, :] | ~np.isfinite(cc)
+    if a_scales is not None and b_scales is not None and scale_format and block_size:
+        ts = operand_table(canonical_operand_format(scale_format))
+        sa = np.asarray(a_scales) & (0x7F if ts.name == "ue4m3" else 0xFF)
+        sb = np.asarray(b_scales) & (0x7F if ts.name == "ue4m3" else 0xFF)
+        idx = np.arange(k) // block_size
+        av = av * ts.values[sa][:, idx]
+        bv = bv * ts.values[sb][idx, :]
+        ae = ae + np.where(ts.sig[sa] != 0, ts.exp[sa], 0)[:, idx]
+        be = be + np.where(ts.sig[sb] != 0, ts.exp[sb], 0)[idx, :]
+        special |= (ts.cls[sa] != FINITE).any(1)[:, None] | (ts.cls[sb] != FINITE).any(0)[None, :]
+    with np.errstate(invalid="ignore", over="ignore"):
+        prods = np.abs(np.where(np.isfinite(av), av, 0)[:, :, None] * np.where(np.isfinite(bv), bv, 0)[None, :, :])
+        s_abs = np.abs(cc.astype(np.float64)) + prods.sum(1)
+        e_prod = (ae[:, :, None] + be[None, :, :]).max(1)
+        e_sum = np.floor(np.log2(np.where(s_abs > 0, s_abs, 2.0**-200))) + 1
+        e_top = np.maximum(np.maximum(e_prod, e_sum), -139)
+        unit = np.exp2(e_top - F_MIN)
+        steps = math.ceil(max(k, 1) / L_MIN)
+        bound = (np.minimum(prods, unit[:, None, :]).sum(1) + steps * (unit + 2.0**-F_MIN * s_abs + 2.0**-138)
+                 + 2.0**-24 * s_abs)
+    bound = bound * (1 + 2.0**-20)  # float64 evaluation of an upper bound: leave room
+    # a running sum that can pass fp32's range can overflow in some unit's chain: any result
+    bound = np.where(s_abs >= 2.0**127, np.inf, bound)
+    return np.where(special & np.isfinite(bound), np.nan, bound)

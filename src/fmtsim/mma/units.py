@@ -1,0 +1,156 @@
+"""What a matrix unit IS: one declarative record per named unit.
+
+A unit is the arithmetic of one matrix instruction (a fused dot-product-add step,
+FDPA): how many products it fuses (``k``), how they are aligned and truncated
+(``fraction_bits``), which exponent a zero term gets (``e_zero``), how block scales
+and the accumulator C join, and how the result is rounded (``output``). The numbers
+come from the published bit-accurate models: Fasi, Higham, Mikaitis and Pranesh,
+"Numerical behavior of NVIDIA tensor cores" (PeerJ Computer Science 7:e330, 2021);
+Khattak and Mikaitis, "Accurate models of NVIDIA tensor cores" (arXiv:2512.07004);
+Xie et al., "MMA-Sim" (arXiv:2511.10909), whose PyPI package ``mmasim`` 2.1.1 is the
+peer these records are checked against (``fmtsim conform --impl mmasim``).
+
+Families (one exact step implementation each, in :mod:`fmtsim.mma.step`):
+
+    exact        every product and C summed exactly, one RNE rounding to fp32 over
+                 the whole K (fmtsim's reference answer; not a hardware unit)
+    nv           NVIDIA tensor core: the ``k`` products (each exact, times its
+                 block's scale product when scaled) and C aligned together to the
+                 largest exponent, each truncated toward zero to ``fraction_bits``
+                 bits below it, summed exactly, then rounded by ``output``
+    nv_grouped   NVIDIA ``mxf4`` / ``mxf4nvf4``: each group of ``group`` FP4
+                 products summed exactly, multiplied by its scale product, then
+                 fused with C as in ``nv``; a group's alignment exponent is that
+                 of its scale product
+    amd          AMD CDNA3 MFMA: products aligned and truncated (``fraction_bits``)
+                 per group (``even_odd``: the even and the odd products apart,
+                 combined rounding down), then C joined rounding down to
+                 ``fraction_bits2 + 1`` bits, normalised rounding down to
+                 ``fraction_bits2`` bits, and rounded to nearest even into fp32
+
+Where the sources differ. Khattak-Mikaitis model NVIDIA V100 to B200 for 8-, 16- and
+19-bit inputs; MMA-Sim also models FP6/FP4, the block-scaled kinds and AMD CDNA. For
+the NVIDIA FP8 and fp16/bf16 units the parameters below are the ones both give (L, F,
+output rounding, e_zero). Where only MMA-Sim has a model, fmtsim follows its
+arithmetic, and departs from it only where its float64 emulation shows through
+(named in fmtsim.conformance.mma_peers: a NaN/Inf accumulator dropped on CDNA3 FP8,
+the sign of a zero result on AMD), keeping IEEE rules there.
+
+Exponents: an operand's exponent is that of its normalised form, clamped at its
+format's smallest normal exponent (subnormals keep the minimum exponent and a
+significand below 1); a product's alignment exponent is the sum of its factors'
+exponents (so a product's significand lies in [0, 4)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["Unit", "UNITS", "get_unit", "F8F6F4", "unit_names"]
+
+Family = Literal["exact", "nv", "nv_grouped", "amd"]
+Output = Literal["rne_fp32", "rz_fp32", "rz_e8m13"]
+
+F8F6F4 = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
+
+_KM = "Khattak and Mikaitis, arXiv:2512.07004"
+_FHMP = "Fasi, Higham, Mikaitis, Pranesh, PeerJ CS 7:e330 (2021)"
+_MMASIM = "mmasim 2.1.1"
+
+
+@dataclass(frozen=True, eq=False)
+class Unit:
+    """One named matrix unit (see the module docstring for the families)."""
+
+    name: str
+    family: Family
+    k: int  # products fused per step (the instruction's K); 0: the whole K at once
+    fraction_bits: int = 0  # F: bits kept below the largest exponent after alignment
+    e_zero: int = 0  # exponent of a zero term (the lowest alignment point)
+    output: Output = "rne_fp32"
+    formats: tuple[str, ...] = ()  # operand formats a and b may each take ("*": any)
+    scale_formats: tuple[str, ...] = ()  # () unscaled; else the scale formats it takes
+    block_sizes: tuple[int, ...] = ()  # scale block sizes along K
+    group: int = 0  # nv_grouped: products summed exactly before scaling
+    even_odd: bool = False  # amd: even and odd products aligned as two groups
+    fraction_bits2: int = 0  # amd: bits kept when C joins and after normalisation
+    drop_small_c: bool = False  # amd fp8: C below e_max - F - 1 is dropped before it joins
+    product_overflow_inf: bool = False  # amd fp16/bf16: a product >= 2^128 is +-Inf
+    peer: str = ""  # the mmasim instruction that models it
+    title: str = ""
+    source: str = field(default="", repr=False)
+
+    @property
+    def scaled(self) -> bool:
+        return bool(self.scale_formats)
+
+    def takes(self, fmt: str) -> bool:
+        return "*" in self.formats or fmt in self.formats
+
+    def __repr__(self) -> str:
+        return f"Unit({self.name!r})"
+
+
+_RECORDS = [
+    Unit("exact", "exact", 0, formats=("*",), scale_formats=("e8m0", "ue4m3"), block_sizes=(16, 32),
+         title="exact sum of every product and C, one RNE rounding to fp32",
+         source="fmtsim's reference (not a hardware unit)"),
+    Unit("sm89_mma_fp8", "nv", 16, 13, -132, "rz_e8m13", ("e4m3", "e5m2"),
+         peer="MMA('Ada Lovelace', 'm16n8k32.f32.{a}.{b}.f32')",
+         title="Ada (sm_89) mma FP8, fp32 accumulate",
+         source=f"{_KM}; {_MMASIM} nv_ptx/sim.py (Ada FP8: F=13, RZ-E8M13, 16 bytes per step, e_zero -132)"),
+    Unit("sm90_wgmma_fp8", "nv", 32, 13, -133, "rz_e8m13", ("e4m3", "e5m2"),
+         peer="WGMMA('Hopper', 'm64n8k32.f32.{a}.{b}')",
+         title="Hopper (sm_90) wgmma FP8, fp32 accumulate (13 fraction bits kept)",
+         source=f"{_KM}; {_MMASIM} nv_ptx/sim.py WGMMA; DeepSeek-V3 report 3.5.2 (about 14 bits kept)"),
+    Unit("sm90_wgmma_fp16", "nv", 16, 25, -133, "rz_fp32", ("fp16", "bf16"),
+         peer="WGMMA('Hopper', 'm64n8k16.f32.{a}.{b}')",
+         title="Hopper (sm_90) wgmma fp16/bf16, fp32 accumulate",
+         source=f"{_FHMP} (method); {_KM}; {_MMASIM} nv_ptx/sim.py WGMMA"),
+    Unit("sm100_f8f6f4", "nv", 32, 25, -133, "rz_fp32", F8F6F4,
+         peer="TCGen05MMA('Blackwell', 'm64n8k32.kind::f8f6f4.f32.{a}.{b}')",
+         title="Blackwell (sm_100; sm_120 mma the same) kind::f8f6f4, fp32 accumulate",
+         source=f"{_KM}; {_MMASIM} nv_ptx/sim.py TCGen05MMA / MMA('RTX Blackwell')"),
+    Unit("sm100_mxf8f6f4", "nv", 32, 25, -133, "rz_fp32", F8F6F4, ("e8m0",), (32,),
+         peer="TCGen05MMABlockScale('Blackwell', 'm128n8k32.kind::mxf8f6f4.block32.f32.{a}.{b}.ue8m0')",
+         title="Blackwell kind::mxf8f6f4: E8M0 per 32, scale product applied to each product before alignment",
+         source=f"{_KM}; {_MMASIM} arithmetic/fdpa.py st_fdpa (MMA_ST_FDPA F=25, e_zero -133)"),
+    Unit("sm100_mxf4", "nv_grouped", 64, 35, -139, "rz_fp32", ("e2m1",), ("e8m0",), (32,), group=16,
+         peer="TCGen05MMABlockScale('Blackwell', 'm128n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0')",
+         title="Blackwell kind::mxf4 (E8M0 per 32): groups of 16 summed exactly, scaled, fused with F=35",
+         source=f"{_KM}; {_MMASIM} arithmetic/fdpa.py gst_fdpa (MMA_GST_FDPA G=16, F=35, e_zero -139)"),
+    Unit("sm100_mxf4nvf4", "nv_grouped", 64, 35, -139, "rz_fp32", ("e2m1",), ("e8m0", "ue4m3"), (16, 32),
+         group=16,
+         peer="TCGen05MMABlockScale('Blackwell', 'm128n8k64.kind::mxf4nvf4.block{bs}.f32.e2m1.e2m1.{s}')",
+         title="Blackwell kind::mxf4nvf4 (E8M0 x32, E8M0 x16, UE4M3 x16; UE4M3 bit 7 ignored)",
+         source=f"{_KM}; {_MMASIM} arithmetic/fdpa.py gst_fdpa, helper.truncate_e4m3_to_ue4m3"),
+    Unit("cdna3_mfma_fp8", "amd", 16, 24, 0, "rne_fp32", ("e4m3fnuz", "e5m2fnuz"), even_odd=True,
+         fraction_bits2=31, drop_small_c=True,
+         peer="MFMA('CDNA3', 'f32_16x16x32_{a}_{b}')",
+         title="AMD CDNA3 (MI300) MFMA FP8/BF8 (FNUZ): even and odd groups of 8, C added after, RNE",
+         source=f"{_MMASIM} arithmetic/fdpa.py gtr_fdpa (MMA_GTR_FDPA F=24, F2=31, L=16); Xie et al. 2511.10909"),
+    Unit("cdna3_mfma_fp16", "amd", 8, 24, 0, "rne_fp32", ("fp16", "bf16"), fraction_bits2=31,
+         product_overflow_inf=True,
+         peer="MFMA('CDNA3', 'f32_16x16x16_{a}')",
+         title="AMD CDNA3 (MI300) MFMA fp16/bf16: 8 products, F=24, C added after rounding down, RNE",
+         source=f"{_MMASIM} arithmetic/fdpa.py tr_fdpa (MMA_TR_FDPA F=24, F2=31, L=8); Xie et al. 2511.10909"),
+]
+
+UNITS: dict[str, Unit] = {u.name: u for u in _RECORDS}
+
+
+def unit_names() -> list[str]:
+    return list(UNITS)
+
+
+def get_unit(unit: str | Unit) -> Unit:
+    """A Unit from its name (case-insensitive); unknown names raise ValueError listing the names."""
+    if isinstance(unit, Unit):
+        return unit
+    if not isinstance(unit, str):
+        raise TypeError(f"unit must be a name or a Unit, not {type(unit).__name__}")
+    key = unit.strip().lower()
+    if key not in UNITS:
+        raise ValueError(f"unknown matrix unit {unit!r}; known units: {', '.join(UNITS)}")
+    return UNITS[key]
