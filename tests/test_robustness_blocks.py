@@ -1,0 +1,346 @@
+"""Bad input to the block-scheme and layout APIs and to `fmtsim ver`: a clear
+TypeError/ValueError (CLI: exit 2, one `fmtsim: error:` line), never a silent wrong
+answer or a traceback. The first half pins each case found by hand (issue 9); the
+hypothesis tests below draw wrong types, shapes, ranges and dtypes at random."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fmtsim import fnuz, intq, layout, mx, nvfp4, schemes
+from fmtsim.argcheck import round_to_dtype
+from fmtsim.block import Blocks, block_amax, merge, row_max, scales_from_layout, scales_to_layout, split
+
+X = np.linspace(-3, 3, 64, dtype=np.float32).reshape(2, 32)
+
+
+# ---------------------------------------------------------------- silent wrong results
+
+
+@pytest.mark.parametrize("g", [0, 0.0, -1.0, -0.5, np.nan, np.inf, -np.inf, np.float32(0)])
+@pytest.mark.parametrize("recipe", ["te", "torchao"])
+def test_nvfp4_global_scale_must_be_positive_finite(g, recipe):
+    with pytest.raises(ValueError, match="global_scale must be positive and finite"):
+        nvfp4.quantize(X, recipe=recipe, global_scale=g)
+
+
+def test_nvfp4_global_scale_one_number():
+    with pytest.raises(ValueError, match=r"global_scale must be one number .* shape \(2,\)"):
+        nvfp4.quantize(X, global_scale=np.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="global_scale must be a number, not str"):
+        nvfp4.quantize(X, global_scale="1")
+    with pytest.raises(TypeError, match="global_scale must be a number, not bool"):
+        nvfp4.quantize(X, global_scale=True)
+    with pytest.raises(ValueError, match="reciprocal overflows"):
+        nvfp4.quantize(X, global_scale=1e-45)
+    # a one-element array (as checkpoints store weight_scale_2) is the same as the scalar
+    a = nvfp4.quantize(X, global_scale=np.array([0.25], np.float32))
+    b = nvfp4.quantize(X, global_scale=0.25)
+    assert np.array_equal(a.codes, b.codes) and np.array_equal(a.scales, b.scales)
+    assert a.global_scale == np.float32(0.25) and int(a.scales.max()) <= 0x7F
+
+
+def test_nvfp4_given_global_scale_gives_valid_codes():
+    # a huge multiplier: every UE4M3 scale underflows; codes stay E2M1 and scales 7-bit
+    for g in (1e30, 3.0e38, 3e-39):
+        for recipe in nvfp4.RECIPES:
+            q = nvfp4.quantize(X, recipe=recipe, global_scale=g)
+            assert q.codes.max() <= 15 and q.scales.max() <= 0x7F
+
+
+def test_global_scale_conversions_refuse_bad_values():
+    with pytest.raises(ValueError, match="positive and finite for the 'divisor' convention, not 0.0"):
+        nvfp4.global_scale_to_stored(0, "divisor")
+    with pytest.raises(ValueError, match="non-negative and finite for the 'multiplier' convention, not -1.0"):
+        nvfp4.global_scale_from_stored(-1, "multiplier")
+    with pytest.raises(ValueError, match="stored must be positive"):
+        nvfp4.global_scale_from_stored(-1, "divisor")
+    for conv in ("multiplier", "divisor"):
+        with pytest.raises(ValueError, match="nan"):
+            nvfp4.global_scale_to_stored(np.nan, conv)
+        with pytest.raises(ValueError, match="inf"):
+            nvfp4.global_scale_to_stored(np.inf, conv)
+    with pytest.raises(ValueError, match="no float32 reciprocal"):
+        nvfp4.global_scale_to_stored(1e-45, "divisor")
+    with pytest.raises(ValueError, match="unknown convention 'div'"):
+        nvfp4.global_scale_to_stored(1.0, "div")
+    assert nvfp4.global_scale_to_stored(0.5, "divisor") == np.float32(2.0)
+    assert nvfp4.global_scale_from_stored(2.0, "divisor") == np.float32(0.5)
+    assert nvfp4.global_scale_to_stored(0.0, "multiplier") == 0  # torchao's all-zero tensor
+
+
+@pytest.mark.parametrize("bits,exc", [(4.5, TypeError), (4.0, TypeError), ("4", TypeError), (True, TypeError),
+                                      (np.float32(4), TypeError), (1, ValueError), (9, ValueError)])
+def test_intq_bits_must_be_an_integer_2_to_8(bits, exc):
+    with pytest.raises(exc, match="bits must be"):
+        intq.quantize(X, bits)
+
+
+def test_intq_bits_numpy_integer_accepted():
+    assert np.array_equal(intq.quantize(X, np.int64(4)).codes, intq.quantize(X, 4).codes)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int8, bool, np.complex64, "S2", object])
+def test_dequantize_refuses_non_float_dtypes(dtype):
+    cases = [(mx.dequantize, mx.quantize(X, "mxfp4")), (nvfp4.dequantize, nvfp4.quantize(X)),
+             (intq.dequantize, intq.quantize(X, 4))]
+    for fn, q in cases:
+        with pytest.raises(TypeError, match="dtype must be float16, bfloat16, float32 or float64"):
+            fn(q, dtype=dtype)
+
+
+def test_dequantize_bfloat16_rounds_once():
+    # ml_dtypes' float64 -> bfloat16 cast goes through float32: 1 + 2^-8 + 2^-30 -> 1.0 (twice rounded)
+    v = 1 + 2.0**-8 + 2.0**-30
+    assert float(np.array(v).astype(ml_dtypes.bfloat16)) == 1.0
+    assert float(round_to_dtype(np.array([v]), np.dtype(ml_dtypes.bfloat16))[0]) == 1 + 2.0**-7
+    # against the exact rule on every float32 near the bfloat16 midpoints of [1, 2): one rounding
+    rng = np.random.default_rng(9)
+    base = rng.integers(0x3F800000, 0x40000000, 2000, dtype=np.uint64)
+    mids = ((base >> 16) << 16 | 0x8000).astype(np.uint32).view(np.float32).astype(np.float64)
+    x = mids + rng.choice([-1.0, 0.0, 1.0], mids.size) * 2.0**-40
+    got = round_to_dtype(x, np.dtype(ml_dtypes.bfloat16)).astype(np.float64)
+    lo = ((base >> 16) << 16).astype(np.uint32).view(np.float32).astype(np.float64)
+    hi = (((base >> 16) + 1) << 16).astype(np.uint32).view(np.float32).astype(np.float64)
+    even_lo = ((base >> 16) & 1) == 0
+    want = np.where(x < mids, lo, np.where(x > mids, hi, np.where(even_lo, lo, hi)))
+    assert np.array_equal(got, want)
+    # and a dequantize through it agrees with the float64 result rounded the same way
+    q = nvfp4.quantize(X * 1.37)
+    assert np.array_equal(nvfp4.dequantize(q, ml_dtypes.bfloat16).astype(np.float64),
+                          round_to_dtype(nvfp4.dequantize(q, np.float64), np.dtype(ml_dtypes.bfloat16))
+                          .astype(np.float64))
+
+
+def test_unpack_lengths_checked():
+    one = np.array([0x21], np.uint8)
+    assert layout.unpack_fp4(one).tolist() == [1, 2]
+    assert layout.unpack_fp4(one, length=1).tolist() == [1]
+    for bad in (5, 3, -1, 0):
+        with pytest.raises(ValueError, match=f"length {bad} is impossible for 2 unpacked codes; it must be 1..2"):
+            layout.unpack_fp4(one, length=bad)
+    with pytest.raises(TypeError, match="length must be an integer"):
+        layout.unpack_fp4(one, length=1.0)
+    three = layout.pack_fp6(np.array([1, 2, 3, 4], np.uint8))
+    assert layout.unpack_fp6(three, length=3).tolist() == [1, 2, 3]
+    with pytest.raises(ValueError, match="length 8 is impossible for 4 unpacked codes; it must be 1..4"):
+        layout.unpack_fp6(three, length=8)
+    with pytest.raises(ValueError, match="length 2 is impossible for 3 unpacked codes; it must be 3..3"):
+        layout.unpack_fp6(np.array([1, 2, 3], np.uint8), dense=False, length=2)
+
+
+def test_scale_by_power_of_two_refuses_other_factors():
+    s = np.array([1.0, 0.75], np.float32)
+    for bad in (3.0, 0.3, 0, -2.0, np.inf, np.nan, 1.5):
+        with pytest.raises(ValueError, match="factor must be a power of two"):
+            fnuz.scale_by_power_of_two(s, bad)
+    for bad in (True, "2", None, [2]):
+        with pytest.raises(TypeError, match="factor must be a power of two"):
+            fnuz.scale_by_power_of_two(s, bad)
+    assert fnuz.scale_by_power_of_two(s, 4).tolist() == [4.0, 3.0]
+    assert fnuz.scale_by_power_of_two(s, 0.25).tolist() == [0.25, 0.1875]
+    with pytest.raises(OverflowError):
+        fnuz.scale_by_power_of_two(np.array([60000.0], np.float16), 2.0)
+    with pytest.raises(ValueError, match="overflows float16"):  # also a ValueError, as the API contract says
+        fnuz.scale_by_power_of_two(np.array([60000.0], np.float16), 2.0)
+
+
+# ---------------------------------------------------------------- tracebacks
+
+
+def test_mx_sr_needs_rbits_of_xs_shape():
+    with pytest.raises(ValueError, match=r"rounding='sr' needs rbits: .* shape \(2, 32\)"):
+        mx.quantize(X, "mxfp4", rounding="sr")
+    with pytest.raises(ValueError, match=r"rbits has shape \(5,\); it needs one value per element of x, "
+                                         r"shape \(2, 32\)"):
+        mx.quantize(X, "mxfp4", rounding="sr", rbits=np.zeros(5, np.uint32))
+    with pytest.raises(ValueError, match=r"rbits has shape \(2, 64\); .* shape \(2, 40\)$"):  # not about padding
+        mx.quantize(np.zeros((2, 40), np.float32), "mxfp4", pad=True, rounding="sr", rbits=np.zeros((2, 64), int))
+    with pytest.raises(TypeError, match="rbits must be an integer array, not float64"):
+        mx.quantize(X, "mxfp4", rounding="sr", rbits=np.zeros(X.shape))
+    with pytest.raises(ValueError, match=r"rbits must be non-negative; index \(0, 3\) holds -1"):
+        r = np.zeros(X.shape, np.int64)
+        r[0, 3] = -1
+        mx.quantize(X, "mxfp4", rounding="sr", rbits=r)
+    with pytest.raises(ValueError, match="rbits is only used with rounding='sr'"):
+        mx.quantize(X, "mxfp4", rbits=np.zeros(X.shape, np.uint32))
+    # padded x with rbits of x's own shape works
+    xp = np.ones((2, 40), np.float32) * 0.3
+    q = mx.quantize(xp, "mxfp4", pad=True, rounding="sr", rbits=np.zeros((2, 40), np.uint32))
+    assert q.codes.shape == (2, 64)
+
+
+@pytest.mark.parametrize("kwargs,exc,msg", [
+    ({"scheme": None}, TypeError, "scheme must be an MX scheme name"),
+    ({"scheme": 4}, TypeError, "scheme must be an MX scheme name"),
+    ({"block_size": 32.0}, TypeError, r"block_size must be an integer, not float \(32.0\)"),
+    ({"block_size": True}, TypeError, r"block_size must be an integer, not bool"),
+    ({"block_size": 0}, ValueError, "block_size must be at least 1, not 0"),
+    ({"block_size": -32}, ValueError, "block_size must be at least 1"),
+    ({"axis": 1.0}, TypeError, "axis must be an integer, not float"),
+    ({"axis": 2}, ValueError, "axis 2 is out of range"),
+    ({"axis": None}, TypeError, "axis must be an integer, not NoneType"),
+    ({"scale_rule": None}, TypeError, "scale_rule must be one of"),
+    ({"scale_rule": "round"}, ValueError, "unknown scale_rule 'round'"),
+    ({"pad": 1}, TypeError, "pad must be True or False"),
+    ({"flush_subnormals": "yes"}, TypeError, "flush_subnormals must be True or False"),
+    ({"rounding": "nearest"}, ValueError, "unknown rounding mode 'nearest'"),
+])
+def test_mx_quantize_argument_errors(kwargs, exc, msg):
+    kw = {"scheme": "mxfp4", **kwargs}
+    with pytest.raises(exc, match=msg):
+        mx.quantize(X, **kw)
+
+
+def test_dequantize_and_to_gpt_oss_refuse_plain_arrays():
+    for fn, name in ((mx.dequantize, "MXTensor"), (nvfp4.dequantize, "NVFP4Tensor"), (intq.dequantize, "IntTensor"),
+                     (layout.to_gpt_oss, "MXTensor")):
+        with pytest.raises(TypeError, match=f"q must be an {name} .*, not ndarray"):
+            fn(X)
+        with pytest.raises(TypeError, match=f"q must be an {name}"):
+            fn(None)
+
+
+@pytest.mark.parametrize("tile,exc", [(16, TypeError), ((16,), TypeError), ((2, 16), ValueError),
+                                      ((16, 32), ValueError), ("1x16", TypeError), ((1.0, 16), TypeError)])
+def test_nvfp4_tile_checked(tile, exc):
+    with pytest.raises(exc, match="tile"):
+        nvfp4.quantize(X, tile=tile)
+
+
+def test_nvfp4_shapes_and_recipe():
+    with pytest.raises(ValueError, match="last axis of x has length 20, not a multiple of the block size 16"):
+        nvfp4.quantize(np.ones((3, 20), np.float32))
+    assert "pad" not in str(pytest.raises(ValueError, nvfp4.quantize, np.ones(20, np.float32)).value)
+    with pytest.raises(ValueError, match=r"16x16 tiles need x of 2 or more dimensions .* shape \(20, 32\)"):
+        nvfp4.quantize(np.ones((20, 32), np.float32), tile=(16, 16))
+    with pytest.raises(TypeError, match="recipe must be one of"):
+        nvfp4.quantize(X, recipe=None)
+    with pytest.raises(ValueError, match=r"rbits has shape \(3,\)"):
+        nvfp4.quantize(X, rounding="sr", rbits=np.zeros(3, np.uint32))
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        nvfp4.quantize(np.full((1, 16), 1e300))
+
+
+def test_intq_arguments():
+    with pytest.raises(TypeError, match="symmetric must be True or False"):
+        intq.quantize(X, 4, symmetric="no")
+    with pytest.raises(TypeError, match="group_size must be an integer"):
+        intq.quantize(X, 4, group_size=16.0)
+    with pytest.raises(ValueError, match="group_size must be at least 1, not 0"):
+        intq.quantize(X, 4, group_size=0)
+    with pytest.raises(TypeError, match="channel_axis must be an integer"):
+        intq.quantize(X, 4, channel_axis=True)
+    with pytest.raises(ValueError, match="length 32, not a multiple of the block size 5$"):
+        intq.quantize(X, 4, group_size=5)
+    with pytest.raises(TypeError, match="scale_dtype must be"):
+        intq.quantize(X, 4, scale_dtype="nonsense")
+    with pytest.raises(ValueError, match="scale_dtype must be float16, float32 or float64, not bfloat16"):
+        intq.quantize(X, 4, scale_dtype=ml_dtypes.bfloat16)
+
+
+def test_pack_fp4_on_0d_input():
+    for fn in (layout.pack_fp4, layout.unpack_fp4, layout.pack_fp6, layout.unpack_fp6):
+        with pytest.raises(ValueError, match="0-d input has no last axis"):
+            fn(np.uint8(3))
+
+
+def test_layout_argument_types():
+    with pytest.raises(TypeError, match="order must be one of"):
+        layout.pack_fp4(np.zeros(4, np.uint8), order=None)
+    with pytest.raises(TypeError, match="pad must be True or False"):
+        layout.pack_fp4(np.zeros(3, np.uint8), pad=1)
+    with pytest.raises(TypeError, match="dense must be True or False"):
+        layout.pack_fp6(np.zeros(4, np.uint8), dense=0)
+    with pytest.raises(TypeError, match="scales must be integers"):
+        layout.swizzle_scales(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="rows must be at least 0, not -1"):
+        layout.unswizzle_scales(np.zeros(512, np.uint8), -1, 4)
+    with pytest.raises(TypeError, match="cols must be an integer"):
+        layout.unswizzle_scales(np.zeros(512, np.uint8), 128, 4.0)
+
+
+def test_tampered_tensors():
+    q = mx.quantize(X, "mxfp4")
+    with pytest.raises(ValueError, match=r"q.scales has shape \(1, 1\); codes of shape \(2, 32\) in blocks of 32 "
+                                         r"along axis 1 need \(2, 1\)"):
+        mx.dequantize(dataclasses.replace(q, scales=q.scales[:1]))
+    with pytest.raises(ValueError, match="q.scales has shape"):
+        layout.to_gpt_oss(dataclasses.replace(q, scales=q.scales.reshape(-1)))
+    with pytest.raises(ValueError, match=r"q.codes: value 16 at index \(0, 0\) does not fit in 4 bits"):
+        c = q.codes.copy()
+        c[0, 0] = 16
+        mx.dequantize(dataclasses.replace(q, codes=c))
+    with pytest.raises(ValueError, match="q.length must be"):
+        mx.dequantize(dataclasses.replace(q, length=40))
+    with pytest.raises(ValueError, match="q.axis must be"):
+        mx.dequantize(dataclasses.replace(q, axis=5))
+    with pytest.raises(TypeError, match="q.block_size must be an integer"):
+        mx.dequantize(dataclasses.replace(q, block_size=32.0))
+    n = nvfp4.quantize(np.tile(X, (8, 1)), tile=(16, 16))
+    s = n.scales.copy()
+    s[3, 0] ^= 1
+    with pytest.raises(ValueError, match="repeated on each of the tile's 16 rows"):
+        nvfp4.dequantize(dataclasses.replace(n, scales=s))
+    with pytest.raises(ValueError, match=r"q.scales: value \d+ at index \(0, 0\) does not fit in 7 bits"):
+        nvfp4.dequantize(dataclasses.replace(n, scales=n.scales | 0x80))
+    with pytest.raises(ValueError, match="q.global_scale must be finite and not negative"):
+        nvfp4.dequantize(dataclasses.replace(n, global_scale=np.float32(-1)))
+    iq = intq.quantize(X, 4, group_size=8)
+    with pytest.raises(ValueError, match=r"q.scale has shape \(2, 2\); codes of shape \(2, 32\) need \(2, 4\)"):
+        intq.dequantize(dataclasses.replace(iq, scale=iq.scale[:, :2]))
+    with pytest.raises(ValueError, match=r"q.codes: 9 at flat index 0 is outside -7..7"):
+        c = iq.codes.copy()
+        c[0, 0] = 9
+        intq.dequantize(dataclasses.replace(iq, codes=c))
+
+
+def test_absurd_padding_refused():
+    with pytest.raises(ValueError, match="block size 1099511627776 with pad=True would pad axis -1 from 32 to "
+                                         "1099511627776 elements"):
+        mx.quantize(X, "mxfp4", block_size=2**40, pad=True)
+    # padding a short axis up to one ordinary block stays allowed
+    q = mx.quantize(np.ones((3, 5), np.float32), "mxfp4", pad=True)
+    assert q.codes.shape == (3, 32) and mx.dequantize(q).shape == (3, 5)
+
+
+def test_effective_bits_arguments():
+    with pytest.raises(ValueError, match="group_size must be at least 1, not 0"):
+        schemes.effective_bits("nvfp4", group_size=0)
+    with pytest.raises(ValueError, match="tensor_elements must be at least 1"):
+        schemes.effective_bits("nvfp4", tensor_elements=0)
+    with pytest.raises(TypeError, match="scheme must be a name"):
+        schemes.effective_bits(None)
+    with pytest.raises(ValueError, match="element_bits applies to MX schemes"):
+        schemes.effective_bits("nvfp4", element_bits=8)
+    with pytest.raises(TypeError, match="scale_bits must be an integer"):
+        schemes.effective_bits("int4", group_size=32, scale_bits=16.0)
+
+
+def test_block_engine_checks():
+    b = split(X, block=8)
+    assert isinstance(b, Blocks)
+    with pytest.raises(ValueError, match="merge: 3 values"):
+        merge(np.zeros(3), b)
+    with pytest.raises(TypeError, match="b must be the Blocks"):
+        merge(np.zeros(64), X)
+    with pytest.raises(ValueError, match="scales_to_layout: 3 values for 8 blocks"):
+        scales_to_layout(np.zeros(3), b)
+    with pytest.raises(ValueError, match=r"scales have shape \(8,\)"):
+        scales_from_layout(np.zeros(8), b)
+    with pytest.raises(ValueError, match="row_max: expected a 2-D"):
+        row_max(np.zeros(3))
+    with pytest.raises(ValueError, match="block_amax: expected a 2-D"):
+        block_amax(np.zeros(3))
+    with pytest.raises(TypeError, match="x: block size must be an integer"):
+        split(X, block=8.0)
+    with pytest.raises(ValueError, match="scale_codes: amax .* is negative"):
+        mx.scale_codes(np.array([-1.0]), "e4m3")
+    with pytest.raises(ValueError, match="not an MX element format"):
+        mx.scale_codes(np.array([1.0]), "int8")
+    with pytest.raises(ValueError, match="round_half_even_div: s must be positive"):
+        intq.round_half_even_div(np.array([1.0]), np.array([0.0]))
