@@ -5,15 +5,22 @@ hypothesis tests below draw wrong types, shapes, ranges and dtypes at random."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import json
+import shutil
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import fmtsim
 from fmtsim import fnuz, intq, layout, mx, nvfp4, schemes
 from fmtsim.argcheck import round_to_dtype
 from fmtsim.block import Blocks, block_amax, merge, row_max, scales_from_layout, scales_to_layout, split
+from fmtsim.cli import main
 
 X = np.linspace(-3, 3, 64, dtype=np.float32).reshape(2, 32)
 
@@ -344,3 +351,153 @@ def test_block_engine_checks():
         mx.scale_codes(np.array([1.0]), "int8")
     with pytest.raises(ValueError, match="round_half_even_div: s must be positive"):
         intq.round_half_even_div(np.array([1.0]), np.array([0.0]))
+
+
+# ---------------------------------------------------------------- fmtsim ver: input as devices write it
+
+ROOT = Path(__file__).resolve().parent.parent
+VEC = ROOT / "vectors"
+ENC = "f32_to_e4m3.rne.satfinite.encode_ties.tv"
+SR = "f32_to_e2m1.sr.satfinite.modes.tv"
+DEC = "e4m3_to_f32.decode_all.tv"
+
+
+def _ver(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(["ver", *argv])
+        except SystemExit as e:  # argparse
+            rc = int(e.code or 0)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _rows(name: str) -> list[list[str]]:
+    return [ln.split() for ln in (VEC / name).read_text().splitlines()]
+
+
+def test_ver_crlf_trailing_blanks_and_lower_case(tmp_path):
+    p = tmp_path / "dev.tv"
+    p.write_bytes("".join(" ".join(r).lower() + "  \t\r\n" for r in _rows(ENC)).encode())
+    rc, out, _ = _ver(ENC, str(p), "--vectors", str(VEC))
+    assert rc == 0 and " 0 failed" in out
+    rows = _rows(SR)  # two operands (input, rbits), lower case
+    p.write_bytes("".join(" ".join(r).lower() + "\r\n" for r in rows).encode())
+    assert _ver(SR, str(p), "--vectors", str(VEC))[0] == 0
+
+
+def test_ver_lines_without_flags_need_ignore_flags(tmp_path):
+    p = tmp_path / "dev.tv"
+    rows = _rows(ENC)
+    p.write_text("".join(f"{r[0]} {r[1]}\n" for r in rows))
+    rc, out, _ = _ver(ENC, str(p), "--vectors", str(VEC), "--ignore-flags")
+    assert rc == 0 and f"{len(rows)} cases, {len(rows)} passed" in out
+    rc, _, err = _ver(ENC, str(p), "--vectors", str(VEC))
+    assert rc == 2 and f"{p}: line 1: 2 fields, expected 3 (input code flags)" in err
+    # a wrong code in a flag-less line is reported with the decoded fields
+    bad = [f"{r[0]} {r[1]}" for r in rows]
+    bad[4] = f"{rows[4][0]} {int(rows[4][1], 16) ^ 1:02x}"
+    p.write_text("\n".join(bad) + "\n")
+    rc, out, _ = _ver(ENC, str(p), "--vectors", str(VEC), "--ignore-flags")
+    assert rc == 1 and f"line 5: input {rows[4][0]}: expected " in out and "sign" in out and "1 failed" in out
+
+
+def test_ver_binary_file_for_a_tv_check(tmp_path):
+    p = tmp_path / "garbage.dat"
+    p.write_bytes(bytes([0xFF, 0xFE, 0x00, 0x80]) * 5)
+    rc, out, err = _ver(ENC, str(p), "--vectors", str(VEC))
+    assert rc == 2 and err.startswith(f"fmtsim: error: {p}: neither text result lines (byte 0xff at offset 0")
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_ver_corrupt_manifest(tmp_path):
+    d = tmp_path / "vec"
+    shutil.copytree(VEC, d)
+    m = d / "manifest.json"
+    dev = tmp_path / "dev.tv"
+    dev.write_text((VEC / ENC).read_text())
+    for content, words in ((b"{ not json", "not valid JSON"), (b"\xff\xfe{}", "not UTF-8"),
+                           (b"[1, 2]", "not a vectors manifest"), (b'{"files": {"x.tv": 3}}', "not a vectors manifest"),
+                           (json.dumps({"files": {ENC: {"operation": "encode"}}}).encode(), f"entry {ENC!r} lacks"),
+                           (json.dumps({"files": {"a.bin": {"operation": "mx_quantize", "arrays": [1]}}}).encode(),
+                            "entry 'a.bin' lacks")):
+        m.write_bytes(content)
+        rc, _, err = _ver(ENC, str(dev), "--vectors", str(d))
+        assert rc == 2 and f"{m}" in err and words in err, (content, err)
+    m.unlink()
+    rc, _, err = _ver(ENC, str(dev), "--vectors", str(d))
+    assert rc == 2 and "manifest.json" in err
+
+
+def test_ver_all_missing_dir(tmp_path):
+    rc, _, err = _ver("all", str(tmp_path / "nope"), "--vectors", str(VEC))
+    assert rc == 2 and f"{tmp_path / 'nope'}: no such directory" in err
+    f = tmp_path / "file"
+    f.write_text("x")
+    rc, _, err = _ver("all", str(f), "--vectors", str(VEC))
+    assert rc == 2 and "is not a directory" in err
+    rc, _, err = _ver("all", "--vectors", str(VEC))
+    assert rc == 2 and "needs DIR" in err
+
+
+def _codes(name: str) -> np.ndarray:
+    return np.array([int(r[-2], 16) for r in _rows(name)], np.uint8)
+
+
+@pytest.mark.parametrize("name", [ENC, SR, "e5m2_to_e4m3.rne.satfinite.fmt2fmt.tv"])
+def test_ver_raw_arrays_of_codes(tmp_path, name):
+    codes = _codes(name)
+    rows = _rows(name)
+    n_ops = len(rows[0]) - 2
+    for fname, write in (("dev.npy", lambda p, c: np.save(p, c)), ("dev.out", lambda p, c: p.write_bytes(c.tobytes())),
+                         ("dev.bin", lambda p, c: p.write_bytes(c.tobytes())),
+                         ("dev16.npy", lambda p, c: np.save(p, c.astype(np.int16).reshape(1, -1)))):
+        p = tmp_path / fname
+        write(p, codes)
+        rc, out, err = _ver(name, str(p), "--vectors", str(VEC))
+        assert rc == 0, err
+        assert "flags not compared" in out
+        bad = codes.copy()
+        bad[7] ^= 1
+        write(p, bad)
+        rc, out, _ = _ver(name, str(p), "--vectors", str(VEC))
+        e = rows[7]
+        assert rc == 1 and f"case 8: input {' '.join(e[:n_ops])}: expected " in out and "1 failed" in out
+        fmt = fmtsim.get_format(name.split("_to_")[1].split(".")[0])
+        if fmt.kind == "float":
+            s_, e_, m_ = fmt.code_fields(int(bad[7]))
+            assert f"got {int(bad[7]):02X} (sign {s_}, exp {e_}, man {m_}," in out
+
+
+def test_ver_raw_arrays_wrong_size_or_type(tmp_path):
+    n = len(_rows(ENC))
+    p = tmp_path / "dev.bin"
+    p.write_bytes(bytes(n - 1))
+    rc, _, err = _ver(ENC, str(p), "--vectors", str(VEC))
+    assert rc == 2 and f"{p}: a raw array of {n - 1} bytes for {n} cases" in err
+    p = tmp_path / "dev.npy"
+    np.save(p, np.zeros(n, np.float32))
+    rc, _, err = _ver(ENC, str(p), "--vectors", str(VEC))
+    assert rc == 2 and "a .npy array of float32; expected integer codes" in err
+    np.save(p, np.full(n, 300, np.int32))
+    rc, _, err = _ver(ENC, str(p), "--vectors", str(VEC))
+    assert rc == 2 and "value 300 at index 0 is not a code" in err
+    np.save(p, np.zeros(n + 1, np.uint8))
+    rc, _, err = _ver(ENC, str(p), "--vectors", str(VEC))
+    assert rc == 2 and f"({n + 1} values) for {n} cases" in err
+    p.write_bytes(b"\x93NUMPY\x01\x00garbage")
+    rc, _, err = _ver(ENC, str(p), "--vectors", str(VEC))
+    assert rc == 2 and "not a readable .npy file" in err
+
+
+def test_ver_decode_file_as_float32_array(tmp_path):
+    bits = np.array([int(r[1], 16) for r in _rows(DEC)], np.uint32)
+    p = tmp_path / "dev.npy"
+    np.save(p, bits.view(np.float32))
+    assert _ver(DEC, str(p), "--vectors", str(VEC))[0] == 0
+    p = tmp_path / "dev.raw"
+    bits2 = bits.copy()
+    bits2[0x38] ^= 1
+    p.write_bytes(bits2.astype("<u4").tobytes())
+    rc, out, _ = _ver(DEC, str(p), "--vectors", str(VEC))
+    assert rc == 1 and "case 57: code 38: expected 3F800000, got 3F800001" in out
