@@ -25,7 +25,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["integer", "optional_integer", "flag", "choice", "float_dtype", "round_to_dtype", "where",
-           "integer_array", "instance", "FLOAT_DTYPES"]
+           "integer_array", "instance", "rounding_name", "FLOAT_DTYPES"]
 
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32), np.dtype(np.float64))
 
@@ -71,6 +71,13 @@ def choice(value: Any, name: str, choices: Sequence[str]) -> str:
         raise TypeError(f"{name} must be one of {', '.join(map(repr, choices))}, not {type(value).__name__}")
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")
+    return value
+
+
+def rounding_name(value: Any, name: str = "rounding") -> str | None:
+    """None (the default mode) or a str; the name itself is checked where it is resolved."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be a rounding mode name such as 'rne', not {type(value).__name__}")
     return value
 
 

@@ -217,6 +217,8 @@ def row_max(a: np.ndarray) -> np.ndarray:
     """Max of each row; NaN if the row holds one. Short rows (MX blocks of 32) reduce
     about twice as fast by halving with np.maximum than with max(axis=1). ``a`` is 2-D."""
     a = np.asarray(a)
+    if a.dtype.kind not in "iuf" and a.dtype.name != "bfloat16":
+        raise TypeError(f"row_max: expected real numbers, not {a.dtype}")
     if a.ndim != 2:
         raise ValueError(f"row_max: expected a 2-D (blocks, block length) array, got shape {a.shape}")
     if a.shape[1] == 0:
@@ -235,4 +237,6 @@ def block_amax(data: np.ndarray) -> np.ndarray:
     data = np.asarray(data)
     if data.ndim != 2:
         raise ValueError(f"block_amax: expected a 2-D (blocks, block length) array, got shape {data.shape}")
+    if data.dtype.kind not in "iuf" and data.dtype.name != "bfloat16":
+        raise TypeError(f"block_amax: expected real numbers, not {data.dtype}")
     return row_max(np.abs(data))

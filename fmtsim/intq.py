@@ -170,7 +170,7 @@ def quantize(
         q = round_half_even_div(data, s64[:, None]) + z[:, None]
         codes = np.clip(q, 0, top).astype(np.uint8)
     return IntTensor(
-        codes=merge(codes, b),
+        codes=merge(codes, b).reshape(arr.shape),
         scale=scales_to_layout(s, b),
         zero_point=scales_to_layout(z, b),
         bits=bits,
@@ -221,4 +221,4 @@ def dequantize(q: IntTensor, dtype: Any = np.float32) -> np.ndarray:
     dt = float_dtype(dtype)
     b, s, z = _blocks(q)
     out = (b.data.astype(np.float64) - z[:, None]) * s[:, None]
-    return round_to_dtype(merge(out, b), dt)
+    return round_to_dtype(merge(out, b).reshape(b.shape if np.ndim(q.codes) else ()), dt)

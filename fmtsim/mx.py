@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from .argcheck import choice, flag, float_dtype, instance, integer, integer_array, round_to_dtype, where
+from .argcheck import choice, flag, float_dtype, instance, integer, integer_array, round_to_dtype, rounding_name, where
 from .block import Blocks, merge, row_max, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array, decode
 from .formats import Format, get_format
@@ -194,6 +194,7 @@ def quantize(
     axis = integer(axis, "axis")
     block_size = integer(block_size, "block_size", low=1)
     scale_rule = choice(scale_rule, "scale_rule", SCALE_RULES)
+    rounding = rounding_name(rounding)
     pad = flag(pad, "pad")
     flush_subnormals = flag(flush_subnormals, "flush_subnormals")
     arr, src = as_float_array(x)

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from .argcheck import choice, float_dtype, instance, integer, integer_array, round_to_dtype, where
+from .argcheck import choice, float_dtype, instance, integer, integer_array, round_to_dtype, rounding_name, where
 from .block import block_amax, merge, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array, decode, encode
 
@@ -134,6 +134,7 @@ def quantize(
     """
     recipe = choice(recipe, "recipe", RECIPES)
     tile = _tile(tile)
+    rounding = rounding_name(rounding)
     if global_scale is not None:
         gs = _scalar(global_scale, "global_scale")
         if not np.isfinite(gs) or gs <= 0:

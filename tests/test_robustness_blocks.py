@@ -11,15 +11,19 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import fmtsim
 from fmtsim import fnuz, intq, layout, mx, nvfp4, schemes
 from fmtsim.argcheck import round_to_dtype
-from fmtsim.block import Blocks, block_amax, merge, row_max, scales_from_layout, scales_to_layout, split
+from fmtsim.block import Blocks, block_amax, merge, row_max, scale_shape, scales_from_layout, scales_to_layout, split
 from fmtsim.cli import main
 
 X = np.linspace(-3, 3, 64, dtype=np.float32).reshape(2, 32)
@@ -501,3 +505,462 @@ def test_ver_decode_file_as_float32_array(tmp_path):
     p.write_bytes(bits2.astype("<u4").tobytes())
     rc, out, _ = _ver(DEC, str(p), "--vectors", str(VEC))
     assert rc == 1 and "case 57: code 38: expected 3F800000, got 3F800001" in out
+
+
+# ---------------------------------------------------------------- hypothesis: wrong types, shapes, ranges, dtypes
+#
+# Each test draws every argument either from a plausible strategy or from GARBAGE and
+# accepts exactly two outcomes: a result that passes the function's own invariants, or
+# a TypeError/ValueError with a non-empty message. Anything else (AttributeError,
+# IndexError, MemoryError, AssertionError, a broadcast error deep in numpy...) fails.
+
+API_EXAMPLES = 150  # per public function below
+VER_EXAMPLES = 100  # per `fmtsim ver` test below
+
+_SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
+
+
+def _viewed(base: Any, dt: Any) -> st.SearchStrategy[np.ndarray]:
+    return hnp.arrays(base, _SHAPES).map(lambda a: a.view(dt))
+
+
+GARBAGE_ARRAYS = st.one_of(
+    hnp.arrays(st.sampled_from([np.float16, np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64,
+                                np.uint64, np.bool_, np.complex64]), _SHAPES),
+    _viewed(np.uint16, ml_dtypes.bfloat16),
+    _viewed(np.uint8, ml_dtypes.float8_e4m3fn),
+    _viewed(np.uint8, ml_dtypes.float8_e4m3fnuz),
+    st.builds(lambda n: np.array(["a"] * n), st.integers(0, 3)),
+    st.builds(lambda n: np.array([object()] * n, dtype=object), st.integers(0, 3)),
+)
+GARBAGE = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=6),
+    st.binary(max_size=4), st.lists(st.integers(-3, 40), max_size=4), st.tuples(st.integers(0, 20), st.integers(0, 20)),
+    st.sampled_from([np.float32(1.5), np.int64(3), np.bool_(True), np.uint8(7), 32.0, -1, 0, 2**40, 1j]),
+    GARBAGE_ARRAYS,
+)
+
+
+def _or_garbage(good: st.SearchStrategy[Any], p_good: int = 3) -> st.SearchStrategy[Any]:
+    """A good value most of the time (so the success path is exercised), garbage otherwise."""
+    return st.one_of(*([good] * p_good), GARBAGE)
+
+
+_FLOAT_IN = st.sampled_from([np.float16, np.float32, np.float64, ml_dtypes.bfloat16])
+
+
+@st.composite
+def _block_arrays(draw: Any, multiple: int = 32, max_rows: int = 4) -> np.ndarray:
+    """Float arrays whose last axis is often a multiple of ``multiple``; any values incl. NaN/Inf."""
+    dt = draw(_FLOAT_IN)
+    lead = draw(st.lists(st.integers(0, max_rows), max_size=2))
+    k = draw(st.one_of(st.integers(0, 3).map(lambda n: n * multiple), st.integers(0, 70)))
+    shape = (*lead, k)
+    elems = st.one_of(st.floats(-1e6, 1e6, width=32), st.sampled_from([0.0, -0.0, np.nan, np.inf, -np.inf,
+                                                                       1e-40, 3.4e38, 1e300]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.array(draw(hnp.arrays(np.float64, shape, elements=elems)), dtype=np.float64).astype(dt)
+
+
+def _outcome(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """fn's result, or None when it raised TypeError/ValueError with a message."""
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        assert str(e).strip(), f"{type(e).__name__} without a message"
+        return None
+
+
+def _check_mx(q: mx.MXTensor, x: Any) -> None:
+    assert q.codes.dtype == np.uint8 and q.scales.dtype == np.uint8
+    assert int(q.codes.max(initial=0)) < 1 << q.element_format.bits
+    b = mx.check_tensor(q)  # fields agree
+    assert q.scales.shape == scale_shape(b)
+    shape = np.shape(x) or (1,)
+    assert q.codes.shape[: q.axis] + q.codes.shape[q.axis + 1:] == shape[: q.axis] + shape[q.axis + 1:]
+    for dt in (np.float64, np.float32, ml_dtypes.bfloat16):
+        d = mx.dequantize(q, dt)
+        assert d.dtype == dt and d.shape == shape
+    # every block with scale 0xFF decodes to NaN, and only those
+    d = mx.dequantize(q, np.float64)
+    nan_blocks = np.repeat(q.scales == mx.E8M0_NAN, q.block_size, axis=q.axis)
+    nan_blocks = np.take(nan_blocks, np.arange(shape[q.axis]), axis=q.axis)
+    assert np.array_equal(np.isnan(d), nan_blocks)
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(x=_or_garbage(_block_arrays()), scheme=_or_garbage(st.sampled_from(list(mx.SCHEMES) + ["mxfp8", "MXFP4"])),
+       axis=_or_garbage(st.integers(-3, 2)), block_size=_or_garbage(st.sampled_from([32, 16, 8, 1, 2**40])),
+       scale_rule=_or_garbage(st.sampled_from(mx.SCALE_RULES)), rounding=_or_garbage(st.sampled_from(
+           ["rne", "rna", "rtz", "sr", "rup"])), use_rbits=st.booleans(), rbits_garbage=GARBAGE,
+       pad=_or_garbage(st.booleans()), flush=_or_garbage(st.booleans()))
+def test_hyp_mx_quantize(x, scheme, axis, block_size, scale_rule, rounding, use_rbits, rbits_garbage, pad, flush):
+    rbits = None
+    if use_rbits:
+        rbits = ((np.arange(np.size(x), dtype=np.uint64) * np.uint64(2654435761) % np.uint64(2**32))
+                 .astype(np.uint32).reshape(np.shape(x))
+                 if isinstance(x, np.ndarray) and rbits_garbage is None else rbits_garbage)
+    q = _outcome(mx.quantize, x, scheme, axis=axis, block_size=block_size, scale_rule=scale_rule,
+                 rounding=rounding, rbits=rbits, pad=pad, flush_subnormals=flush)
+    if q is not None:
+        _check_mx(q, x)
+
+
+_MX = mx.quantize(np.linspace(-9, 9, 128).reshape(2, 64), "mxfp4", pad=False)
+_NV = nvfp4.quantize(np.linspace(-9, 9, 512).reshape(16, 32), tile=(16, 16))
+_IQ = intq.quantize(np.linspace(-9, 9, 64).reshape(2, 32), 4, group_size=8)
+
+
+@st.composite
+def _tampered(draw: Any, q: Any) -> Any:
+    """q, or q with one or two fields replaced by garbage (or by another field's value)."""
+    names = [f.name for f in dataclasses.fields(q)]
+    for _ in range(draw(st.integers(0, 2))):
+        name = draw(st.sampled_from(names))
+        value = draw(st.one_of(GARBAGE, st.sampled_from([getattr(q, n) for n in names])))
+        q = dataclasses.replace(q, **{name: value})
+    return q
+
+
+_DTYPES = _or_garbage(st.sampled_from([np.float32, np.float64, np.float16, ml_dtypes.bfloat16, "float32"]))
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(q=st.one_of(_tampered(_MX), GARBAGE), dtype=_DTYPES)
+def test_hyp_mx_dequantize(q, dtype):
+    d = _outcome(mx.dequantize, q, dtype)
+    if d is not None:
+        assert d.dtype == np.dtype(dtype) and d.shape[q.axis] == q.length
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(q=st.one_of(_tampered(_MX), GARBAGE))
+def test_hyp_mx_check_tensor_and_to_gpt_oss(q):
+    b = _outcome(mx.check_tensor, q)
+    if b is not None:
+        assert np.shape(q.scales) == scale_shape(b)
+    r = _outcome(layout.to_gpt_oss, q)
+    if r is not None:
+        blocks, scales = r
+        back = layout.from_gpt_oss(blocks, scales)
+        assert np.array_equal(back.codes, q.codes) and np.array_equal(back.scales, q.scales)
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(amax=_or_garbage(hnp.arrays(st.sampled_from([np.float32, np.float64]), _SHAPES,
+                                   elements=st.floats(0, width=32))),
+       elem=_or_garbage(st.sampled_from(list(mx.SCHEMES.values()))), rule=_or_garbage(st.sampled_from(mx.SCALE_RULES)))
+def test_hyp_mx_scale_codes(amax, elem, rule):
+    c = _outcome(mx.scale_codes, amax, elem, rule)
+    if c is not None:
+        assert c.dtype == np.uint8 and c.shape == np.shape(amax)
+
+
+def _check_nv(q: nvfp4.NVFP4Tensor, x: Any) -> None:
+    assert q.codes.dtype == np.uint8 and int(q.codes.max(initial=0)) <= 15
+    assert q.scales.dtype == np.uint8 and int(q.scales.max(initial=0)) <= 0x7F
+    assert q.codes.shape == np.shape(x)
+    assert np.isfinite(q.global_scale) and q.global_scale >= 0
+    for dt in (np.float64, np.float32, ml_dtypes.bfloat16):
+        assert nvfp4.dequantize(q, dt).shape == np.shape(x)
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(x=_or_garbage(_block_arrays(16, 33)), tile=_or_garbage(st.sampled_from([(1, 16), (16, 16), [16, 16]])),
+       recipe=_or_garbage(st.sampled_from(nvfp4.RECIPES)),
+       global_scale=st.one_of(st.none(), st.floats(), st.floats(1e-39, 1e39), GARBAGE),
+       rounding=_or_garbage(st.sampled_from(["rne", "rtz", "sr"])), rbits=st.one_of(st.none(), GARBAGE))
+def test_hyp_nvfp4_quantize(x, tile, recipe, global_scale, rounding, rbits):
+    if isinstance(rounding, str) and rounding == "sr" and rbits is None and isinstance(x, np.ndarray):
+        rbits = np.zeros(x.shape, np.uint32)
+    q = _outcome(nvfp4.quantize, x, tile=tile, recipe=recipe, global_scale=global_scale, rounding=rounding,
+                 rbits=rbits)
+    if q is not None:
+        _check_nv(q, x)
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(q=st.one_of(_tampered(_NV), GARBAGE), dtype=_DTYPES)
+def test_hyp_nvfp4_dequantize(q, dtype):
+    d = _outcome(nvfp4.dequantize, q, dtype)
+    if d is not None:
+        assert d.dtype == np.dtype(dtype) and d.shape == q.codes.shape
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(v=_or_garbage(st.floats()), convention=_or_garbage(st.sampled_from(["multiplier", "divisor"])),
+       forward=st.booleans())
+def test_hyp_nvfp4_global_scale_conversions(v, convention, forward):
+    fn = nvfp4.global_scale_to_stored if forward else nvfp4.global_scale_from_stored
+    g = _outcome(fn, v, convention)
+    if g is not None:
+        assert isinstance(g, np.float32) and np.isfinite(g) and g >= 0
+        if convention == "divisor":
+            assert g > 0
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(x=_or_garbage(_block_arrays(8)), bits=_or_garbage(st.integers(0, 10)), symmetric=_or_garbage(st.booleans()),
+       channel_axis=st.one_of(st.none(), st.integers(-3, 3), GARBAGE),
+       group_size=st.one_of(st.none(), st.sampled_from([8, 16, 32, 3]), GARBAGE),
+       axis=_or_garbage(st.integers(-3, 2)),
+       scale_dtype=_or_garbage(st.sampled_from([np.float16, np.float32, np.float64])))
+def test_hyp_intq_quantize(x, bits, symmetric, channel_axis, group_size, axis, scale_dtype):
+    q = _outcome(intq.quantize, x, bits, symmetric, channel_axis, group_size, axis, scale_dtype=scale_dtype)
+    if q is None:
+        return
+    lo, hi = (-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1) if symmetric else (0, 2**bits - 1)
+    assert q.codes.shape == np.shape(x)
+    assert q.codes.size == 0 or (lo <= q.codes.min() and q.codes.max() <= hi)
+    assert np.all(np.isfinite(q.scale)) and np.all(q.scale > 0)
+    d = intq.dequantize(q, np.float64)
+    assert d.shape == np.shape(x)
+    # exact: each value is within half a step of its dequantized value unless clamped at the range's end
+    s = np.broadcast_to(np.asarray(q.scale, np.float64), d.shape) if q.group_size is None else \
+        np.repeat(np.asarray(q.scale, np.float64), q.group_size, axis=q.axis)
+    err = np.abs(np.asarray(x, np.float64) - d)
+    clamped = (q.codes == lo) | (q.codes == hi)
+    assert np.all((err <= s / 2) | clamped)
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(q=st.one_of(_tampered(_IQ), GARBAGE), dtype=_DTYPES)
+def test_hyp_intq_dequantize(q, dtype):
+    d = _outcome(intq.dequantize, q, dtype)
+    if d is not None:
+        assert d.dtype == np.dtype(dtype) and d.shape == q.codes.shape
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(x=_or_garbage(hnp.arrays(np.float64, _SHAPES, elements=st.floats(-1e6, 1e6))),
+       s=_or_garbage(hnp.arrays(np.float64, _SHAPES, elements=st.floats(1e-3, 1e3))))
+def test_hyp_round_half_even_div(x, s):
+    k = _outcome(intq.round_half_even_div, x, s)
+    if k is not None:
+        xs = np.asarray(x, np.float64) / np.asarray(s, np.float64)
+        assert np.all(k == np.round(k)) and np.all(np.abs(k - xs) <= 0.5 + 1e-9 * np.abs(xs))
+
+
+_CODES = hnp.arrays(st.sampled_from([np.uint8, np.int32, np.int64]), hnp.array_shapes(min_dims=1, max_dims=3,
+                                                                                      max_side=9),
+                    elements=st.integers(0, 15))
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(codes=_or_garbage(_CODES), order=_or_garbage(st.sampled_from(["low_first", "high_first"])),
+       pad=_or_garbage(st.booleans()), length=st.one_of(st.none(), GARBAGE))
+def test_hyp_pack_unpack_fp4(codes, order, pad, length):
+    p = _outcome(layout.pack_fp4, codes, order=order, pad=pad)
+    if p is not None:
+        c = np.asarray(codes)
+        assert p.dtype == np.uint8 and p.shape[-1] == -(-c.shape[-1] // 2)
+        assert np.array_equal(layout.unpack_fp4(p, order=order, length=c.shape[-1]), c)
+    u = _outcome(layout.unpack_fp4, codes, order=order, length=length)
+    if u is not None:
+        n = 2 * np.shape(codes)[-1]
+        assert u.dtype == np.uint8 and u.shape[-1] in (n, n - 1) and int(u.max(initial=0)) <= 15
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(codes=_or_garbage(_CODES.map(lambda a: a * 4)), dense=_or_garbage(st.booleans()), pad=_or_garbage(st.booleans()),
+       length=st.one_of(st.none(), GARBAGE))
+def test_hyp_pack_unpack_fp6(codes, dense, pad, length):
+    p = _outcome(layout.pack_fp6, codes, dense=dense, pad=pad)
+    if p is not None:
+        c = np.asarray(codes)
+        assert p.dtype == np.uint8
+        assert np.array_equal(layout.unpack_fp6(p, dense=dense, length=c.shape[-1]), c)
+    u = _outcome(layout.unpack_fp6, codes, dense=dense, length=length)
+    if u is not None:
+        assert u.dtype == np.uint8 and int(u.max(initial=0)) < 64
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(s=_or_garbage(hnp.arrays(np.uint8, hnp.array_shapes(min_dims=2, max_dims=2, max_side=200))),
+       rows=_or_garbage(st.integers(0, 300)), cols=_or_garbage(st.integers(0, 9)))
+def test_hyp_swizzle(s, rows, cols):
+    z = _outcome(layout.swizzle_scales, s)
+    if z is not None:
+        r, c = np.shape(s)
+        assert z.size == -(-r // 128) * 128 * -(-c // 4) * 4
+        assert np.array_equal(layout.unswizzle_scales(z, r, c), s)
+    u = _outcome(layout.unswizzle_scales, s, rows, cols)
+    if u is not None:
+        assert u.shape == (rows, cols)
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(blocks=_or_garbage(hnp.arrays(np.uint8, st.tuples(st.integers(0, 3), st.integers(0, 3), st.just(16)))),
+       scales=_or_garbage(hnp.arrays(np.uint8, st.tuples(st.integers(0, 3), st.integers(0, 3)))))
+def test_hyp_from_gpt_oss(blocks, scales):
+    q = _outcome(layout.from_gpt_oss, blocks, scales)
+    if q is not None:
+        _check_mx(q, np.zeros(q.codes.shape))
+
+
+_FP8 = hnp.arrays(np.uint8, _SHAPES)
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(codes=_or_garbage(st.one_of(_FP8, _FP8.map(lambda a: a.view(ml_dtypes.float8_e4m3fn)),
+                                   _FP8.map(lambda a: a.view(ml_dtypes.float8_e5m2fnuz)))),
+       fmt=_or_garbage(st.sampled_from(["e4m3", "e5m2", "e2m1"])),
+       inf=st.one_of(st.none(), st.sampled_from(["nan", "max", "ocp_max", "inf"]), GARBAGE), forward=st.booleans())
+def test_hyp_fnuz_conversions(codes, fmt, inf, forward):
+    if forward:
+        r = _outcome(fnuz.ocp_to_fnuz, codes, fmt, inf=inf)
+    else:
+        r = _outcome(fnuz.fnuz_to_ocp, codes, fmt, unrepresentable=inf)
+    if r is not None:
+        out, mult, rep = r
+        assert out.dtype == np.uint8 and out.shape == np.shape(codes) and mult == (2.0 if forward else 0.5)
+        assert rep.elements == out.size
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(scale=_or_garbage(hnp.arrays(st.sampled_from([np.float16, np.float32, np.float64]), _SHAPES)),
+       factor=_or_garbage(st.sampled_from([2, 2.0, 0.5, 4, 0.25, 2.0**-20]), 2))
+def test_hyp_scale_by_power_of_two(scale, factor):
+    out = _outcome(fnuz.scale_by_power_of_two, scale, factor)
+    if out is not None:
+        a = np.asarray(scale, np.float64)
+        assert out.dtype == np.asarray(scale).dtype and out.shape == np.shape(scale)
+        same = np.isnan(a) | (out.astype(np.float64) == a * float(factor))
+        assert np.all(same)
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(scheme=_or_garbage(st.sampled_from(["mxfp4", "nvfp4", "int4", "uint8", "mxfp8_e5m2", "int0"])),
+       group_size=st.one_of(st.none(), st.integers(-2, 256), GARBAGE),
+       scale_bits=st.one_of(st.none(), st.integers(-2, 32), GARBAGE),
+       element_bits=st.one_of(st.none(), st.integers(-1, 16), GARBAGE),
+       zero_point_bits=_or_garbage(st.integers(-1, 8)), tensor_elements=st.one_of(st.none(), st.integers(-1, 10**6),
+                                                                                  GARBAGE))
+def test_hyp_effective_bits(scheme, group_size, scale_bits, element_bits, zero_point_bits, tensor_elements):
+    b = _outcome(schemes.effective_bits, scheme, group_size=group_size, scale_bits=scale_bits,
+                 element_bits=element_bits, zero_point_bits=zero_point_bits, tensor_elements=tensor_elements)
+    if b is not None:
+        assert isinstance(b, float) and np.isfinite(b) and b >= 1
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(x=_or_garbage(_block_arrays(8)), axis=_or_garbage(st.integers(-3, 2)),
+       block=st.one_of(st.none(), st.sampled_from([8, 4, 3, 2**40]), GARBAGE),
+       rows=_or_garbage(st.sampled_from([1, 2])),
+       channel_axis=st.one_of(st.none(), st.integers(-2, 2), GARBAGE), pad=_or_garbage(st.booleans()))
+def test_hyp_block_engine(x, axis, block, rows, channel_axis, pad):
+    b = _outcome(split, x, axis=axis, block=block, rows=rows, channel_axis=channel_axis, pad=pad)
+    if b is None:
+        return
+    back = merge(b.data, b)
+    assert back.shape == (np.shape(x) or (1,))
+    xa = np.asarray(x).reshape(back.shape)
+    assert back.dtype == xa.dtype
+    assert np.array_equal(back.view(np.uint8) if xa.dtype.kind in "fc" else back,
+                          xa.view(np.uint8) if xa.dtype.kind in "fc" else xa)
+    per = np.arange(b.n_blocks)
+    lay = scales_to_layout(per, b)
+    assert lay.shape == scale_shape(b)
+    assert np.array_equal(scales_from_layout(lay, b), per)
+    am = _outcome(block_amax, b.data)
+    if am is not None:
+        assert am.shape == (b.n_blocks,)
+
+
+@settings(max_examples=API_EXAMPLES, deadline=None)
+@given(a=GARBAGE, flat=GARBAGE, scales=GARBAGE)
+def test_hyp_block_helpers_on_garbage(a, flat, scales):
+    b = split(np.zeros((2, 8)), block=4)
+    for fn, args in ((row_max, (a,)), (block_amax, (a,)), (merge, (flat, b)), (scales_to_layout, (flat, b)),
+                     (scales_from_layout, (scales, b)), (merge, (b.data, a)), (scale_shape, (a,))):
+        r = _outcome(fn, *args)
+        if r is not None and fn in (row_max, block_amax):
+            assert r.shape == (np.shape(a)[0],)
+
+
+# ---------------------------------------------------------------- hypothesis: garbage for `fmtsim ver`
+
+_VER_NAMES = [ENC, SR, DEC, "e4m3_to_e2m1.rne.satfinite.fmt2fmt.tv", "mxfp4.floor.rne.block_mx.bin",
+              "fp4_pack.low_first.layout.bin"]
+
+
+def _assert_clean(rc: int, out: str, err: str) -> None:
+    assert rc in (0, 1, 2), rc
+    assert "Traceback" not in out + err
+    if rc == 2:
+        assert err.startswith("fmtsim: error: ") and err.count("\n") == 1 and len(err) > 16, err
+    else:
+        assert err == "", err
+
+
+@st.composite
+def _mutated_text(draw: Any, name: str) -> bytes:
+    """The vector file's own lines, mutated the ways device output goes wrong."""
+    rows = [r[:] for r in _rows(name)[:40]] if name.endswith(".tv") else [["00", "00", "00"]]
+    for _ in range(draw(st.integers(0, 4))):
+        i = draw(st.integers(0, len(rows) - 1))
+        how = draw(st.sampled_from(["drop_field", "add_field", "lower", "garbage", "swap", "delete", "code"]))
+        if how == "drop_field" and rows[i]:
+            rows[i].pop()
+        elif how == "add_field":
+            rows[i].append(draw(st.text("0123456789abcdefXZ \t", min_size=1, max_size=9)))
+        elif how == "lower":
+            rows[i] = [f.lower() for f in rows[i]]
+        elif how == "garbage":
+            rows[i] = draw(st.lists(st.text(max_size=5), max_size=4))
+        elif how == "swap":
+            j = draw(st.integers(0, len(rows) - 1))
+            rows[i], rows[j] = rows[j], rows[i]
+        elif how == "delete" and len(rows) > 1:
+            rows.pop(i)
+        elif how == "code" and len(rows[i]) >= 2:
+            rows[i][-2] = format(draw(st.integers(0, 2**20)), "X")
+    end = draw(st.sampled_from(["\n", "\r\n", " \n", "\r"]))
+    text = "".join(" ".join(r) + end for r in rows)
+    return text.encode("utf-8", "surrogatepass") if draw(st.booleans()) else text.encode("utf-8", "replace")
+
+
+def _npy_bytes(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+_RESULT_FILES = st.one_of(
+    st.binary(max_size=300),
+    st.sampled_from(_VER_NAMES).flatmap(_mutated_text),
+    GARBAGE_ARRAYS.filter(lambda a: a.dtype != object).map(_npy_bytes),
+    hnp.arrays(np.uint8, st.integers(0, 600)).map(lambda a: a.tobytes()),
+    st.binary(max_size=40).map(lambda b: b"\x93NUMPY" + b),
+)
+
+
+@settings(max_examples=VER_EXAMPLES, deadline=None)
+@given(name=st.sampled_from(_VER_NAMES), data=_RESULT_FILES,
+       suffix=st.sampled_from([".tv", ".npy", ".bin", ".txt", ""]),
+       opts=st.lists(st.sampled_from(["--ignore-flags", "--check-nans"]), unique=True),
+       errors=st.integers(-2, 30))
+def test_hyp_ver_garbage_results(tmp_path_factory, name, data, suffix, opts, errors):
+    p = tmp_path_factory.mktemp("ver") / f"result{suffix}"
+    p.write_bytes(data)
+    rc, out, err = _ver(name, str(p), "--vectors", str(VEC), "--errors", str(errors), *opts)
+    _assert_clean(rc, out, err)
+
+
+@settings(max_examples=VER_EXAMPLES, deadline=None)
+@given(manifest=st.one_of(st.binary(max_size=200), st.recursive(
+           st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8)),
+           lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.sampled_from(
+               ["files", ENC, "format", "name", "operation", "line", "arrays", "dtype", "shape", "offset",
+                "nbytes", "e4m3", "encode"]), c, max_size=4)), max_leaves=12).map(lambda v: json.dumps(v).encode())),
+       op=st.sampled_from([ENC, "all", "mxfp4.floor.rne.block_mx.bin"]))
+def test_hyp_ver_garbage_manifest(tmp_path_factory, manifest, op):
+    d = tmp_path_factory.mktemp("vec")
+    (d / "manifest.json").write_bytes(manifest)
+    for n in (ENC, "mxfp4.floor.rne.block_mx.bin"):
+        shutil.copy(VEC / n, d / n)
+    res = tmp_path_factory.mktemp("res")
+    shutil.copy(VEC / ENC, res / ENC)
+    rc, out, err = _ver(op, str(res if op == "all" else res / ENC), "--vectors", str(d))
+    _assert_clean(rc, out, err)
