@@ -194,7 +194,7 @@ def quantize(
     axis = integer(axis, "axis")
     block_size = integer(block_size, "block_size", low=1)
     scale_rule = choice(scale_rule, "scale_rule", SCALE_RULES)
-    rounding = rounding_name(rounding)
+    rounding_name(rounding)
     pad = flag(pad, "pad")
     flush_subnormals = flag(flush_subnormals, "flush_subnormals")
     arr, src = as_float_array(x)

@@ -134,7 +134,7 @@ def quantize(
     """
     recipe = choice(recipe, "recipe", RECIPES)
     tile = _tile(tile)
-    rounding = rounding_name(rounding)
+    rounding_name(rounding)
     if global_scale is not None:
         gs = _scalar(global_scale, "global_scale")
         if not np.isfinite(gs) or gs <= 0:
