@@ -346,7 +346,7 @@ def cmd_ver(args: argparse.Namespace) -> int:
         meta = manifest["files"][name]
         try:
             res = _verify_one(vec_dir, name, path, meta, args)
-        except (ValueError, OSError) as e:
+        except (ValueError, TypeError, OSError) as e:
             raise UsageError(str(e)) from None
         for m in res.messages:
             print(f"{name}: {m}" if len(jobs) > 1 else m)
@@ -354,7 +354,9 @@ def cmd_ver(args: argparse.Namespace) -> int:
             print(f"{name}: {res.note}")
         print(f"{name}: {res.cases} cases, {res.cases - res.failed} passed, {res.failed} failed "
               f"({meta.get('coverage_model', '-')})")
-        key = (meta.get("format", {}).get("name", meta.get("operation", "-")), meta.get("coverage_model", "-"))
+        fmt_meta = meta.get("format")
+        fmt_name = fmt_meta.get("name") if isinstance(fmt_meta, dict) else None
+        key = (str(fmt_name or meta.get("operation", "-")), str(meta.get("coverage_model", "-")))
         cell = summary.setdefault(key, [0, 0, 0])
         cell[0] += 1
         cell[1] += res.cases

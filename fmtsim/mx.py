@@ -301,5 +301,7 @@ def dequantize(q: MXTensor, dtype: Any = np.float32) -> np.ndarray:
     full = merge(out, b, trim=False)
     length = int(q.length)
     full = np.take(full, np.arange(length), axis=b.axis) if length != full.shape[b.axis] else full
+    if isinstance(q.shape, tuple) and q.shape == () and full.size == 1:
+        full = full.reshape(())  # a 0-d x was quantized as one element along one axis
     # float32 cannot hold e.g. 448 * 2^127: Inf, as a cast gives
     return round_to_dtype(full, dt)

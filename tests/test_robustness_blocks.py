@@ -310,6 +310,13 @@ def test_tampered_tensors():
         intq.dequantize(dataclasses.replace(iq, codes=c))
 
 
+def test_mx_scalar_input_keeps_its_shape():
+    q = mx.quantize(np.float32(0.75), "mxfp4", pad=True)
+    assert q.codes.shape == (32,) and q.scales.shape == (1,)
+    d = mx.dequantize(q)
+    assert d.shape == () and float(d) == 0.75
+
+
 def test_absurd_padding_refused():
     with pytest.raises(ValueError, match="block size 1099511627776 with pad=True would pad axis -1 from 32 to "
                                          "1099511627776 elements"):
@@ -581,9 +588,9 @@ def _check_mx(q: mx.MXTensor, x: Any) -> None:
     assert q.codes.shape[: q.axis] + q.codes.shape[q.axis + 1:] == shape[: q.axis] + shape[q.axis + 1:]
     for dt in (np.float64, np.float32, ml_dtypes.bfloat16):
         d = mx.dequantize(q, dt)
-        assert d.dtype == dt and d.shape == shape
+        assert d.dtype == dt and d.shape == np.shape(x)
     # every block with scale 0xFF decodes to NaN, and only those
-    d = mx.dequantize(q, np.float64)
+    d = mx.dequantize(q, np.float64).reshape(shape)
     nan_blocks = np.repeat(q.scales == mx.E8M0_NAN, q.block_size, axis=q.axis)
     nan_blocks = np.take(nan_blocks, np.arange(shape[q.axis]), axis=q.axis)
     assert np.array_equal(np.isnan(d), nan_blocks)
@@ -963,4 +970,39 @@ def test_hyp_ver_garbage_manifest(tmp_path_factory, manifest, op):
     res = tmp_path_factory.mktemp("res")
     shutil.copy(VEC / ENC, res / ENC)
     rc, out, err = _ver(op, str(res if op == "all" else res / ENC), "--vectors", str(d))
+    _assert_clean(rc, out, err)
+
+
+_REAL_MANIFEST = json.loads((VEC / "manifest.json").read_text())
+_JSON_GARBAGE = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.text(max_size=6),
+                                       st.sampled_from(["<f4", "u1", "O", "c8", "U2", "e4m3", "encode", "decode"])),
+                             lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=4), c,
+                                                                                          max_size=3)), max_leaves=6)
+
+
+@settings(max_examples=VER_EXAMPLES, deadline=None)
+@given(op=st.sampled_from([ENC, SR, DEC, "mxfp4.floor.rne.block_mx.bin", "mxfp8_e4m3.floor.rne.dot.bin",
+                           "nvfp4.te.1x16.block_nvfp4.bin"]),
+       edits=st.lists(st.tuples(st.sampled_from(["format", "operation", "line", "arrays", "coverage_model",
+                                                 "array_field"]),
+                                st.sampled_from(["name", "dtype", "shape", "offset", "nbytes"]), st.integers(0, 8),
+                                _JSON_GARBAGE), min_size=1, max_size=3),
+       use_all=st.booleans())
+def test_hyp_ver_tampered_manifest_entry(tmp_path_factory, op, edits, use_all):
+    """A real manifest whose entry for the file checked has fields replaced by garbage."""
+    manifest = json.loads(json.dumps(_REAL_MANIFEST))
+    entry = manifest["files"][op]
+    for key, sub, i, value in edits:
+        if key == "array_field" and isinstance(entry.get("arrays"), list) and entry["arrays"]:
+            a = entry["arrays"][i % len(entry["arrays"])]
+            if isinstance(a, dict):
+                a[sub] = value
+        else:
+            entry[key] = value
+    d = tmp_path_factory.mktemp("vec")
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copy(VEC / op, d / op)
+    res = tmp_path_factory.mktemp("res")
+    shutil.copy(VEC / op, res / op)
+    rc, out, err = _ver("all" if use_all else op, str(res if use_all else res / op), "--vectors", str(d))
     _assert_clean(rc, out, err)

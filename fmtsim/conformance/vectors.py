@@ -630,7 +630,8 @@ def load_manifest(path: Path) -> dict[str, Any]:
     for name, entry in files.items():
         if name.endswith(".bin"):
             arrays = entry.get("arrays")
-            ok = entry.get("operation") in OUTPUT_ARRAYS and isinstance(arrays, list) and all(
+            op = entry.get("operation")
+            ok = isinstance(op, str) and op in OUTPUT_ARRAYS and isinstance(arrays, list) and all(
                 isinstance(a, dict) and isinstance(a.get("name"), str) and isinstance(a.get("dtype"), str)
                 and isinstance(a.get("shape"), list) and isinstance(a.get("offset"), int)
                 and isinstance(a.get("nbytes"), int) for a in arrays)
