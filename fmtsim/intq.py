@@ -142,6 +142,8 @@ def quantize(
     if sdt not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
         raise ValueError(f"scale_dtype must be float16, float32 or float64, not {sdt}")
     arr, _ = as_float_array(x)
+    if arr.ndim == 0 and (channel_axis is not None or group_size is not None):
+        raise ValueError("intq: x is 0-d, so it has no axis for channel_axis or group_size; quantize it per tensor")
     x64 = arr.astype(np.float64)
     bad = ~np.isfinite(x64)
     if bad.any():
