@@ -464,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", nargs="?", help="the device's results (default: stdin): for a .tv file, text lines as "
                    "the vector file's (CRLF, trailing blanks and lower-case hex accepted; with --ignore-flags the "
                    "flags field may be left out), or a raw array of results in operand order: a .npy file, or one "
-                   "byte per code (a file of exactly that size, or named *.bin/.raw/.u8; decode files: 4 bytes of "
+                   "byte per code (a file of exactly that size, or named *.bin/.raw/.u8/.u32; decode files: 4 bytes of "
                    "float32 bits per case); arrays have no flags to compare. For a .bin vector file, a file of the "
                    "same layout. With 'all', a directory of result files named as the vectors")
     s.add_argument("--vectors", default="vectors", help="the vectors directory (default ./vectors)")
