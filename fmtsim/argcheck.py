@@ -86,7 +86,7 @@ def float_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
     (a cast to int32 would truncate values without a word)."""
     try:
         dt = np.dtype(dtype)
-    except TypeError:
+    except Exception:  # np.dtype(",") raises SyntaxError, np.dtype("f4,") ValueError, ...
         raise TypeError(f"{name} must be float16, bfloat16, float32 or float64, not {dtype!r}") from None
     if dt not in FLOAT_DTYPES:
         raise TypeError(f"{name} must be float16, bfloat16, float32 or float64, not {dt}")

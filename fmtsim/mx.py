@@ -82,7 +82,8 @@ class MXTensor:
 
     @property
     def element_format(self) -> Format:
-        return get_format(SCHEMES[self.scheme])
+        """The element format of ``scheme`` (ValueError/TypeError for an unknown scheme)."""
+        return get_format(SCHEMES[_scheme(self.scheme)])
 
 
 def _scheme(name: str) -> str:

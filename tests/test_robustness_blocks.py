@@ -95,7 +95,8 @@ def test_intq_bits_numpy_integer_accepted():
     assert np.array_equal(intq.quantize(X, np.int64(4)).codes, intq.quantize(X, 4).codes)
 
 
-@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int8, bool, np.complex64, "S2", object])
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int8, bool, np.complex64, "S2", object, ",", "f4,i4",
+                                   "nonsense", 3.5])
 def test_dequantize_refuses_non_float_dtypes(dtype):
     cases = [(mx.dequantize, mx.quantize(X, "mxfp4")), (nvfp4.dequantize, nvfp4.quantize(X)),
              (intq.dequantize, intq.quantize(X, 4))]
@@ -506,6 +507,25 @@ def test_ver_raw_arrays_wrong_size_or_type(tmp_path):
     p.write_bytes(b"\x93NUMPY\x01\x00garbage")
     rc, _, err = _ver(ENC, str(p), "--vectors", str(VEC))
     assert rc == 2 and "not a readable .npy file" in err
+
+
+def test_result_kind_rules():
+    from fmtsim.conformance.vectors import result_kind
+
+    assert result_kind(bytes(5), 5, 1) == "raw"  # one byte per code: never text
+    assert result_kind(b"0 0\n" * 3, 3, 4) == "text"  # 4 bytes per case that read as 3 text lines
+    assert result_kind(bytes(12), 3, 4) == "raw"
+    assert result_kind(b"\x93NUMPY" + bytes(20), 3, 1) == "npy"
+    assert result_kind(b"00 01 00\n", 3, 1, "dev.u8") == "raw"  # the name decides
+    assert result_kind(b"00 01 00\n", 3, 1, "dev.tv") == "text"
+
+
+def test_mx_element_format_of_a_tampered_scheme():
+    q = mx.quantize(X, "mxfp4")
+    with pytest.raises(ValueError, match="unknown MX scheme 'nope'"):
+        _ = dataclasses.replace(q, scheme="nope").element_format
+    with pytest.raises(TypeError, match="scheme must be an MX scheme name"):
+        _ = dataclasses.replace(q, scheme=None).element_format
 
 
 def test_ver_decode_file_as_float32_array(tmp_path):
@@ -1035,7 +1055,8 @@ def test_hyp_ver_garbage_manifest(tmp_path_factory, manifest, op):
 
 _REAL_MANIFEST = json.loads((VEC / "manifest.json").read_text())
 _JSON_GARBAGE = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.text(max_size=6),
-                                       st.sampled_from(["<f4", "u1", "O", "c8", "U2", "e4m3", "encode", "decode"])),
+                                       st.sampled_from(["<f4", "u1", "O", "c8", "U2", ",", "f4,", "e4m3", "encode",
+                                                        "decode"])),
                              lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=4), c,
                                                                                           max_size=3)), max_leaves=6)
 

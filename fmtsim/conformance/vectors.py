@@ -531,10 +531,20 @@ def result_kind(data: bytes, cases: int, result_bytes: int, name: str = "") -> s
     """How a device's results for a .tv file are written: 'npy' (a NumPy .npy file, by its
     magic bytes), 'raw' (exactly ``cases * result_bytes`` bytes, or a name ending in
     .bin/.raw/.u8/.u32) or 'text' (lines). A text file of N cases has at least 4N bytes,
-    so a file of exactly N bytes (one per code) cannot be text."""
+    so a file of exactly N bytes (one per code) cannot be text; a file of exactly 4N
+    bytes (decode results) is text only if it reads as N text lines."""
     if data.startswith(NPY_MAGIC):
         return "npy"
-    if (cases and len(data) == cases * result_bytes) or name.lower().endswith(RAW_SUFFIXES):
+    if name.lower().endswith(RAW_SUFFIXES):
+        return "raw"
+    if cases and len(data) == cases * result_bytes:
+        if result_bytes == 1:
+            return "raw"
+        try:  # 4 bytes per case could in principle be N text lines of 4 bytes each ("0 0\n")
+            if len(read_tv(data.decode("utf-8"), "results")) == cases:
+                return "text"
+        except (UnicodeDecodeError, ValueError):
+            pass
         return "raw"
     return "text"
 
@@ -644,7 +654,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
                 try:
                     for a in arrays:
                         np.dtype(a["dtype"])
-                except TypeError:
+                except Exception:  # np.dtype(",") raises SyntaxError
                     ok = False
             if not ok:
                 raise ValueError(f"{path}: entry {name!r} lacks a known 'operation' or a valid 'arrays' layout")
