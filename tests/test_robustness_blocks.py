@@ -110,6 +110,9 @@ def test_dequantize_bfloat16_rounds_once():
     v = 1 + 2.0**-8 + 2.0**-30
     assert float(np.array(v).astype(ml_dtypes.bfloat16)) == 1.0
     assert float(round_to_dtype(np.array([v]), np.dtype(ml_dtypes.bfloat16))[0]) == 1 + 2.0**-7
+    # float16 and float32 take numpy's direct float64 casts, which round once
+    assert float(round_to_dtype(np.array([1 + 2.0**-11 + 2.0**-40]), np.dtype(np.float16))[0]) == 1 + 2.0**-10
+    assert float(round_to_dtype(np.array([1 + 2.0**-24 + 2.0**-50]), np.dtype(np.float32))[0]) == 1 + 2.0**-23
     # against the exact rule on every float32 near the bfloat16 midpoints of [1, 2): one rounding
     rng = np.random.default_rng(9)
     base = rng.integers(0x3F800000, 0x40000000, 2000, dtype=np.uint64)
