@@ -194,7 +194,7 @@ def test_mx_padding_and_errors():
     assert mx.dequantize(q).shape == (1, 40)
     with pytest.raises(ValueError, match="unknown MX scheme"):
         mx.quantize(x, "mxfp5")
-    with pytest.raises(ValueError, match="unknown scale rule"):
+    with pytest.raises(ValueError, match="unknown scale_rule"):
         mx.quantize(x, "mxfp4", pad=True, scale_rule="round")
 
 

@@ -284,23 +284,27 @@ def cmd_gen(args: argparse.Namespace) -> int:
 
 
 def cmd_ver(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from .conformance.run import find_vectors
+    from .conformance.vectors import load_manifest
 
     found = Path(args.vectors) if args.vectors else find_vectors()
     if found is None:
         raise UsageError("no golden vectors installed with fmtsim; pass --vectors DIR")
     vec_dir = found
     try:
-        manifest = json.loads((vec_dir / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"{vec_dir}/manifest.json: {e}") from None
+        manifest = load_manifest(vec_dir / "manifest.json")
+    except (OSError, ValueError) as e:
+        raise UsageError(str(e)) from None
     if args.op == "all":
         # every result file in a directory that names a vector file; a summary per model
-        if not args.file or not Path(args.file).is_dir():
-            raise UsageError("fmtsim ver all DIR: DIR holds the device's result files, named as the vectors")
+        if not args.file:
+            raise UsageError("fmtsim ver all needs DIR, a directory of the device's result files named as the vectors")
+        if not Path(args.file).is_dir():
+            state = "is not a directory" if Path(args.file).exists() else "no such directory"
+            raise UsageError(f"{args.file}: {state} (fmtsim ver all DIR checks the result files in DIR, "
+                             "named as the vector files)")
         names = sorted(p.name for p in Path(args.file).iterdir() if p.name in manifest["files"])
         if not names:
             raise UsageError(f"{args.file}: no file named like one in {vec_dir}/manifest.json")
@@ -315,14 +319,18 @@ def cmd_ver(args: argparse.Namespace) -> int:
         meta = manifest["files"][name]
         try:
             res = _verify_one(vec_dir, name, path, meta, args)
-        except (ValueError, OSError) as e:
+        except (ValueError, TypeError, OSError) as e:
             raise UsageError(str(e)) from None
         for m in res.messages:
             print(f"{name}: {m}" if len(jobs) > 1 else m)
+        if getattr(res, "note", ""):
+            print(f"{name}: {res.note}")
         print(f"{name}: {res.cases} cases, {res.cases - res.failed} passed, {res.failed} failed "
               f"({meta.get('coverage_model', '-')})")
-        key = (meta.get("format", {}).get("name", meta.get("unit", {}).get("name", meta.get("operation", "-"))),
-               meta.get("coverage_model", "-"))
+        fmt_meta, unit_meta = meta.get("format"), meta.get("unit")
+        fmt_name = fmt_meta.get("name") if isinstance(fmt_meta, dict) else None
+        unit_name = unit_meta.get("name") if isinstance(unit_meta, dict) else None
+        key = (str(fmt_name or unit_name or meta.get("operation", "-")), str(meta.get("coverage_model", "-")))
         cell = summary.setdefault(key, [0, 0, 0])
         cell[0] += 1
         cell[1] += res.cases
@@ -338,16 +346,19 @@ def cmd_ver(args: argparse.Namespace) -> int:
 def _verify_one(vec_dir: Any, name: str, path: str | None, meta: dict[str, Any], args: argparse.Namespace) -> Any:
     from pathlib import Path
 
-    from .conformance.vectors import verify_binary, verify_lines
+    from .conformance.vectors import verify_binary, verify_results
 
+    what = path if path not in (None, "-") else "stdin"
+    actual = sys.stdin.buffer.read() if path in (None, "-") else Path(path).read_bytes()
     if name.endswith(".bin"):
-        actual_b = sys.stdin.buffer.read() if path in (None, "-") else Path(path).read_bytes()
-        return verify_binary((vec_dir / name).read_bytes(), actual_b, meta, max_errors=args.errors,
-                             what=path or "stdin", family=getattr(args, "family_tolerance", False))
-    expected = (vec_dir / name).read_text()
-    actual = sys.stdin.read() if path in (None, "-") else Path(path).read_text()
-    return verify_lines(expected, actual, meta, check_flags=not args.ignore_flags, check_nans=args.check_nans,
-                        max_errors=args.errors, what=path or "stdin")
+        return verify_binary((vec_dir / name).read_bytes(), actual, meta, max_errors=args.errors, what=what,
+                             family=getattr(args, "family_tolerance", False))
+    try:
+        expected = (vec_dir / name).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{vec_dir / name}: the vector file is not UTF-8 text") from None
+    return verify_results(expected, actual, meta, check_flags=not args.ignore_flags, check_nans=args.check_nans,
+                          max_errors=args.errors, what=what)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -465,8 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("ver", help="verify a device's results against a vector file")
     s.add_argument("op", help="the vector file name (as in manifest.json), or 'all'")
-    s.add_argument("file", nargs="?", help="the device's results (default: stdin); with 'all', a directory of "
-                                          "result files named as the vectors")
+    s.add_argument("file", nargs="?", help="the device's results (default: stdin): for a .tv file, text lines as "
+                   "the vector file's (CRLF, trailing blanks and lower-case hex accepted; with --ignore-flags the "
+                   "flags field may be left out), or a raw array of results in operand order: a .npy file, or one "
+                   "byte per code (a file of exactly that size, or named *.bin/.raw/.u8/.u32; decode files: 4 bytes of "
+                   "float32 bits per case); arrays have no flags to compare. For a .bin vector file, a file of the "
+                   "same layout. With 'all', a directory of result files named as the vectors")
     s.add_argument("--vectors", help="the vectors directory (default: the vectors installed with fmtsim)")
     s.add_argument("--errors", type=int, default=20, help="failures printed")
     s.add_argument("--check-nans", action="store_true", help="NaN codes must match exactly")

@@ -38,11 +38,16 @@ import numpy as np
 
 from .formats import get_format
 
-__all__ = ["ConversionReport", "ocp_to_fnuz", "fnuz_to_ocp", "scale_by_power_of_two", "PAIRS"]
+__all__ = ["ScaleOverflowError", "ConversionReport", "ocp_to_fnuz", "fnuz_to_ocp", "scale_by_power_of_two", "PAIRS"]
 
 PAIRS = {"e4m3": "e4m3fnuz", "e5m2": "e5m2fnuz"}
 _INF_CHOICES = ("nan", "max", "ocp_max")
 _UNREP_CHOICES = ("nan", "max", "inf")
+
+
+class ScaleOverflowError(OverflowError, ValueError):
+    """A finite scale that would become Inf in its own dtype. Both an OverflowError (as
+    float arithmetic reports it) and a ValueError (bad input, as the API contract says)."""
 
 
 @dataclass
@@ -84,6 +89,8 @@ def _codes(codes: Any, fmt: str, expect_fnuz: bool) -> np.ndarray:
 
 
 def _check_fmt(fmt: str) -> str:
+    if not isinstance(fmt, str):
+        raise TypeError(f"fmt must be 'e4m3' or 'e5m2', not {type(fmt).__name__}")
     name = get_format(fmt).name
     if name not in PAIRS:
         raise ValueError(f"OCP<->FNUZ conversion exists for e4m3 and e5m2, not {fmt!r}")
@@ -97,8 +104,8 @@ def ocp_to_fnuz(codes: Any, fmt: str = "e4m3", *, inf: str | None = None
     The input is never modified; the output is a new uint8 array of the same shape.
     """
     name = _check_fmt(fmt)
-    if inf is not None and inf not in _INF_CHOICES:
-        raise ValueError(f"inf must be one of {', '.join(_INF_CHOICES)} (or None to refuse Inf)")
+    if inf is not None and (not isinstance(inf, str) or inf not in _INF_CHOICES):
+        raise ValueError(f"inf must be one of {', '.join(_INF_CHOICES)} (or None to refuse Inf), not {inf!r}")
     src = _codes(codes, name, expect_fnuz=False)
     f = get_format(name)
     out = src.copy()
@@ -133,8 +140,10 @@ def fnuz_to_ocp(codes: Any, fmt: str = "e4m3", *, unrepresentable: str | None = 
                 ) -> tuple[np.ndarray, float, ConversionReport]:
     """(OCP codes, scale multiplier 0.5, report) for FNUZ codes of ``fmt``'s pair."""
     name = _check_fmt(fmt)
-    if unrepresentable is not None and unrepresentable not in _UNREP_CHOICES:
-        raise ValueError(f"unrepresentable must be one of {', '.join(_UNREP_CHOICES)} or None")
+    if unrepresentable is not None and (not isinstance(unrepresentable, str)
+                                        or unrepresentable not in _UNREP_CHOICES):
+        raise ValueError(f"unrepresentable must be one of {', '.join(_UNREP_CHOICES)} or None, "
+                         f"not {unrepresentable!r}")
     if unrepresentable == "inf" and name != "e5m2":
         raise ValueError("unrepresentable='inf': OCP e4m3 has no Inf")
     src = _codes(codes, name, expect_fnuz=True)
@@ -167,11 +176,20 @@ def fnuz_to_ocp(codes: Any, fmt: str = "e4m3", *, unrepresentable: str | None = 
 
 
 def scale_by_power_of_two(scale: Any, factor: float, what: str = "scale") -> np.ndarray:
-    """``scale * factor`` (factor 2 or 0.5) in the scale's own float dtype, exactly.
+    """``scale * factor`` in the scale's own float dtype, exactly.
 
-    Raises OverflowError if a finite scale would become Inf, and ValueError if a
-    halving would lose bits (a subnormal scale). NaN and Inf scales pass through.
+    scale: a float array (float16, bfloat16, float32, float64, ...). factor: a power of
+    two (2 and 0.5 for FNUZ; int or float, bool refused); anything else raises
+    TypeError/ValueError. Raises :class:`ScaleOverflowError` (an OverflowError and a
+    ValueError) if a finite scale would become Inf, and ValueError if the product would
+    lose bits (a subnormal result). NaN and Inf scales pass through.
     """
+    if isinstance(factor, (bool, np.bool_)) or not isinstance(factor, (int, float, np.integer, np.floating)):
+        raise TypeError(f"factor must be a power of two (a number), not {type(factor).__name__}")
+    f64 = float(factor)
+    if not (np.isfinite(f64) and f64 > 0 and np.frexp(f64)[0] == 0.5):
+        raise ValueError(f"factor must be a power of two such as 2 or 0.5, not {factor!r}")
+    factor = f64
     arr = np.asarray(scale)
     if arr.dtype.kind != "f" and not (arr.dtype.itemsize == 2 and arr.dtype.name == "bfloat16"):
         raise TypeError(f"{what}: scales must be floating point, not {arr.dtype}")
@@ -184,7 +202,7 @@ def scale_by_power_of_two(scale: Any, factor: float, what: str = "scale") -> np.
     overflow = finite & ~np.isfinite(back)
     if overflow.any():
         i = int(np.argmax(overflow.reshape(-1)))
-        raise OverflowError(f"{what}: {wide.reshape(-1)[i]!r} * {factor} overflows {arr.dtype} (flat index {i})")
+        raise ScaleOverflowError(f"{what}: {wide.reshape(-1)[i]!r} * {factor} overflows {arr.dtype} (flat index {i})")
     inexact = finite & (undone != wide)
     if inexact.any():
         i = int(np.argmax(inexact.reshape(-1)))

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .block import Blocks, merge, scales_from_layout, scales_to_layout, split
+from .argcheck import flag, float_dtype, instance, integer, integer_array, optional_integer, round_to_dtype
+from .block import Blocks, merge, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array
 
 __all__ = ["IntTensor", "quantize", "dequantize", "round_half_even_div"]
@@ -68,10 +69,40 @@ def _sign_of_x_minus_ks(x: np.ndarray, k: np.ndarray, s: np.ndarray) -> np.ndarr
     return np.sign(d - e)
 
 
+def _real(a: Any, name: str) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.dtype.kind in "iu":
+        if arr.size and np.abs(arr.astype(np.float64)).max() > 2.0**53:
+            raise ValueError(f"round_half_even_div: {name} holds an integer beyond 2^53")
+        return arr.astype(np.float64)
+    if arr.dtype.kind == "f" or arr.dtype.name == "bfloat16":
+        if arr.dtype.itemsize > 8:
+            raise TypeError(f"round_half_even_div: {name} is {arr.dtype}; pass float64 or narrower")
+        return arr.astype(np.float64)
+    raise TypeError(f"round_half_even_div: {name} must be a real array, not {arr.dtype}")
+
+
 def round_half_even_div(x: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """round(x / s), ties to even, decided exactly (float64 x and s > 0, finite)."""
-    x = np.asarray(x, dtype=np.float64)
-    s = np.asarray(s, dtype=np.float64)
+    """round(x / s), ties to even, decided exactly, as float64.
+
+    x and s: real arrays that broadcast together, exactly representable as float64
+    (float16/bfloat16/float32/float64, or integers up to 2^53); x finite, s positive
+    and finite. Anything else raises TypeError/ValueError."""
+    x = _real(x, "x")
+    s = _real(s, "s")
+    try:
+        np.broadcast_shapes(x.shape, s.shape)
+    except ValueError:
+        raise ValueError(f"round_half_even_div: x of shape {x.shape} and s of shape {s.shape} "
+                         "do not broadcast") from None
+    if not np.all(np.isfinite(x)):
+        raise ValueError("round_half_even_div: x holds NaN or Inf")
+    if not np.all(np.isfinite(s) & (s > 0)):
+        raise ValueError("round_half_even_div: s must be positive and finite")
+    # |x / s| beyond 2^53 has no exact integer neighbourhood in float64
+    with np.errstate(over="ignore", under="ignore"):
+        if x.size and s.size and np.any(np.abs(x) / s >= 2.0**52):
+            raise ValueError("round_half_even_div: |x / s| must be below 2^52")
     with np.errstate(invalid="ignore", over="ignore"):
         k = np.floor(x / s)
     k = np.where(np.isfinite(k), k, 0.0)
@@ -92,20 +123,32 @@ def quantize(
     *,
     scale_dtype: Any = np.float32,
 ) -> IntTensor:
-    """Quantize ``x`` to ``bits``-bit integers with float scales (module docstring)."""
-    if not 2 <= bits <= 8:
-        raise ValueError(f"bits must be 2..8, not {bits}")
+    """Quantize ``x`` to ``bits``-bit integers with float scales (module docstring).
+
+    x: finite values as :func:`fmtsim.encode` accepts them. bits: an integer 2..8 (bool,
+    float and str refused). symmetric: True or False. channel_axis, group_size, axis:
+    integers or None (group_size >= 1; x's length along ``axis`` a multiple of it);
+    channel_axis and group_size exclude each other. scale_dtype: float16, float32 or
+    float64. Bad arguments raise TypeError or ValueError naming them.
+    """
+    bits = integer(bits, "bits", low=2, high=8)
+    symmetric = flag(symmetric, "symmetric")
+    channel_axis = optional_integer(channel_axis, "channel_axis")
+    group_size = optional_integer(group_size, "group_size", low=1)
+    axis = integer(axis, "axis")
     if channel_axis is not None and group_size is not None:
         raise ValueError("choose per-channel (channel_axis) or per-group (group_size), not both")
-    sdt = np.dtype(scale_dtype)
+    sdt = float_dtype(scale_dtype, "scale_dtype")
     if sdt not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
         raise ValueError(f"scale_dtype must be float16, float32 or float64, not {sdt}")
     arr, _ = as_float_array(x)
+    if arr.ndim == 0 and (channel_axis is not None or group_size is not None):
+        raise ValueError("intq: x is 0-d, so it has no axis for channel_axis or group_size; quantize it per tensor")
     x64 = arr.astype(np.float64)
     bad = ~np.isfinite(x64)
     if bad.any():
         raise ValueError(f"intq: x holds NaN or Inf (first at flat index {int(np.argmax(bad.reshape(-1)))})")
-    b = split(x64, axis=axis, block=group_size, channel_axis=channel_axis, what="intq")
+    b = split(x64, axis=axis, block=group_size, channel_axis=channel_axis, what="intq", can_pad=False)
     data = b.data
     if symmetric:
         qmax = 2 ** (bits - 1) - 1
@@ -129,7 +172,7 @@ def quantize(
         q = round_half_even_div(data, s64[:, None]) + z[:, None]
         codes = np.clip(q, 0, top).astype(np.uint8)
     return IntTensor(
-        codes=merge(codes, b),
+        codes=merge(codes, b).reshape(arr.shape),
         scale=scales_to_layout(s, b),
         zero_point=scales_to_layout(z, b),
         bits=bits,
@@ -141,14 +184,43 @@ def quantize(
     )
 
 
-def _blocks(q: IntTensor) -> Blocks:
-    return split(q.codes, axis=q.axis, block=q.group_size, channel_axis=q.channel_axis, what="codes")
+def _blocks(q: IntTensor, what: str = "q") -> tuple[Blocks, np.ndarray, np.ndarray]:
+    """Check that ``q`` is a consistent IntTensor: (blocks, scale per block, zero point per block)."""
+    instance(q, IntTensor, what, "from intq.quantize")
+    bits = integer(q.bits, f"{what}.bits", low=2, high=8)
+    symmetric = flag(q.symmetric, f"{what}.symmetric")
+    codes = integer_array(q.codes, f"{what}.codes")
+    lo, hi = (-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1) if symmetric else (0, 2**bits - 1)
+    if codes.size:
+        bad = (codes < lo) | (codes > hi)
+        if bad.any():
+            i = int(np.argmax(bad.reshape(-1)))
+            raise ValueError(f"{what}.codes: {codes.reshape(-1)[i]} at flat index {i} is outside {lo}..{hi} "
+                             f"({bits}-bit, {'symmetric' if symmetric else 'asymmetric'})")
+    channel_axis = optional_integer(q.channel_axis, f"{what}.channel_axis")
+    group_size = optional_integer(q.group_size, f"{what}.group_size", low=1)
+    axis = integer(q.axis, f"{what}.axis")
+    b = split(codes, axis=axis, block=group_size, channel_axis=channel_axis, what=f"{what}.codes", can_pad=False)
+    scale = np.asarray(q.scale)
+    zero = np.asarray(q.zero_point)
+    for name, arr in (("scale", scale), ("zero_point", zero)):
+        if arr.shape != scale_shape(b):
+            raise ValueError(f"{what}.{name} has shape {arr.shape}; codes of shape {codes.shape} need {scale_shape(b)}")
+    if scale.dtype not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"{what}.scale must be float16, float32 or float64, not {scale.dtype}")
+    if scale.size and not np.all(np.isfinite(scale) & (scale > 0)):
+        raise ValueError(f"{what}.scale must be positive and finite")
+    integer_array(zero, f"{what}.zero_point")
+    s = scales_from_layout(scale, b).astype(np.float64)
+    z = scales_from_layout(zero, b).astype(np.float64)
+    return b, s, z
 
 
 def dequantize(q: IntTensor, dtype: Any = np.float32) -> np.ndarray:
-    """(code - zero_point) * scale, exact in float64, rounded once to ``dtype``."""
-    b = _blocks(q)
-    s = scales_from_layout(q.scale, b).astype(np.float64)
-    z = scales_from_layout(q.zero_point, b).astype(np.float64)
+    """(code - zero_point) * scale, exact in float64, rounded once to ``dtype`` (float16,
+    bfloat16, float32 or float64). q: an IntTensor whose fields agree (codes within
+    ``bits``, scale and zero point of the layout's shape, scales positive and finite)."""
+    dt = float_dtype(dtype)
+    b, s, z = _blocks(q)
     out = (b.data.astype(np.float64) - z[:, None]) * s[:, None]
-    return merge(out, b).astype(dtype)
+    return round_to_dtype(merge(out, b).reshape(b.shape if np.ndim(q.codes) else ()), dt)

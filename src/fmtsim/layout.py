@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from .mx import MXTensor
+from .argcheck import choice, flag, integer, optional_integer
+from .mx import MXTensor, check_tensor
 
 __all__ = ["pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "swizzle_scales", "unswizzle_scales",
            "to_gpt_oss", "from_gpt_oss"]
@@ -41,6 +42,8 @@ def _codes(codes: Any, bits: int, what: str) -> np.ndarray:
     c = np.asarray(codes)
     if c.dtype.kind not in "iu":
         raise TypeError(f"{what}: codes must be integers, not {c.dtype}")
+    if c.ndim == 0:
+        raise ValueError(f"{what}: a 0-d input has no last axis to pack along; pass an array of at least one axis")
     if c.size and (c.min() < 0 or c.max() >= 1 << bits):
         bad = int(np.argmax((c.reshape(-1) < 0) | (c.reshape(-1) >= 1 << bits)))
         raise ValueError(f"{what}: code {c.reshape(-1)[bad]} at flat index {bad} does not fit in {bits} bits")
@@ -48,7 +51,7 @@ def _codes(codes: Any, bits: int, what: str) -> np.ndarray:
 
 
 def _pad_last(c: np.ndarray, multiple: int, pad: bool, what: str) -> np.ndarray:
-    n = c.shape[-1] if c.ndim else 0
+    n = c.shape[-1]
     if n % multiple:
         if not pad:
             raise ValueError(f"{what}: last axis has length {n}, not a multiple of {multiple}; pass pad=True")
@@ -56,10 +59,22 @@ def _pad_last(c: np.ndarray, multiple: int, pad: bool, what: str) -> np.ndarray:
     return c
 
 
+def _length(length: Any, n: int, most_padding: int, what: str) -> int | None:
+    """``length`` codes kept of the ``n`` unpacked: None (all) or n - most_padding .. n."""
+    v = optional_integer(length, f"{what}: length")
+    if v is not None and not max(0, n - most_padding) <= v <= n:
+        raise ValueError(f"{what}: length {v} is impossible for {n} unpacked codes; it must be "
+                         f"{max(0, n - most_padding)}..{n} (only the packing's padding can be dropped)")
+    return v
+
+
 def pack_fp4(codes: Any, *, order: str = "low_first", pad: bool = False) -> np.ndarray:
-    """Two 4-bit codes per byte along the last axis (see the module docstring)."""
-    if order not in ("low_first", "high_first"):
-        raise ValueError("order must be 'low_first' or 'high_first'")
+    """Two 4-bit codes per byte along the last axis (see the module docstring).
+
+    codes: an integer array of at least one axis, values 0..15. order: 'low_first' or
+    'high_first'. pad: True appends a zero code to an odd last axis (else ValueError)."""
+    order = choice(order, "order", ("low_first", "high_first"))
+    pad = flag(pad, "pad")
     c = _pad_last(_codes(codes, 4, "pack_fp4"), 2, pad, "pack_fp4")
     first, second = c[..., 0::2], c[..., 1::2]
     if order == "low_first":
@@ -68,10 +83,12 @@ def pack_fp4(codes: Any, *, order: str = "low_first", pad: bool = False) -> np.n
 
 
 def unpack_fp4(packed: Any, *, order: str = "low_first", length: int | None = None) -> np.ndarray:
-    """Inverse of :func:`pack_fp4`; ``length`` drops padding from the last axis."""
-    if order not in ("low_first", "high_first"):
-        raise ValueError("order must be 'low_first' or 'high_first'")
+    """Inverse of :func:`pack_fp4`: packed bytes (integers 0..255, at least one axis)
+    -> codes, two per byte. ``length`` drops the padding code: None or 2n - 1 .. 2n for
+    n bytes along the last axis; anything else raises ValueError."""
+    order = choice(order, "order", ("low_first", "high_first"))
     p = _codes(packed, 8, "unpack_fp4")
+    length = _length(length, 2 * p.shape[-1], 1, "unpack_fp4")
     lo, hi = p & 0xF, p >> 4
     pair = (lo, hi) if order == "low_first" else (hi, lo)
     out = np.stack(pair, axis=-1).reshape(*p.shape[:-1], p.shape[-1] * 2)
@@ -79,7 +96,12 @@ def unpack_fp4(packed: Any, *, order: str = "low_first", length: int | None = No
 
 
 def pack_fp6(codes: Any, *, dense: bool = True, pad: bool = False) -> np.ndarray:
-    """FP6 codes: one per byte (``dense=False``) or four in three bytes (docstring)."""
+    """FP6 codes: one per byte (``dense=False``) or four in three bytes (docstring).
+
+    codes: an integer array of at least one axis, values 0..63. dense, pad: True or
+    False; pad appends zero codes to a last axis that is not a multiple of 4."""
+    dense = flag(dense, "dense")
+    pad = flag(pad, "pad")
     c = _codes(codes, 6, "pack_fp6")
     if not dense:
         return c.copy()
@@ -91,14 +113,21 @@ def pack_fp6(codes: Any, *, dense: bool = True, pad: bool = False) -> np.ndarray
 
 
 def unpack_fp6(packed: Any, *, dense: bool = True, length: int | None = None) -> np.ndarray:
-    """Inverse of :func:`pack_fp6`."""
+    """Inverse of :func:`pack_fp6`: bytes (integers 0..255, at least one axis) -> codes.
+    ``length`` drops padding codes: None or 4n/3 - 3 .. 4n/3 for n dense bytes (n for
+    one per byte, which has no padding); anything else raises ValueError."""
+    dense = flag(dense, "dense")
     p = _codes(packed, 8, "unpack_fp6")
     if not dense:
         if p.size and p.max() >= 64:
-            raise ValueError("unpack_fp6: one-per-byte FP6 codes must have their top two bits clear")
+            bad = int(np.argmax(p.reshape(-1) >= 64))
+            raise ValueError(f"unpack_fp6: one-per-byte FP6 codes must have their top two bits clear; flat index "
+                             f"{bad} holds {p.reshape(-1)[bad]:#04x}")
+        _length(length, p.shape[-1], 0, "unpack_fp6")
         return p.copy()
     if p.shape[-1] % 3:
         raise ValueError(f"unpack_fp6: last axis has length {p.shape[-1]}, not a multiple of 3")
+    length = _length(length, p.shape[-1] // 3 * 4, 3, "unpack_fp6")
     t = p.astype(np.uint32).reshape(*p.shape[:-1], -1, 3)
     w = t[..., 0] | (t[..., 1] << 8) | (t[..., 2] << 16)
     out = np.stack([(w >> s) & 0x3F for s in (0, 6, 12, 18)], axis=-1).reshape(*p.shape[:-1], -1)
@@ -107,8 +136,12 @@ def unpack_fp6(packed: Any, *, dense: bool = True, length: int | None = None) ->
 
 
 def swizzle_scales(scales: Any) -> np.ndarray:
-    """(rows, cols) scale bytes -> the padded, swizzled 1-D byte array kernels read."""
+    """(rows, cols) scale bytes -> the padded, swizzled 1-D byte array kernels read.
+
+    scales: a 2-D integer array (any integer dtype; the padding is zeros of it)."""
     s = np.asarray(scales)
+    if s.dtype.kind not in "iu":
+        raise TypeError(f"swizzle_scales: scales must be integers (scale codes), not {s.dtype}")
     if s.ndim != 2:
         raise ValueError(f"swizzle_scales: expected a 2-D (rows, cols) scale matrix, got shape {s.shape}")
     rows, cols = s.shape
@@ -122,8 +155,14 @@ def swizzle_scales(scales: Any) -> np.ndarray:
 
 
 def unswizzle_scales(swizzled: Any, rows: int, cols: int) -> np.ndarray:
-    """Inverse of :func:`swizzle_scales`: the (rows, cols) matrix, padding dropped."""
+    """Inverse of :func:`swizzle_scales`: the (rows, cols) matrix, padding dropped.
+
+    swizzled: integers, exactly the padded size; rows, cols: non-negative integers."""
+    rows = integer(rows, "rows", low=0)
+    cols = integer(cols, "cols", low=0)
     s = np.asarray(swizzled).reshape(-1)
+    if s.dtype.kind not in "iu":
+        raise TypeError(f"unswizzle_scales: swizzled must be integers (scale codes), not {s.dtype}")
     rp, cp = -(-rows // 128) * 128, -(-cols // 4) * 4
     if s.size != rp * cp:
         raise ValueError(f"unswizzle_scales: {s.size} bytes; a {rows}x{cols} matrix swizzles to {rp * cp}")
@@ -133,7 +172,10 @@ def unswizzle_scales(swizzled: Any, rows: int, cols: int) -> np.ndarray:
 
 def to_gpt_oss(q: MXTensor) -> tuple[np.ndarray, np.ndarray]:
     """An MXFP4 MXTensor blocked along its last axis by 32 -> (``*_blocks`` U8 [..., K/32, 16],
-    ``*_scales`` U8 [..., K/32]) as gpt-oss checkpoints store them (low nibble first)."""
+    ``*_scales`` U8 [..., K/32]) as gpt-oss checkpoints store them (low nibble first).
+
+    q: a consistent MXTensor (as :func:`fmtsim.mx.dequantize` checks it)."""
+    check_tensor(q)
     if q.scheme != "mxfp4" or q.block_size != 32 or q.axis != q.codes.ndim - 1:
         raise ValueError("gpt-oss layout needs MXFP4, block size 32, blocked along the last axis")
     k = q.codes.shape[-1]
@@ -142,7 +184,9 @@ def to_gpt_oss(q: MXTensor) -> tuple[np.ndarray, np.ndarray]:
 
 
 def from_gpt_oss(blocks: Any, scales: Any) -> MXTensor:
-    """gpt-oss (``*_blocks``, ``*_scales``) -> MXTensor (mxfp4, block 32, last axis)."""
+    """gpt-oss (``*_blocks``, ``*_scales``) -> MXTensor (mxfp4, block 32, last axis).
+
+    blocks: uint8 [..., K/32, 16]; scales: uint8 [..., K/32] (E8M0 codes)."""
     b = np.asarray(blocks)
     s = np.asarray(scales)
     if b.dtype != np.uint8 or s.dtype != np.uint8:

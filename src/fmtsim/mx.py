@@ -44,13 +44,14 @@ from typing import Any
 
 import numpy as np
 
-from .block import Blocks, merge, row_max, scales_from_layout, scales_to_layout, split
+from .argcheck import choice, flag, float_dtype, instance, integer, integer_array, round_to_dtype, rounding_name, where
+from .block import Blocks, merge, row_max, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array, decode
 from .formats import Format, get_format
 from .policy import resolve
 from .rounding import CHUNK, encode_f64, encode_fast
 
-__all__ = ["SCHEMES", "SCALE_RULES", "MXTensor", "quantize", "dequantize", "scale_codes"]
+__all__ = ["SCHEMES", "SCALE_RULES", "MXTensor", "quantize", "dequantize", "scale_codes", "check_tensor"]
 
 SCHEMES = {
     "mxfp8_e4m3": "e4m3",
@@ -81,10 +82,13 @@ class MXTensor:
 
     @property
     def element_format(self) -> Format:
-        return get_format(SCHEMES[self.scheme])
+        """The element format of ``scheme`` (ValueError/TypeError for an unknown scheme)."""
+        return get_format(SCHEMES[_scheme(self.scheme)])
 
 
 def _scheme(name: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"scheme must be an MX scheme name ({', '.join(SCHEMES)}), not {type(name).__name__}")
     key = name.lower()
     key = _ALIASES.get(key, key)
     if key not in SCHEMES:
@@ -100,13 +104,27 @@ def _codes_from_exponent(e: np.ndarray, finite: np.ndarray) -> np.ndarray:
 
 
 def scale_codes(amax: np.ndarray, elem: str | Format, rule: str = "floor") -> np.ndarray:
-    """E8M0 scale code for each block amax (float32 or float64 array), per ``rule``."""
+    """E8M0 scale code for each block amax, per ``rule``.
+
+    amax: non-negative float32 or float64 values (float16/bfloat16 and integers are
+    widened exactly to float64; NaN/Inf give 0xFF). elem: an MX element format
+    (e4m3, e5m2, e3m2, e2m3, e2m1, mxint8)."""
     f = get_format(elem)
-    if rule not in SCALE_RULES:
-        raise ValueError(f"unknown scale rule {rule!r}; choose from {', '.join(SCALE_RULES)}")
+    if f.name not in SCHEMES.values():
+        raise ValueError(f"scale_codes: {f.name} is not an MX element format ({', '.join(SCHEMES.values())})")
+    choice(rule, "scale_rule", SCALE_RULES)
     emax = f.emax
     mbits = f.precision - 1
     a = np.asarray(amax)
+    if a.dtype.kind == "b" or (a.dtype.kind not in "iuf" and a.dtype.name != "bfloat16"):
+        raise TypeError(f"scale_codes: amax must be a float array, not {a.dtype}")
+    if a.dtype not in (np.float32, np.float64):
+        a = a.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        neg = a < 0
+    if neg.any():
+        i = int(np.argmax(neg.reshape(-1)))
+        raise ValueError(f"scale_codes: amax {a.reshape(-1)[i]!r} at {where(a.shape, i)} is negative")
     finite = np.isfinite(a)
     if a.dtype == np.float32:
         u = a.view(np.uint32).astype(np.int64) & 0x7FFFFFFF
@@ -160,19 +178,47 @@ def quantize(
     pad: bool = False,
     flush_subnormals: bool = False,
 ) -> MXTensor:
-    """MX-quantize ``x`` along ``axis`` (see the module docstring for every rule)."""
+    """MX-quantize ``x`` along ``axis`` (see the module docstring for every rule).
+
+    x: float16, bfloat16, float32 or float64 values (what :func:`fmtsim.encode` accepts).
+    scheme: one of SCHEMES ('mxfp8' and 'mxfp6' are aliases of the E4M3 and E3M2 ones).
+    axis, block_size: integers (bool and float refused); block_size >= 1. The axis length
+    must be a multiple of block_size unless ``pad=True``, which appends zeros (at most
+    enough to double the array, or to 2^26 elements).
+    scale_rule: one of SCALE_RULES. rounding: an fmtsim rounding mode; 'sr' needs
+    ``rbits``, non-negative integers of x's shape (and rbits is refused otherwise).
+    pad, flush_subnormals: True or False.
+    Bad arguments raise TypeError or ValueError naming them.
+    """
     key = _scheme(scheme)
     elem = get_format(SCHEMES[key])
+    axis = integer(axis, "axis")
+    block_size = integer(block_size, "block_size", low=1)
+    scale_rule = choice(scale_rule, "scale_rule", SCALE_RULES)
+    rounding_name(rounding)
+    pad = flag(pad, "pad")
+    flush_subnormals = flag(flush_subnormals, "flush_subnormals")
     arr, src = as_float_array(x)
     work = arr.astype(np.float64 if src == "float64" else np.float32, copy=False)
     if flush_subnormals:
         work = _flush(work)
     b = split(work, axis=axis, block=block_size, pad=pad, what=key)
+    pol_rounding = resolve(elem, rounding, "satsym" if elem.kind == "int" else "satfinite",
+                           "zero" if not elem.has_nan else None).rounding
     r = None
-    if rbits is not None:
-        r = split(np.asarray(rbits), axis=axis, block=block_size, pad=pad, what="rbits").data
-        if r.shape != b.data.shape:
-            raise ValueError(f"rbits must have x's shape {arr.shape}, not {np.shape(rbits)}")
+    if pol_rounding == "sr":
+        if rbits is None:
+            raise ValueError("rounding='sr' needs rbits: one non-negative random integer per element of x, "
+                             f"shape {arr.shape}")
+        ra = integer_array(rbits, "rbits")
+        if ra.shape != arr.shape:
+            raise ValueError(f"rbits has shape {ra.shape}; it needs one value per element of x, shape {arr.shape}")
+        if ra.dtype.kind == "i" and ra.size and ra.min() < 0:
+            i = int(np.argmax(ra.reshape(-1) < 0))
+            raise ValueError(f"rbits must be non-negative; {where(ra.shape, i)} holds {ra.reshape(-1)[i]}")
+        r = split(ra.astype(np.uint64), axis=axis, block=block_size, pad=pad, what="rbits").data
+    elif rbits is not None:
+        raise ValueError(f"rbits is only used with rounding='sr' (rounding is {pol_rounding!r})")
     pol = resolve(elem, rounding, "satsym" if elem.kind == "int" else "satfinite",
                   "zero" if not elem.has_nan else None)
     n_rows, blen = b.data.shape
@@ -217,21 +263,46 @@ def quantize(
     )
 
 
-def _blocks_of(q: MXTensor) -> Blocks:
-    return split(q.codes, axis=q.axis, block=q.block_size, what="codes")
+def check_tensor(q: MXTensor, what: str = "q") -> Blocks:
+    """Check that ``q`` is a consistent MXTensor (codes in the element's range, scales
+    of the layout's shape, padding shorter than one block) and cut its codes into
+    blocks; TypeError/ValueError naming the field otherwise."""
+    instance(q, MXTensor, what, "from mx.quantize or layout.from_gpt_oss")
+    key = _scheme(q.scheme)
+    codes = integer_array(q.codes, f"{what}.codes", bits=get_format(SCHEMES[key]).bits)
+    if codes.ndim == 0:
+        raise ValueError(f"{what}.codes is 0-d; MX codes have at least one axis")
+    axis = integer(q.axis, f"{what}.axis", low=-codes.ndim, high=codes.ndim - 1) % codes.ndim
+    block = integer(q.block_size, f"{what}.block_size", low=1)
+    b = split(codes, axis=axis, block=block, what=f"{what}.codes", can_pad=False)
+    n = codes.shape[axis]
+    integer(q.length, f"{what}.length", low=max(0, n - block + 1), high=n)  # padding < one block
+    scales = integer_array(q.scales, f"{what}.scales", bits=8)
+    if scales.shape != scale_shape(b):
+        raise ValueError(f"{what}.scales has shape {scales.shape}; codes of shape {codes.shape} in blocks of "
+                         f"{block} along axis {axis} need {scale_shape(b)}")
+    return b
 
 
 def dequantize(q: MXTensor, dtype: Any = np.float32) -> np.ndarray:
     """Exact values element * 2^(scale - 127) (NaN for NaN scales), padding removed,
-    rounded once to ``dtype`` (float64 is exact; float32 overflows to Inf beyond its range)."""
+    rounded once to ``dtype`` (float16, bfloat16, float32 or float64; float64 is exact,
+    the others overflow to Inf beyond their range as a cast does).
+
+    q: an MXTensor whose fields agree (codes in the element's range, scales of the
+    layout's shape, 0 <= length <= padded length); otherwise TypeError/ValueError."""
+    dt = float_dtype(dtype)
+    b = check_tensor(q)
     elem = q.element_format
-    b = _blocks_of(q)
     vals = decode(b.data, elem, np.float64)
-    sc = scales_from_layout(q.scales, b).astype(np.int64)
+    sc = scales_from_layout(np.asarray(q.scales), b).astype(np.int64)
     with np.errstate(over="ignore", under="ignore"):
         out = np.ldexp(vals, (sc - 127)[:, None].astype(np.int32))
     out = np.where((sc == E8M0_NAN)[:, None], np.nan, out)
     full = merge(out, b, trim=False)
-    full = np.take(full, np.arange(q.length), axis=q.axis) if q.length != full.shape[q.axis] else full
-    with np.errstate(over="ignore"):  # float32 cannot hold e.g. 448 * 2^127: Inf, as a cast gives
-        return full.astype(dtype)
+    length = int(q.length)
+    full = np.take(full, np.arange(length), axis=b.axis) if length != full.shape[b.axis] else full
+    if isinstance(q.shape, tuple) and q.shape == () and full.size == 1:
+        full = full.reshape(())  # a 0-d x was quantized as one element along one axis
+    # float32 cannot hold e.g. 448 * 2^127: Inf, as a cast gives
+    return round_to_dtype(full, dt)

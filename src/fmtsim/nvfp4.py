@@ -46,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from .block import block_amax, merge, scales_from_layout, scales_to_layout, split
+from .argcheck import choice, float_dtype, instance, integer, integer_array, round_to_dtype, rounding_name, where
+from .block import block_amax, merge, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array, decode, encode
 
 __all__ = ["NVFP4Tensor", "quantize", "dequantize", "RECIPES", "global_scale_to_stored",
@@ -72,11 +73,37 @@ class NVFP4Tensor:
     shape: tuple[int, ...]
 
 
+def _scalar(value: Any, name: str) -> np.float32:
+    """One real number (Python or numpy scalar, or an array holding one value) as float32."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    try:
+        a = np.asarray(value)
+    except Exception:
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}") from None
+    if a.dtype.kind not in "iuf" and a.dtype.name != "bfloat16":
+        raise TypeError(f"{name} must be a real number, not {a.dtype}")
+    if a.size != 1:
+        raise ValueError(f"{name} must be one number (a scalar or a one-element array), not shape {a.shape}")
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        return F32(a.reshape(-1)[0])
+
+
+def _tile(tile: Any) -> tuple[int, int]:
+    if not isinstance(tile, (tuple, list)) or len(tile) != 2:
+        raise TypeError(f"tile must be a pair (1, 16) or (16, 16), not {tile!r}")
+    t = (integer(tile[0], "tile[0]"), integer(tile[1], "tile[1]"))
+    if t not in ((1, 16), (16, 16)):
+        raise ValueError(f"NVFP4 tiles are (1, 16) or (16, 16), not {tile}")
+    return t
+
+
 def _check_finite(x: np.ndarray) -> None:
     bad = ~np.isfinite(x)
     if bad.any():
         i = int(np.argmax(bad.reshape(-1)))
-        raise ValueError(f"nvfp4: x holds NaN or Inf (first at flat index {i}); NVFP4 cannot encode them")
+        raise ValueError(f"nvfp4: x holds NaN or Inf, or a value beyond float32's range (first at flat index "
+                         f"{i}); NVFP4 cannot encode them")
 
 
 def _e4m3_value(v: np.ndarray) -> np.ndarray:
@@ -93,16 +120,48 @@ def quantize(
     rounding: str = "rne",
     rbits: Any = None,
 ) -> NVFP4Tensor:
-    """NVFP4-quantize ``x`` along its last axis; see the module docstring."""
-    if recipe not in RECIPES:
-        raise ValueError(f"unknown NVFP4 recipe {recipe!r}; choose from {', '.join(RECIPES)}")
-    if tuple(tile) not in ((1, 16), (16, 16)):
-        raise ValueError(f"NVFP4 tiles are (1, 16) or (16, 16), not {tile}")
+    """NVFP4-quantize ``x`` along its last axis; see the module docstring.
+
+    x: finite float16, bfloat16, float32 or float64 values (rounded to float32 first, as
+    the references do), the last axis a multiple of 16; with 16x16 tiles at least 2-D
+    with the second-to-last axis a multiple of 16.
+    tile: (1, 16) or (16, 16). recipe: 'te' or 'torchao'.
+    global_scale: None (taken from the tensor) or the decode multiplier to use: one
+    positive, finite number (a scalar or a one-element array), kept as float32 (round
+    to nearest), whose float32 reciprocal is finite (so at least about 2.9e-39).
+    rounding: an fmtsim rounding mode for the elements; 'sr' needs ``rbits`` of x's shape.
+    Bad arguments raise TypeError or ValueError naming them.
+    """
+    recipe = choice(recipe, "recipe", RECIPES)
+    tile = _tile(tile)
+    rounding_name(rounding)
+    if global_scale is not None:
+        gs = _scalar(global_scale, "global_scale")
+        if not np.isfinite(gs) or gs <= 0:
+            raise ValueError(f"global_scale must be positive and finite, not {float(gs)!r} (as float32)")
+        with np.errstate(over="ignore", divide="ignore"):
+            if not np.isfinite(F32(1.0) / gs):
+                raise ValueError(f"global_scale {float(gs)!r} is too small: its float32 reciprocal overflows")
+        global_scale = float(gs)
     arr, _ = as_float_array(x)
-    x32 = arr.astype(F32)
+    with np.errstate(over="ignore"):
+        x32 = arr.astype(F32)
     _check_finite(x32)
     rows = tile[0]
-    b = split(x32, axis=-1, block=16, rows=rows, what="nvfp4")
+    if x32.ndim == 0 or x32.shape[-1] % 16:
+        n = x32.shape[-1] if x32.ndim else 1
+        raise ValueError(f"nvfp4: the last axis of x has length {n}, not a multiple of the block size 16")
+    if rows > 1 and (x32.ndim < 2 or x32.shape[-2] % rows):
+        raise ValueError(f"nvfp4: 16x16 tiles need x of 2 or more dimensions with the second-to-last a multiple "
+                         f"of 16; x has shape {x32.shape}")
+    if rbits is not None:
+        ra = integer_array(rbits, "rbits")
+        if ra.shape != arr.shape:
+            raise ValueError(f"rbits has shape {ra.shape}; it needs one value per element of x, shape {arr.shape}")
+        if ra.dtype.kind == "i" and ra.size and ra.min() < 0:
+            i = int(np.argmax(ra.reshape(-1) < 0))
+            raise ValueError(f"rbits must be non-negative; {where(ra.shape, i)} holds {ra.reshape(-1)[i]}")
+    b = split(x32, axis=-1, block=16, rows=rows, what="nvfp4", can_pad=False)
     bmax = block_amax(b.data).astype(F32)
     amax = F32(np.max(np.abs(x32))) if x32.size else F32(0)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
@@ -133,7 +192,7 @@ def quantize(
     nan_el = np.isnan(scaled)
     r = None
     if rbits is not None:
-        r = split(np.asarray(rbits), axis=-1, block=16, rows=rows, what="rbits").data
+        r = split(np.asarray(rbits), axis=-1, block=16, rows=rows, what="rbits", can_pad=False).data
     codes = np.asarray(encode(np.where(nan_el, F32(0), scaled), "e2m1", rounding=rounding, rbits=r,
                               nan="te" if recipe == "te" else "zero"))
     codes = codes.reshape(b.data.shape)
@@ -141,26 +200,67 @@ def quantize(
                        F32(g), (rows, 16), recipe, arr.shape)
 
 
+def _blocks_of(q: NVFP4Tensor, what: str = "q") -> Any:
+    instance(q, NVFP4Tensor, what, "from nvfp4.quantize")
+    tile = _tile(q.tile)
+    codes = integer_array(q.codes, f"{what}.codes", bits=4)
+    if codes.ndim == 0 or codes.shape[-1] % 16 or (tile[0] > 1 and (codes.ndim < 2 or codes.shape[-2] % 16)):
+        raise ValueError(f"{what}.codes has shape {codes.shape}; {tile[0]}x16 tiles need the last axis "
+                         + ("and the one before it " if tile[0] > 1 else "") + "to be multiples of 16")
+    b = split(codes, axis=-1, block=16, rows=tile[0], what=f"{what}.codes", can_pad=False)
+    scales = integer_array(q.scales, f"{what}.scales", bits=7)
+    if scales.shape != scale_shape(b):
+        raise ValueError(f"{what}.scales has shape {scales.shape}; codes of shape {codes.shape} in {tile[0]}x16 "
+                         f"tiles need {scale_shape(b)}")
+    g = _scalar(q.global_scale, f"{what}.global_scale")
+    if not np.isfinite(g) or g < 0:
+        raise ValueError(f"{what}.global_scale must be finite and not negative, not {float(g)!r}")
+    return b, scales, g
+
+
 def dequantize(q: NVFP4Tensor, dtype: Any = np.float32) -> np.ndarray:
-    """e2m1 * ue4m3 * global_scale, exact in float64, rounded once to ``dtype``."""
-    b = split(q.codes, axis=-1, block=16, rows=q.tile[0], what="codes")
+    """e2m1 * ue4m3 * global_scale, exact in float64, rounded once to ``dtype``
+    (float16, bfloat16, float32 or float64).
+
+    q: an NVFP4Tensor whose fields agree (4-bit codes, 7-bit scales of the layout's
+    shape, 16x16 tiles' scales repeated on their rows, a finite global scale >= 0);
+    otherwise TypeError/ValueError naming the field."""
+    dt = float_dtype(dtype)
+    b, scales, g = _blocks_of(q)
     el = decode(b.data, "e2m1", np.float64)
-    sc = decode(scales_from_layout(q.scales, b), "ue4m3", np.float64)
-    out = el * sc[:, None] * np.float64(q.global_scale)
-    return merge(out, b).astype(dtype)
+    sc = decode(scales_from_layout(scales, b), "ue4m3", np.float64)
+    with np.errstate(invalid="ignore"):
+        out = el * sc[:, None] * np.float64(g)
+    return round_to_dtype(merge(out, b), dt)
 
 
 def global_scale_to_stored(global_scale: float, convention: str) -> np.float32:
     """What a checkpoint stores: 'multiplier' (ModelOpt weight_scale_2 = amax/2688) or
-    'divisor' (compressed-tensors weight_global_scale = 2688/amax), as float32."""
-    g = F32(global_scale)
-    if convention == "multiplier":
-        return g
-    if convention == "divisor":
-        return F32(F32(1.0) / g)
-    raise ValueError("convention must be 'multiplier' or 'divisor'")
+    'divisor' (compressed-tensors weight_global_scale = 2688/amax), as float32.
+
+    global_scale: one finite number (scalar or one-element array): >= 0 for
+    'multiplier' (torchao gives an all-zero tensor the multiplier 0), > 0 with a finite
+    float32 reciprocal for 'divisor'; anything else raises TypeError/ValueError."""
+    return _convert(global_scale, convention, "global_scale")
 
 
 def global_scale_from_stored(stored: float, convention: str) -> np.float32:
-    """The decode multiplier from a stored value of the named convention."""
-    return global_scale_to_stored(stored, convention)  # the reciprocal is its own inverse
+    """The decode multiplier from a stored value of the named convention (the same
+    checks as :func:`global_scale_to_stored`)."""
+    return _convert(stored, convention, "stored")  # the reciprocal is its own inverse
+
+
+def _convert(value: Any, convention: str, name: str) -> np.float32:
+    convention = choice(convention, "convention", ("multiplier", "divisor"))
+    g = _scalar(value, name)
+    if not np.isfinite(g) or g < 0 or (g == 0 and convention == "divisor"):
+        need = "positive" if convention == "divisor" else "non-negative"
+        raise ValueError(f"{name} must be {need} and finite for the {convention!r} convention, not "
+                         f"{float(g)!r} (as float32)")
+    if convention == "multiplier":
+        return g
+    with np.errstate(over="ignore"):
+        r = F32(F32(1.0) / g)
+    if not np.isfinite(r):
+        raise ValueError(f"{name} {float(g)!r} has no float32 reciprocal (it overflows)")
+    return r

@@ -35,8 +35,8 @@ from ..mma.tolerance import family_bound
 from ..policy import resolve
 from .models import boundary_points, random_float32
 
-__all__ = ["VectorFile", "level1_files", "write_vectors", "read_tv", "verify_lines", "format_params",
-           "policy_files"]
+__all__ = ["VectorFile", "level1_files", "write_vectors", "read_tv", "verify_lines", "verify_results",
+           "verify_binary", "result_kind", "load_manifest", "format_params", "policy_files"]
 
 SRC = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
        "f64": np.dtype(np.float64)}
@@ -458,17 +458,24 @@ def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, A
     return dict(json.loads(text))
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
 def read_tv(text: str, what: str) -> list[list[str]]:
-    """Split a .tv text into fields; malformed lines raise ValueError with the line number."""
+    """Split a .tv text into fields; malformed lines raise ValueError with the line number.
+
+    As devices write them: ``\n`` or ``\r\n`` line ends, spaces or tabs between fields,
+    trailing blanks, a UTF-8 byte order mark, hex digits in either case. Blank lines
+    and lines starting with ``#`` are skipped. Fields are hex digits only (no ``0x``)."""
     rows = []
+    if text.startswith("\ufeff"):
+        text = text[1:]
     for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
+        if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.split()
-        try:
-            [int(p, 16) for p in parts]
-        except ValueError:
-            raise ValueError(f"{what}: line {n}: not hex fields: {line!r}") from None
+        if not all(p and _HEX.issuperset(p) for p in parts):
+            raise ValueError(f"{what}: line {n}: not hex fields: {line[:80]!r}")
         rows.append(parts)
     return rows
 
@@ -478,6 +485,7 @@ class VerifyResult:
     cases: int = 0
     failed: int = 0
     messages: list[str] = field(default_factory=list)
+    note: str = ""
 
 
 def _describe(fmt: str, code: int) -> str:
@@ -489,41 +497,202 @@ def _describe(fmt: str, code: int) -> str:
     return f"{code:02X} (sign {s}, exp {e}, man {m}, {float(v) if not isinstance(v, float) else v})"
 
 
-def verify_lines(expected: str, actual: str, meta: dict[str, Any], *, check_flags: bool = True,
-                 check_nans: bool = False, max_errors: int = 20, what: str = "results") -> VerifyResult:
-    """Compare a device's result lines (same line format) against the expected file."""
-    fmt = meta["format"]["name"]
-    exp_rows = read_tv(expected, "expected")
-    got_rows = read_tv(actual, what)
+def _meta_fields(meta: Any, what: str) -> tuple[str, str, int]:
+    """(format name, operation, operand count) from a manifest entry, or ValueError."""
+    try:
+        fmt = meta["format"]["name"]
+        op = meta["operation"]
+        line = meta.get("line", "")
+        get_format(fmt)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        raise ValueError(f"{what} lacks a valid 'format' name or 'operation'") from None
+    return fmt, op, 2 if "rbits" in str(line) else 1
+
+
+def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[str, Any], *, check_flags: bool,
+             check_nans: bool, max_errors: int, what: str, where: str = "line") -> VerifyResult:
+    fmt, op, n_ops = _meta_fields(meta, "the vector file's manifest.json entry")
     res = VerifyResult()
     if len(got_rows) != len(exp_rows):
-        raise ValueError(f"{what}: {len(got_rows)} result lines for {len(exp_rows)} cases")
+        unit = "result lines" if where == "line" else "results"
+        raise ValueError(f"{what}: {len(got_rows)} {unit} for {len(exp_rows)} cases")
     f = get_format(fmt)
-    encode_op = meta["operation"] in ("encode", "convert")
-    n_ops = 2 if "rbits" in meta.get("line", "") else 1
+    encode_op = op in ("encode", "convert")
     for n, (e, g) in enumerate(zip(exp_rows, got_rows, strict=True), 1):
-        if len(g) != len(e):
-            raise ValueError(f"{what}: line {n}: {len(g)} fields, expected {len(e)}")
-        if g[:n_ops] != e[:n_ops]:
-            raise ValueError(f"{what}: line {n}: operands {' '.join(g[:n_ops])} do not match case "
-                             f"{' '.join(e[:n_ops])}")
+        if len(g) != len(e) and not (not check_flags and len(g) == len(e) - 1):
+            hint = "" if check_flags else f" or {len(e) - 1} (no flags)"
+            fields = meta.get("line", "")
+            raise ValueError(f"{what}: {where} {n}: {len(g)} fields, expected {len(e)}{hint}"
+                             + (f" ({fields})" if fields else ""))
+        if [int(v, 16) for v in g[:n_ops]] != [int(v, 16) for v in e[:n_ops]]:
+            raise ValueError(f"{what}: {where} {n}: operands {' '.join(g[:n_ops])} do not match case "
+                             f"{' '.join(e[:n_ops])} (results must be in the vector file's order)")
         res.cases += 1
         ec, gc = int(e[n_ops], 16), int(g[n_ops], 16)
         ok = ec == gc
         if not ok and encode_op and not check_nans and ec in f.nan_codes and gc in f.nan_codes:
             ok = True  # any NaN of the target format
-        if ok and check_flags and e[-1].upper() != g[-1].upper():
+        got_flags = g[n_ops + 1] if len(g) > n_ops + 1 else "--"
+        if ok and check_flags and int(e[-1], 16) != int(got_flags, 16):
             ok = False
         if not ok:
             res.failed += 1
             if len(res.messages) < max_errors:
                 if encode_op:
-                    res.messages.append(f"line {n}: input {' '.join(e[:n_ops])}: expected {_describe(fmt, ec)} "
+                    res.messages.append(f"{where} {n}: input {' '.join(e[:n_ops])}: expected {_describe(fmt, ec)} "
                                         f"flags {e[-1]}, got {_describe(fmt, gc) if gc < f.n_codes else hex(gc)} "
-                                        f"flags {g[-1]}")
+                                        f"flags {got_flags}")
                 else:
-                    res.messages.append(f"line {n}: code {e[0]}: expected {e[1]}, got {g[1]}")
+                    res.messages.append(f"{where} {n}: code {e[0]}: expected {e[1]}, got {g[1]}")
     return res
+
+
+def verify_lines(expected: str, actual: str, meta: dict[str, Any], *, check_flags: bool = True,
+                 check_nans: bool = False, max_errors: int = 20, what: str = "results") -> VerifyResult:
+    """Compare a device's result lines (the vector file's line format; without the flags
+    field when ``check_flags`` is False) against the expected file."""
+    return _compare(read_tv(expected, "expected"), read_tv(actual, what), meta, check_flags=check_flags,
+                    check_nans=check_nans, max_errors=max_errors, what=what)
+
+
+NPY_MAGIC = b"\x93NUMPY"
+RAW_SUFFIXES = (".bin", ".raw", ".u8", ".u32")
+
+
+def result_kind(data: bytes, cases: int, result_bytes: int, name: str = "") -> str:
+    """How a device's results for a .tv file are written: 'npy' (a NumPy .npy file, by its
+    magic bytes), 'raw' (exactly ``cases * result_bytes`` bytes, or a name ending in
+    .bin/.raw/.u8/.u32) or 'text' (lines). A text file of N cases has at least 4N bytes,
+    so a file of exactly N bytes (one per code) cannot be text; a file of exactly 4N
+    bytes (decode results) is text only if it reads as N text lines."""
+    if data.startswith(NPY_MAGIC):
+        return "npy"
+    if name.lower().endswith(RAW_SUFFIXES):
+        return "raw"
+    if cases and len(data) == cases * result_bytes:
+        if result_bytes == 1:
+            return "raw"
+        try:  # 4 bytes per case could in principle be N text lines of 4 bytes each ("0 0\n")
+            if len(read_tv(data.decode("utf-8"), "results")) == cases:
+                return "text"
+        except (UnicodeDecodeError, ValueError):
+            pass
+        return "raw"
+    return "text"
+
+
+def _text_of(data: bytes, what: str, cases: int, result_bytes: int) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{what}: neither text result lines (byte {data[e.start]:#04x} at offset {e.start} is not UTF-8) nor a "
+            f"raw array of {result_bytes} byte(s) per case ({len(data)} bytes; the vector file has {cases} cases, "
+            f"so {cases * result_bytes}) nor a .npy file"
+        ) from None
+    if "\x00" in text:
+        i = text.index("\x00")
+        raise ValueError(f"{what}: a NUL byte at offset {i}: neither text result lines nor a raw array of "
+                         f"{result_bytes} byte(s) per case ({len(data)} bytes for {cases} cases)")
+    return text
+
+
+def _array_results(data: bytes, kind: str, cases: int, decode_op: bool, what: str) -> np.ndarray:
+    """The device's results as a flat uint64 array (codes, or float32 bits for decode files)."""
+    if kind == "npy":
+        import io
+
+        try:
+            arr = np.load(io.BytesIO(data), allow_pickle=False)
+        except Exception as e:  # numpy raises ValueError, EOFError, ... for broken files
+            raise ValueError(f"{what}: not a readable .npy file ({type(e).__name__}: {e})") from None
+        if not isinstance(arr, np.ndarray):
+            raise ValueError(f"{what}: a .npy file holding one array is expected")
+        if decode_op and arr.dtype == np.float32:
+            arr = arr.view(np.uint32)
+        if arr.dtype.kind not in "iu":
+            want = "float32 values or their uint32 bits" if decode_op else "integer codes (uint8)"
+            raise ValueError(f"{what}: a .npy array of {arr.dtype}; expected {want}")
+        flat = arr.reshape(-1)
+        if flat.size != cases:
+            raise ValueError(f"{what}: a .npy array of shape {arr.shape} ({flat.size} values) for {cases} cases")
+    else:
+        width = 4 if decode_op else 1
+        if len(data) != cases * width:
+            raise ValueError(f"{what}: a raw array of {len(data)} bytes for {cases} cases; expected "
+                             f"{cases * width} ({width} byte(s) per case, in the vector file's order)")
+        flat = np.frombuffer(data, "<u4" if decode_op else np.uint8)
+    top = (1 << 32) - 1 if decode_op else 0xFF
+    bad = (flat < 0) | (flat > top)
+    if bad.any():
+        i = int(np.argmax(bad))
+        kind_name = "float32 bit pattern" if decode_op else "code"
+        raise ValueError(f"{what}: value {flat[i]} at index {i} is not a {kind_name}")
+    return flat.astype(np.uint64)
+
+
+def verify_results(expected: str, actual: bytes, meta: dict[str, Any], *, check_flags: bool = True,
+                   check_nans: bool = False, max_errors: int = 20, what: str = "results") -> VerifyResult:
+    """A device's results for a .tv vector file, in any of the forms :func:`result_kind`
+    tells apart: text lines (as :func:`verify_lines`), or a raw array of results in
+    operand order (encode/convert: one code per case, one byte each or any integer
+    .npy; decode: float32 bits, four little-endian bytes each or a float32/uint32 .npy).
+    Arrays carry no flags, so flags are not compared for them (the result's ``note``
+    says so). Failures read exactly as for text, numbered by case ("case N")."""
+    _, op, n_ops = _meta_fields(meta, "the vector file's manifest.json entry")
+    exp_rows = read_tv(expected, "expected")
+    decode_op = op == "decode"
+    width = 4 if decode_op else 1
+    kind = result_kind(actual, len(exp_rows), width, what)
+    if kind == "text":
+        return verify_lines(expected, _text_of(actual, what, len(exp_rows), width), meta, check_flags=check_flags,
+                            check_nans=check_nans, max_errors=max_errors, what=what)
+    flat = _array_results(actual, kind, len(exp_rows), decode_op, what)
+    digits = 8 if decode_op else 2
+    got_rows = [e[:n_ops] + [format(int(v), f"0{digits}X")] for e, v in zip(exp_rows, flat.tolist(), strict=True)]
+    res = _compare(exp_rows, got_rows, meta, check_flags=False, check_nans=check_nans, max_errors=max_errors,
+                   what=what, where="case")
+    res.note = f"{'a .npy' if kind == 'npy' else 'a raw'} array of results: flags not compared (arrays carry none)"
+    return res
+
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    """manifest.json of a vectors directory; ValueError/OSError naming the file when it
+    is missing, not UTF-8 JSON, or not shaped as fmtsim writes it."""
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a manifest (byte {e.object[e.start]:#04x} at offset {e.start} is not UTF-8)") \
+            from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, dict) for k, v in files.items()):
+        raise ValueError(f"{path}: not a vectors manifest (no 'files' object of file name -> entry)")
+    for name, entry in files.items():
+        if name.endswith(".bin"):
+            arrays = entry.get("arrays")
+            op = entry.get("operation")
+            ok = isinstance(op, str) and op in OUTPUT_ARRAYS and isinstance(arrays, list) and all(
+                isinstance(a, dict) and isinstance(a.get("name"), str) and isinstance(a.get("dtype"), str)
+                and isinstance(a.get("shape"), list) and isinstance(a.get("offset"), int)
+                and isinstance(a.get("nbytes"), int) for a in arrays)
+            if ok:
+                names = {a["name"] for a in arrays}
+                need = set(OUTPUT_ARRAYS[entry["operation"]])
+                if entry["operation"] == "block_scaled_gemm":
+                    need |= {"c_exact", "c_bound"}
+                ok = need <= names
+                try:
+                    for a in arrays:
+                        np.dtype(a["dtype"])
+                except Exception:  # np.dtype(",") raises SyntaxError
+                    ok = False
+            if not ok:
+                raise ValueError(f"{path}: entry {name!r} lacks a known 'operation' or a valid 'arrays' layout")
+        elif name.endswith(".tv"):
+            _meta_fields(entry, f"{path}: entry {name!r}")
+    return dict(data)
 
 
 OUTPUT_ARRAYS = {
@@ -541,8 +710,11 @@ def _unpack_arrays(data: bytes, meta: dict[str, Any], what: str) -> dict[str, np
     need = sum(a["nbytes"] for a in meta["arrays"])
     if len(data) != need:
         raise ValueError(f"{what}: {len(data)} bytes; the manifest's layout needs {need}")
-    return {a["name"]: np.frombuffer(data[a["offset"]: a["offset"] + a["nbytes"]], dtype=a["dtype"])
-            .reshape(a["shape"]) for a in meta["arrays"]}
+    try:
+        return {a["name"]: np.frombuffer(data[a["offset"]: a["offset"] + a["nbytes"]], dtype=a["dtype"])
+                .reshape(a["shape"]) for a in meta["arrays"]}
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"{what}: the manifest's layout does not fit the data ({e})") from None
 
 
 def verify_binary(expected: bytes, actual: bytes, meta: dict[str, Any], *, max_errors: int = 20,
