@@ -231,3 +231,21 @@ def test_output_into_a_closed_pipe(argv):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "Traceback" not in p.stderr and "Error" not in p.stderr
     assert len(p.stdout.splitlines()) == 1
+
+
+def test_torch_tensors_through_the_block_schemes():
+    torch = pytest.importorskip("torch")
+    from fmtsim import fnuz, intq, layout, mx, nvfp4
+
+    x = np.random.default_rng(2).standard_normal((32, 64)).astype(np.float32)
+    t = torch.from_numpy(x).requires_grad_(True)
+    qn, qt = mx.quantize(x, "mxfp4"), mx.quantize(t, "mxfp4")
+    assert np.array_equal(qn.codes, qt.codes) and np.array_equal(qn.scales, qt.scales)
+    assert np.array_equal(nvfp4.quantize(x).codes, nvfp4.quantize(t).codes)
+    assert np.array_equal(intq.quantize(x, 4).codes, intq.quantize(t, 4).codes)
+    codes = torch.from_numpy(qn.codes)
+    assert np.array_equal(layout.pack_fp4(codes), layout.pack_fp4(qn.codes))
+    f8 = torch.from_numpy(x).to(torch.float8_e4m3fn).view(torch.uint8)
+    assert np.array_equal(fnuz.ocp_to_fnuz(f8, "e4m3")[0], fnuz.ocp_to_fnuz(f8.numpy(), "e4m3")[0])
+    with pytest.raises(TypeError, match=r"\.cpu\(\)"):
+        mx.quantize(torch.empty(32, device="meta"), "mxfp4")

@@ -24,6 +24,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from .arrays import as_numpy
+
 __all__ = ["integer", "optional_integer", "flag", "choice", "float_dtype", "round_to_dtype", "where",
            "integer_array", "instance", "rounding_name", "FLOAT_DTYPES"]
 
@@ -118,7 +120,7 @@ def round_to_dtype(x: np.ndarray, dt: np.dtype) -> np.ndarray:
 
 def integer_array(a: Any, name: str, *, bits: int | None = None) -> np.ndarray:
     """An integer array (bool refused); with ``bits``, every value in 0 .. 2^bits - 1."""
-    arr = np.asarray(a)
+    arr = as_numpy(a, name)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must be an integer array, not {arr.dtype}")
     if bits is not None and arr.size:

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import as_numpy
 from .formats import get_format
 
 __all__ = ["ScaleOverflowError", "ConversionReport", "ocp_to_fnuz", "fnuz_to_ocp", "scale_by_power_of_two", "PAIRS"]
@@ -71,7 +72,7 @@ class ConversionReport:
 
 def _codes(codes: Any, fmt: str, expect_fnuz: bool) -> np.ndarray:
     """uint8 codes from an integer array or an ml_dtypes FP8 array of the right kind."""
-    arr = np.asarray(codes)
+    arr = as_numpy(codes, "codes")
     if arr.dtype.kind in "iu":
         if arr.size and (arr.min() < 0 or arr.max() > 255):
             bad = int(np.argmax((arr.reshape(-1) < 0) | (arr.reshape(-1) > 255)))
@@ -190,7 +191,7 @@ def scale_by_power_of_two(scale: Any, factor: float, what: str = "scale") -> np.
     if not (np.isfinite(f64) and f64 > 0 and np.frexp(f64)[0] == 0.5):
         raise ValueError(f"factor must be a power of two such as 2 or 0.5, not {factor!r}")
     factor = f64
-    arr = np.asarray(scale)
+    arr = as_numpy(scale, "scale")
     if arr.dtype.kind != "f" and not (arr.dtype.itemsize == 2 and arr.dtype.name == "bfloat16"):
         raise TypeError(f"{what}: scales must be floating point, not {arr.dtype}")
     wide = arr.astype(np.float64)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .argcheck import flag, float_dtype, instance, integer, integer_array, optional_integer, round_to_dtype
+from .arrays import as_numpy
 from .block import Blocks, merge, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array
 
@@ -70,7 +71,7 @@ def _sign_of_x_minus_ks(x: np.ndarray, k: np.ndarray, s: np.ndarray) -> np.ndarr
 
 
 def _real(a: Any, name: str) -> np.ndarray:
-    arr = np.asarray(a)
+    arr = as_numpy(a, name)
     if arr.dtype.kind in "iu":
         if arr.size and np.abs(arr.astype(np.float64)).max() > 2.0**53:
             raise ValueError(f"round_half_even_div: {name} holds an integer beyond 2^53")

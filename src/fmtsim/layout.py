@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .argcheck import choice, flag, integer, optional_integer
+from .arrays import as_numpy
 from .mx import MXTensor, check_tensor
 
 __all__ = ["pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "swizzle_scales", "unswizzle_scales",
@@ -39,7 +40,7 @@ __all__ = ["pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "swizzle_scales",
 
 
 def _codes(codes: Any, bits: int, what: str) -> np.ndarray:
-    c = np.asarray(codes)
+    c = as_numpy(codes, "codes")
     if c.dtype.kind not in "iu":
         raise TypeError(f"{what}: codes must be integers, not {c.dtype}")
     if c.ndim == 0:
@@ -139,7 +140,7 @@ def swizzle_scales(scales: Any) -> np.ndarray:
     """(rows, cols) scale bytes -> the padded, swizzled 1-D byte array kernels read.
 
     scales: a 2-D integer array (any integer dtype; the padding is zeros of it)."""
-    s = np.asarray(scales)
+    s = as_numpy(scales, "scales")
     if s.dtype.kind not in "iu":
         raise TypeError(f"swizzle_scales: scales must be integers (scale codes), not {s.dtype}")
     if s.ndim != 2:
@@ -160,7 +161,7 @@ def unswizzle_scales(swizzled: Any, rows: int, cols: int) -> np.ndarray:
     swizzled: integers, exactly the padded size; rows, cols: non-negative integers."""
     rows = integer(rows, "rows", low=0)
     cols = integer(cols, "cols", low=0)
-    s = np.asarray(swizzled).reshape(-1)
+    s = as_numpy(swizzled, "swizzled").reshape(-1)
     if s.dtype.kind not in "iu":
         raise TypeError(f"unswizzle_scales: swizzled must be integers (scale codes), not {s.dtype}")
     rp, cp = -(-rows // 128) * 128, -(-cols // 4) * 4
@@ -187,8 +188,8 @@ def from_gpt_oss(blocks: Any, scales: Any) -> MXTensor:
     """gpt-oss (``*_blocks``, ``*_scales``) -> MXTensor (mxfp4, block 32, last axis).
 
     blocks: uint8 [..., K/32, 16]; scales: uint8 [..., K/32] (E8M0 codes)."""
-    b = np.asarray(blocks)
-    s = np.asarray(scales)
+    b = as_numpy(blocks, "blocks")
+    s = as_numpy(scales, "scales")
     if b.dtype != np.uint8 or s.dtype != np.uint8:
         raise TypeError("gpt-oss blocks and scales are uint8 arrays")
     if b.ndim < 2 or b.shape[-1] != 16 or b.shape[:-1] != s.shape:

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from .argcheck import choice, flag, float_dtype, instance, integer, integer_array, round_to_dtype, rounding_name, where
+from .arrays import as_numpy
 from .block import Blocks, merge, row_max, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array, decode
 from .formats import Format, get_format
@@ -115,7 +116,7 @@ def scale_codes(amax: np.ndarray, elem: str | Format, rule: str = "floor") -> np
     choice(rule, "scale_rule", SCALE_RULES)
     emax = f.emax
     mbits = f.precision - 1
-    a = np.asarray(amax)
+    a = as_numpy(amax, "amax")
     if a.dtype.kind == "b" or (a.dtype.kind not in "iuf" and a.dtype.name != "bfloat16"):
         raise TypeError(f"scale_codes: amax must be a float array, not {a.dtype}")
     if a.dtype not in (np.float32, np.float64):

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .argcheck import choice, float_dtype, instance, integer, integer_array, round_to_dtype, rounding_name, where
+from .arrays import as_numpy
 from .block import block_amax, merge, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array, decode, encode
 
@@ -78,7 +79,7 @@ def _scalar(value: Any, name: str) -> np.float32:
     if isinstance(value, (bool, np.bool_, str, bytes)):
         raise TypeError(f"{name} must be a number, not {type(value).__name__}")
     try:
-        a = np.asarray(value)
+        a = as_numpy(value, name)
     except Exception:
         raise TypeError(f"{name} must be a number, not {type(value).__name__}") from None
     if a.dtype.kind not in "iuf" and a.dtype.name != "bfloat16":
@@ -192,7 +193,7 @@ def quantize(
     nan_el = np.isnan(scaled)
     r = None
     if rbits is not None:
-        r = split(np.asarray(rbits), axis=-1, block=16, rows=rows, what="rbits", can_pad=False).data
+        r = split(as_numpy(rbits, "rbits"), axis=-1, block=16, rows=rows, what="rbits", can_pad=False).data
     codes = np.asarray(encode(np.where(nan_el, F32(0), scaled), "e2m1", rounding=rounding, rbits=r,
                               nan="te" if recipe == "te" else "zero"))
     codes = codes.reshape(b.data.shape)

@@ -231,7 +231,8 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
         rows, cols = raw_scale.shape
         if rows % 128 == 0 and cols % 4 == 0 and rows * cols >= 512:
             plain = _smoothness(sv.reshape(rows, cols))
-            uns = unswizzle_scales(sv.reshape(-1), rows, cols)
+            # where each stored scale lands when read through the 128x4 swizzle
+            uns = sv.reshape(-1)[unswizzle_scales(np.arange(rows * cols), rows, cols)]
             through = _smoothness(uns)
             rep.scales["smoothness"] = {"as_stored": plain, "through_unswizzle": through}
             if math.isfinite(plain) and math.isfinite(through) and through < 0.5 * plain and plain > 0.25:
