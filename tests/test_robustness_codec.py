@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import warnings
 
 import ml_dtypes
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -134,7 +136,16 @@ TOKENS = st.sampled_from(["e4m3", "e2m1", "e8m0", "ue4m3", "int4", "mxint8", "bo
                           "rne", "--rbits", "0x10", "--overflow", "nonsat", "--nan", "raise", "--profile", "ptx",
                           "--src", "float16", "--format", "--csv", "--list", "--operands", "--level", "3", "x",
                           "f32_to_e4m3.*", "--", "-"])
-COMMANDS = st.sampled_from([["encode"], ["decode"], ["table"], ["formats"], ["diff"], ["gen"], ["bogus"], []])
+COMMANDS = st.sampled_from([["encode"], ["decode"], ["table"], ["formats"], ["diff"], ["gen"], ["bogus"], [],
+                            ["ver"], ["probe", "infer"], ["probe", "gen"], ["checkpoint", "inspect"],
+                            ["checkpoint", "dequantize"], ["checkpoint", "convert"], ["checkpoint", "explain"],
+                            ["checkpoint", "diff"], ["fnuz", "convert"], ["conform", "--quick", "--impl"]])
+# paths a random command may name: missing, special, a directory, an empty and a garbage file
+PATH_TOKENS = st.sampled_from(["missing.safetensors", "/dev/null", "emptydir", "empty.safetensors", "garbage.bin",
+                               "out", "out/", "probe.fp8.d.bin", "--to", "nvfp4", "fnuz", "--dtype", "bfloat16",
+                               "--original", "--json", "--set", "fp8", "--probes", "--require-exact", "--jobs",
+                               "0", "--producer", "gpt-oss-mxfp4", "f32_to_e2m1.rne.satfinite.encode_ties.tv",
+                               "ml_dtypes", "torch", "fmtsim", "e2m1"])
 
 
 def _run_cli(argv):
@@ -148,15 +159,81 @@ def _run_cli(argv):
     return rc, out.getvalue(), err.getvalue()
 
 
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli-robustness")
+    (d / "emptydir").mkdir()
+    (d / "empty.safetensors").write_bytes(b"")
+    (d / "garbage.bin").write_bytes(bytes(range(256)) * 3)
+    (d / "probe.fp8.d.bin").write_bytes(b"\x00" * 64)
+    return d
+
+
 @settings(max_examples=CLI_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(command=COMMANDS, rest=st.lists(TOKENS | st.text(max_size=6), max_size=6))
-def test_cli_any_arguments(command, rest):
+@given(command=COMMANDS, rest=st.lists(TOKENS | PATH_TOKENS | st.text(max_size=6), max_size=6))
+def test_cli_any_arguments(scratch, command, rest):
     argv = command + rest
     if command == ["gen"] and "--list" not in rest:
         argv = argv + ["--list"]  # never write files or print megabytes from a random draw
-    rc, out, err = _run_cli(argv)
+    if command[:1] == ["conform"] and not rest:
+        return  # a whole conformance run is not a robustness case
+    if command == ["conform", "--quick", "--impl"]:
+        argv = argv + ["--formats", "e2m1"]
+    here = os.getcwd()
+    os.chdir(scratch)  # contextlib.chdir is Python 3.11+
+    try:
+        rc, out, err = _run_cli(argv)
+    finally:
+        os.chdir(here)
     assert rc in (0, 1, 2), (argv, rc)
     assert "Traceback" not in err
     if rc == 2 and "--help" not in argv and "-h" not in argv:
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("fmtsim: error: ") and len(lines[0]) > 16, (argv, err)
+
+
+UNIT_NAMES = st.sampled_from(["exact", "sm89_mma_fp8", "sm90_wgmma_fp8", "sm90_wgmma_fp16", "sm100_f8f6f4",
+                              "sm100_mxf8f6f4", "sm100_mxf4", "sm100_mxf4nvf4", "cdna3_mfma_fp8", "cdna3_mfma_fp16",
+                              "SM90_WGMMA_FP8", "nope", ""]) | st.none() | st.integers(0, 3)
+OPERAND_FORMATS = st.sampled_from(["e4m3", "e5m2", "e2m1", "e3m2", "e2m3", "e4m3fnuz", "e5m2fnuz", "fp16", "bf16",
+                                   "e8m0", "int8", "bogus"]) | st.none()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), m=st.integers(0, 3), n=st.integers(0, 3), k_blocks=st.integers(0, 3),
+       dtype=st.sampled_from([np.int64, np.uint8, np.int16]), with_c=st.sampled_from([None, "ok", "shape", "int"]))
+def test_matmul_any_arguments(data, m, n, k_blocks, dtype, with_c):
+    """A valid configuration (a row of the GEMM vector cases), then, half the time, one argument wrong."""
+    from fmtsim.conformance.gemm_vectors import GEMM_CASES
+    from fmtsim.mma import matmul
+
+    unit, a_format, b_format, scales, block = data.draw(st.sampled_from(GEMM_CASES))
+    k = 64 * k_blocks
+    wrong = data.draw(st.sampled_from([None, None, None, "unit", "a_format", "b_format", "k_b", "scales", "block",
+                                       "dtype"]))
+    if wrong == "unit":
+        unit = data.draw(UNIT_NAMES)
+    if wrong == "a_format":
+        a_format = data.draw(OPERAND_FORMATS)
+    if wrong == "b_format":
+        b_format = data.draw(OPERAND_FORMATS)
+    if wrong == "scales":
+        scales = data.draw(st.sampled_from([None, "e8m0", "ue4m3", "bogus"]))
+    if wrong == "block":
+        block = data.draw(st.sampled_from([None, 16, 32, 7, 0]))
+    if wrong == "dtype":
+        dtype = data.draw(st.sampled_from([np.float32, np.bool_, object]))
+    rng = np.random.default_rng(m * 100 + n * 10 + k)
+    a = rng.integers(0, 16, (m, k)).astype(dtype)
+    b = rng.integers(0, 16, (k + (32 if wrong == "k_b" else 0), n)).astype(dtype)
+    c = {None: None, "ok": np.ones((m, n), np.float32), "shape": np.ones((n + 1, m), np.float32),
+         "int": np.ones((m, n), np.int32)}[with_c]
+    kw = {}
+    if scales is not None:
+        bs = block if isinstance(block, int) and block > 0 else 32
+        kw = dict(a_scales=np.full((m, k // bs), 120), b_scales=np.full((k // bs, n), 120),
+                  scale_format=scales, block_size=block)
+    d = _expect_clean(lambda: matmul(a, b, c, unit=unit, a_format=a_format, b_format=b_format, **kw))
+    event("result" if d is not None else "refused")
+    if d is not None:
+        assert d.dtype == np.float32 and d.shape == (m, n)

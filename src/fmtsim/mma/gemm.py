@@ -75,6 +75,8 @@ class Prepared:
     def _step(self, c: np.ndarray, k0: int, k1: int) -> np.ndarray:
         u = self.unit
         L = k1 - k0
+        if self.m == 0:
+            return c  # no rows: nothing to fuse (the loop below would make no part)
         rows = self.m if u.family == "nv" else max(1, _CHUNK // max(1, self.n * L))  # nv_step slabs itself
         parts = []
         bs = self.b.slice_k(k0, k1)
