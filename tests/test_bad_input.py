@@ -249,3 +249,15 @@ def test_torch_tensors_through_the_block_schemes():
     assert np.array_equal(fnuz.ocp_to_fnuz(f8, "e4m3")[0], fnuz.ocp_to_fnuz(f8.numpy(), "e4m3")[0])
     with pytest.raises(TypeError, match=r"\.cpu\(\)"):
         mx.quantize(torch.empty(32, device="meta"), "mxfp4")
+
+
+@pytest.mark.parametrize("kw", [dict(rounding=np.array(["rne", "rtz"])), dict(overflow=["nonsat"]),
+                                dict(nan=np.array(["signed"])), dict(profile=np.array(["ptx"]))])
+def test_policy_names_must_be_strings(kw):
+    with pytest.raises(TypeError, match="must be a name"):
+        fmtsim.encode(np.ones(2), "e4m3", **kw)
+
+
+def test_decode_dtype_numpy_cannot_parse():
+    with pytest.raises(TypeError, match="decode dtype"):
+        fmtsim.decode(np.ones(2, int), "e4m3", dtype=",")

@@ -254,7 +254,10 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
     keeps only the low ``bits`` bits of each code.
     """
     f = get_format(fmt)
-    dt = np.dtype(np.float32 if dtype is None else dtype)  # None: the default, not numpy's float64
+    try:
+        dt = np.dtype(np.float32 if dtype is None else dtype)  # None: the default, not numpy's float64
+    except (TypeError, ValueError, SyntaxError):  # numpy parses some strings (',') as Python and fails so
+        raise TypeError(f"decode dtype must be float16, bfloat16, float32 or float64, not {dtype!r}") from None
     if dt not in [np.dtype(d) for d in _DECODE_DTYPES]:
         raise TypeError(f"decode dtype must be float16, bfloat16, float32 or float64, not {dt}")
     c = as_numpy(codes, "codes")

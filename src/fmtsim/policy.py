@@ -219,6 +219,8 @@ PROFILES = {
 
 
 def _check_choice(what: str, value: str, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a name ({', '.join(allowed)}), not {type(value).__name__}")
     if value not in allowed:
         raise ValueError(f"unknown {what} {value!r}; choose one of: {', '.join(allowed)}")
 
@@ -234,6 +236,8 @@ def resolve(
     f = get_format(fmt)
     base = Policy("rne", "satfinite", None)
     if profile is not None:
+        if not isinstance(profile, str):
+            raise TypeError(f"profile must be a name ({', '.join(PROFILES)}), not {type(profile).__name__}")
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
         base = PROFILES[profile](f)
