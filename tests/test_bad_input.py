@@ -261,3 +261,99 @@ def test_policy_names_must_be_strings(kw):
 def test_decode_dtype_numpy_cannot_parse():
     with pytest.raises(TypeError, match="decode dtype"):
         fmtsim.decode(np.ones(2, int), "e4m3", dtype=",")
+
+
+# ---------------------------------------------------------------- found by a newcomer's review
+
+
+def _safetensors(path, header: dict, data: bytes = b"") -> None:
+    import json
+    import struct
+
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+
+
+@pytest.mark.parametrize("shape", [[2**64], [2**62, 4], [-1], [1.5], [True]])
+def test_checkpoint_header_dimensions(tmp_path, shape, capsys):
+    from fmtsim.checkpoint import load
+
+    f = tmp_path / "bad.safetensors"
+    _safetensors(f, {"w": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}})
+    with pytest.raises(ValueError, match="bad.safetensors"):  # CheckpointError is a ValueError
+        load(f)
+    rc, _, err = cli(capsys, "checkpoint", "inspect", str(f))
+    assert_usage_error(rc, err, "bad.safetensors")
+
+
+def test_checkpoint_empty_paths_and_jobs(tmp_path, capsys):
+    f = tmp_path / "m.safetensors"
+    _safetensors(f, {"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]},
+                     "w_scale": {"dtype": "F32", "shape": [], "data_offsets": [2, 6]}}, b"\x38\x38" + b"\0\0\x80\x3f")
+    for argv in (["checkpoint", "dequantize", str(f), ""], ["fnuz", "convert", str(f), ""],
+                 ["checkpoint", "convert", "--to", "nvfp4", str(f), ""], ["fnuz", "convert", "", str(tmp_path / "o")]):
+        rc, _, err = cli(capsys, *argv)
+        assert_usage_error(rc, err, "path is empty")
+    for jobs in ("0", "-3", "x"):
+        with pytest.raises(SystemExit):
+            main(["fnuz", "convert", str(f), str(tmp_path / "o"), "--jobs", jobs])
+        assert_usage_error(2, capsys.readouterr().err, "--jobs")
+    from fmtsim.checkpoint.files import worker_count
+
+    assert worker_count(100000, 2) == 2 and worker_count(3, 10) <= 3
+
+
+def test_adapter_that_exits_while_loading(tmp_path, capsys):
+    (tmp_path / "exits.py").write_text("raise SystemExit(0)\n")
+    rc, _, err = cli(capsys, "conform", "--impl", f"{tmp_path}/exits.py:f")
+    assert_usage_error(rc, err, "exits.py failed to load", "SystemExit")
+
+
+def test_cli_negative_numbers_without_double_dash(capsys):
+    rc, out, _ = cli(capsys, "encode", "e4m3", "-inf", "-0x1p3", "-1/3", "-nan", "-0x0p0", "1")
+    codes = [line.split()[1] for line in out.splitlines()[3:]]
+    assert rc == 0 and codes == ["0xFE", "0xD0", "0xAB", "0xFF", "0x80", "0x38"]
+
+
+def test_cli_rbits_checked_as_the_api_does(capsys):
+    rc, _, err = cli(capsys, "encode", "e4m3", "1.0625", "--rbits", "5")
+    assert_usage_error(rc, err, "only used with --rounding sr")
+    for bad in ("-1", "abc"):
+        with pytest.raises(SystemExit):
+            main(["encode", "e4m3", "1", "--rounding", "sr", "--rbits", bad])
+        assert_usage_error(2, capsys.readouterr().err, "--rbits")
+
+
+def test_matmul_takes_the_one_intake():
+    torch = pytest.importorskip("torch")
+    from fmtsim.mma import matmul
+
+    a = np.arange(64).reshape(2, 32) % 0x7E
+    b = np.arange(64).reshape(32, 2) % 0x7E
+    c = np.ones((2, 2), np.float32)
+    ref = matmul(a, b, c, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
+    got = matmul(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c).requires_grad_(True),
+                 unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
+    assert np.array_equal(ref.view(np.uint32), got.view(np.uint32))
+    with pytest.raises(TypeError, match="masked"):
+        matmul(np.ma.masked_array(a, mask=True), b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
+
+
+def test_ulps_apart_refuses_other_dtypes_and_flags_nan():
+    from fmtsim.conformance.gemm_vectors import ulps_apart
+
+    with pytest.raises(TypeError, match="float32"):
+        ulps_apart(np.array([1.0]), np.array([1 + 2**-52]))
+    got = ulps_apart(np.array([np.nan, 1], np.float32), np.array([1, 1], np.float32))
+    assert got.tolist() == [-1, 0]
+
+
+def test_ver_takes_a_path_to_a_generated_vector_file(tmp_path, capsys):
+    name = "f32_to_e2m1.rne.satfinite.encode_ties.tv"
+    assert main(["gen", name, "-o", str(tmp_path / "vecs")]) == 0
+    capsys.readouterr()
+    (tmp_path / "out.tv").write_text((tmp_path / "vecs" / name).read_text())
+    rc, out, _ = cli(capsys, "ver", str(tmp_path / "vecs" / name), str(tmp_path / "out.tv"))
+    assert rc == 0 and " 0 failed" in out
+    rc, _, err = cli(capsys, "ver", "no-such.tv", str(tmp_path / "out.tv"))
+    assert_usage_error(rc, err, "--vectors DIR")

@@ -63,6 +63,22 @@ def parse_value(text: str) -> float | Fraction:
         raise UsageError(str(e)) from None
 
 
+def _rbits(text: str) -> int:
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r} (decimal or 0x.. hex)") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"random bits are non-negative, not {v}")
+    return v
+
+
+# argparse reads a token starting with '-' as an option unless it looks like a negative number to
+# its private _negative_number_matcher (stable since Python 3.2); numbers here are also -inf, -nan,
+# -0x1p3 and -.5, so the commands that take numbers widen it
+_NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d|0x|inf|nan)", re.I)
+
+
 def parse_code(text: str, f: Format) -> int:
     try:
         c = int(text, 0)
@@ -146,6 +162,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if pol.rounding == "sr" and args.rbits is None:
         raise UsageError("--rounding sr needs --rbits N")
+    if pol.rounding != "sr" and args.rbits is not None:
+        raise UsageError(f"--rbits is only used with --rounding sr (rounding is {pol.rounding})")
     rows = []
     for text in args.values:
         x = parse_value(text)
@@ -289,6 +307,11 @@ def cmd_ver(args: argparse.Namespace) -> int:
     from .conformance.run import find_vectors
     from .conformance.vectors import load_manifest
 
+    if args.op != "all" and Path(args.op).name != args.op:
+        # a path to a vector file (vecs/NAME after 'fmtsim gen -o vecs'): its directory holds the manifest
+        if args.vectors and Path(args.vectors).resolve() != Path(args.op).parent.resolve():
+            raise UsageError(f"{args.op} names a directory other than --vectors {args.vectors}")
+        args.vectors, args.op = str(Path(args.op).parent), Path(args.op).name
     found = Path(args.vectors) if args.vectors else find_vectors()
     if found is None:
         raise UsageError("no golden vectors installed with fmtsim; pass --vectors DIR")
@@ -310,7 +333,8 @@ def cmd_ver(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.file}: no file named like one in {vec_dir}/manifest.json")
         jobs = [(n, str(Path(args.file) / n)) for n in names]
     elif args.op not in manifest["files"]:
-        raise UsageError(f"{args.op!r} is not in {vec_dir}/manifest.json")
+        raise UsageError(f"{args.op!r} is not in {vec_dir}/manifest.json (for vectors written with "
+                         "'fmtsim gen -o DIR', pass DIR/NAME or --vectors DIR)")
     else:
         jobs = [(args.op, args.file)]
     summary: dict[tuple[str, str], list[int]] = {}
@@ -440,13 +464,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_table)
 
     s = sub.add_parser("encode", help="encode values (exact decimals, hex floats, inf, nan)")
+    s._negative_number_matcher = _NEGATIVE_NUMBER
     s.add_argument("format")
     s.add_argument("values", nargs="+")
     s.add_argument("--rounding", choices=ROUNDING_MODES)
     s.add_argument("--overflow", choices=OVERFLOW_MODES)
     s.add_argument("--nan", choices=NAN_MODES)
     s.add_argument("--profile", choices=list(PROFILES))
-    s.add_argument("--rbits", type=lambda t: int(t, 0), help="random bits for --rounding sr")
+    s.add_argument("--rbits", type=_rbits, help="random bits for --rounding sr (a non-negative integer, 0x.. hex)")
     s.add_argument("--src", default="float32", choices=["float16", "bfloat16", "float32", "float64"],
                    help="source type whose ulp sets how many bits sr discards (default float32)")
     s.set_defaults(func=cmd_encode)
@@ -492,6 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_ver)
 
     s = sub.add_parser("diff", help="what each profile produces on the inputs where implementations disagree")
+    s._negative_number_matcher = _NEGATIVE_NUMBER
     s.add_argument("values", nargs="*", help="values to show (default: the built-in divergence set)")
     s.add_argument("--format", help="format for the given values")
     s.add_argument("--src", default="float32", choices=["float32", "float64"], help="source type of the values")

@@ -265,6 +265,8 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
         raise TypeError(
             f"codes must be an integer array, not {c.dtype} (view FP8 arrays as uint8 first)"
         )
+    if not isinstance(mask, (bool, np.bool_)):
+        raise TypeError(f"decode: mask must be True or False, not {type(mask).__name__}")
     table = _decode_table(f, dt)
     flat = np.ascontiguousarray(c).reshape(-1)
     n = f.n_codes

@@ -36,9 +36,9 @@ _TINY = Fraction(1, 2**LIMIT_EXP)
 # 10^617 > 2^2048 and 10^-617 < 2^-2048: decimal exponents past these are decided without arithmetic
 _DEC_LIMIT = 617
 
-_DEC = re.compile(r"(?P<int>\d*)(?:\.(?P<frac>\d*))?(?:e(?P<exp>[+-]?\d+))?")
-_HEX = re.compile(r"0x(?P<int>[0-9a-f]*)(?:\.(?P<frac>[0-9a-f]*))?(?:p(?P<exp>[+-]?\d+))?")
-_RAT = re.compile(r"(?P<num>\d+)/(?P<den>\d+)")
+_DEC = re.compile(r"(?P<int>\d*)(?:\.(?P<frac>\d*))?(?:e(?P<exp>[+-]?\d+))?", re.ASCII)
+_HEX = re.compile(r"0x(?P<int>[0-9a-f]*)(?:\.(?P<frac>[0-9a-f]*))?(?:p(?P<exp>[+-]?\d+))?", re.ASCII)
+_RAT = re.compile(r"(?P<num>\d+)/(?P<den>\d+)", re.ASCII)
 
 
 class _Unbounded:
@@ -109,7 +109,7 @@ def _unsigned(t: str) -> Fraction | float | None:
     if m:
         den = int(m["den"])
         if den == 0:
-            return None
+            raise ValueError(f"zero denominator in {t!r}")
         return _clamp(Fraction(int(m["num"]), den))
     return None
 
@@ -119,8 +119,11 @@ def parse_number(text: str) -> Fraction | float:
     t = text.strip().lower()
     negative = t.startswith("-")
     body = t[1:] if t[:1] in "+-" else t
-    with _Unbounded():
-        v = _unsigned(body) if body else None
+    try:
+        with _Unbounded():
+            v = _unsigned(body) if body else None
+    except ValueError as e:
+        raise ValueError(f"not a number: {text!r} ({e})") from None
     if v is None:
         raise ValueError(f"not a number: {text!r} (a decimal such as -1.5e-3, a hex float such as 0x1.8p3, "
                          "a ratio such as 1/3, inf or nan)")

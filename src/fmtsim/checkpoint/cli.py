@@ -20,6 +20,17 @@ def _usage_error(msg: str) -> Exception:
     return UsageError(msg)
 
 
+def _jobs(text: str) -> int:
+    """--jobs: a whole number of worker processes, at least 1 (capped at the shards and CPUs when run)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--jobs takes a whole number, not {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--jobs must be at least 1, not {n}")
+    return n
+
+
 def _table(rows: list[list[str]], headers: list[str]) -> str:
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
@@ -35,7 +46,7 @@ def add_fnuz_convert_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--double-scale", action="append", default=[], metavar="PATTERN",
                    help="glob of extra scale tensors to double")
     c.add_argument("--dry-run", action="store_true", help="print the plan and every problem found, write nothing")
-    c.add_argument("--jobs", type=int, default=1, help="shards converted in parallel processes")
+    c.add_argument("--jobs", type=_jobs, default=1, help="shards converted in parallel processes")
     c.add_argument("--no-verify", action="store_true", help="skip re-reading and checking the output")
     c.set_defaults(func=cmd_fnuz_convert)
 
@@ -179,7 +190,7 @@ def _add_dequantize(csub: Any) -> None:
     c.add_argument("output", help="output file or directory")
     c.add_argument("--dtype", choices=list(TARGETS), default="bfloat16")
     c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
-    c.add_argument("--jobs", type=int, default=1, help="shards in parallel processes")
+    c.add_argument("--jobs", type=_jobs, default=1, help="shards in parallel processes")
     c.set_defaults(func=cmd_dequantize)
 
 

@@ -69,6 +69,7 @@ from .files import (
     ShardWriter,
     Source,
     check_output,
+    check_paths,
     chunks,
     copy_side_files,
     crosscheck,
@@ -78,6 +79,7 @@ from .files import (
     read_header,
     read_tensor,
     remove_stale_temps,
+    worker_count,
 )
 
 __all__ = ["plan", "convert", "ConversionPlan", "ConversionSummary", "ShardResult", "META_KEY"]
@@ -529,6 +531,7 @@ def convert(
     progress: bool = False,
 ) -> ConversionSummary:
     """Convert an OCP FP8 checkpoint to FNUZ. See the module docstring for every rule."""
+    check_paths(src, out)
     t0 = time.perf_counter()
     p = plan(src, allow_unscaled=allow_unscaled, keep_scales=keep_scales, double_scales=double_scales,
              inf=inf, scan=dry_run)
@@ -550,7 +553,8 @@ def convert(
     update = bar.update if bar is not None else None
     results: list[ShardResult] = []
     try:
-        if jobs <= 1 or len(jobs_list) == 1:
+        jobs = worker_count(jobs, len(jobs_list))
+        if jobs == 1:
             for j in jobs_list:
                 results.append(_convert_shard(j, update))
         else:

@@ -55,6 +55,7 @@ from .files import (
     ShardWriter,
     Source,
     check_output,
+    check_paths,
     copy_side_files,
     crosscheck,
     find_source,
@@ -63,6 +64,7 @@ from .files import (
     read_array,
     read_header,
     remove_stale_temps,
+    worker_count,
 )
 from .producers import Detection, LayerMatch, detect, read_configs
 
@@ -709,6 +711,7 @@ def dequantize(
     progress: bool = False,
 ) -> DequantSummary:
     """Dequantize every tensor a producer record matches; see the module docstring."""
+    check_paths(src, out)
     if dtype not in TARGETS:
         raise CheckpointError(f"--dtype must be one of {', '.join(TARGETS)}, not {dtype!r}")
     t0 = time.perf_counter()
@@ -755,7 +758,8 @@ def dequantize(
     update = bar.update if bar is not None else None
     results: list[ShardResult] = []
     try:
-        if jobs <= 1 or len(job_list) == 1:
+        jobs = worker_count(jobs, len(job_list))
+        if jobs == 1:
             results = [_dequantize_shard(j, update) for j in job_list]
         else:
             with ProcessPoolExecutor(max_workers=jobs) as pool:

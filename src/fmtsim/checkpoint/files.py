@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import struct
@@ -55,8 +56,9 @@ DTYPES: dict[str, np.dtype] = {
 _TMP_RE = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)(?:-[0-9a-f]+)?$")
 
 
-class CheckpointError(Exception):
-    """A problem with the input or output of a checkpoint job; nothing was written under a final name."""
+class CheckpointError(ValueError):
+    """A problem with the input or output of a checkpoint job; nothing was written under a final name.
+    A ValueError, as every refusal of bad input in fmtsim's API is."""
 
 
 @dataclass(frozen=True)
@@ -127,16 +129,20 @@ def read_header(path: str | Path) -> Header:
     for name, info in obj.items():
         try:
             dtype = info["dtype"]
-            shape = tuple(int(d) for d in info["shape"])
-            begin, end = (int(o) for o in info["data_offsets"])
+            raw_shape, raw_offsets = info["shape"], info["data_offsets"]
+            # JSON integers only: 1.5 or true is not a dimension, and a negative one is no size
+            if not all(type(d) is int and d >= 0 for d in [*raw_shape, *raw_offsets]) or len(raw_offsets) != 2:
+                raise ValueError
+            shape = tuple(raw_shape)
+            begin, end = raw_offsets
         except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{p}: corrupt header entry for tensor {name!r}: {info!r}") from None
+            raise CheckpointError(f"{p}: corrupt header entry for tensor {name!r}: {str(info)[:200]}") from None
         if not 0 <= begin <= end <= data_size:
             raise CheckpointError(
                 f"{p}: tensor {name!r} offsets [{begin}, {end}] out of range (data section is {data_size} bytes)"
             )
         if dtype in DTYPES:
-            want = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype].itemsize
+            want = math.prod(shape) * DTYPES[dtype].itemsize  # Python ints: no int64 wrap-around
             if want != end - begin:
                 raise CheckpointError(f"{p}: tensor {name!r} {dtype}{list(shape)} needs {want} bytes, "
                                       f"header gives {end - begin}")
@@ -230,6 +236,8 @@ def _hf_snapshot(path: Path) -> Path | None:
 
 def find_source(path: str | Path) -> Source:
     """Resolve a checkpoint path; CheckpointError says what is wrong with it."""
+    if not str(path):
+        raise CheckpointError("the input path is empty")
     p = Path(path)
     if not p.exists():
         raise CheckpointError(f"{p}: no such file or directory")
@@ -388,6 +396,8 @@ def check_output(src: Source, output: str | Path) -> Path:
     says yes to root even on a read-only mount).
     """
     text = str(output)  # before Path() drops a trailing separator
+    if not text:
+        raise CheckpointError("the output path is empty (it would mean the current directory)")
     out = Path(output)
     if not src.is_dir and (out.is_dir() or text.endswith((os.sep, "/"))):
         out = out / src.path.name
@@ -414,6 +424,23 @@ def check_output(src: Source, output: str | Path) -> Path:
         except OSError:
             pass
     return out
+
+
+def check_paths(src: str | Path, out: str | Path) -> None:
+    """Refuse empty input and output paths before any work: Path("") is the current directory."""
+    if not str(src):
+        raise CheckpointError("the input path is empty")
+    if not str(out):
+        raise CheckpointError("the output path is empty (it would mean the current directory)")
+
+
+def worker_count(jobs: Any, shards: int) -> int:
+    """--jobs as a number of worker processes: at least 1, at most one per shard and per CPU."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int):
+        raise CheckpointError(f"--jobs must be a whole number, not {jobs!r}")
+    if jobs < 1:
+        raise CheckpointError(f"--jobs must be at least 1, not {jobs}")
+    return max(1, min(jobs, shards, os.cpu_count() or 1))
 
 
 def make_output_dir(directory: Path) -> None:

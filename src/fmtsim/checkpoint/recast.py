@@ -48,6 +48,7 @@ from .files import (
     Header,
     ShardWriter,
     check_output,
+    check_paths,
     copy_side_files,
     crosscheck,
     header_bytes,
@@ -278,6 +279,7 @@ def _step_rows(k: int) -> int:
 def recast(src: str | Path, out: str | Path, *, to: str, require_exact: bool = False, dry_run: bool = False,
            producer: str | None = None) -> RecastSummary:
     """Re-encode every quantized tensor of a source scheme in ``to``; see the module docstring."""
+    check_paths(src, out)
     t0 = time.perf_counter()
     if to not in TARGETS:
         raise CheckpointError(f"--to must be one of fnuz, {', '.join(TARGETS)}; not {to!r}")

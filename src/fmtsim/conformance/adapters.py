@@ -71,7 +71,7 @@ def load_adapter(spec: str) -> Adapter:
             module_spec.loader.exec_module(module)
         except SyntaxError as e:
             raise ValueError(f"adapter file {where}, line {e.lineno}: syntax error: {e.msg}") from None
-        except Exception as e:  # the user's module failed while loading: say where, not a traceback of ours
+        except (Exception, SystemExit) as e:  # the user's module failed (or exited) while loading: say where
             raise ValueError(f"adapter file {where} failed to load: {type(e).__name__}: {e}") from None
     else:
         try:
@@ -81,7 +81,7 @@ def load_adapter(spec: str) -> Adapter:
         except SyntaxError as e:
             raise ValueError(f"adapter module {where!r}: {e.filename}, line {e.lineno}: syntax error: {e.msg}") \
                 from None
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             raise ValueError(f"adapter module {where!r} failed to load: {type(e).__name__}: {e}") from None
     obj = getattr(module, attr, None)
     if obj is None:

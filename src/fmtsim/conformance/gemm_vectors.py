@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import as_numpy
 from ..mma import UNITS, matmul
 from ..mma.arith import FINITE, canonical_operand_format, operand_table
 from ..mma.tolerance import F_MIN, L_MIN, family_bound
@@ -163,9 +164,20 @@ def verify_gemm(exp: dict[str, np.ndarray], got: dict[str, np.ndarray], family: 
     return ok, []
 
 
-def ulps_apart(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """How many fp32 steps lie between x and y (same-sign ordering of the bit patterns)."""
+def ulps_apart(x: Any, y: Any) -> np.ndarray:
+    """How many fp32 steps lie between float32 x and y (the bit patterns ordered across the signs:
+    -0 and +0 are 0 apart). A NaN on either side gives -1: NaN is no distance from anything.
+    Inputs must already be float32 (a GEMM output): other dtypes raise TypeError rather than
+    being rounded into float32 first, which could hide the very difference asked about."""
+    xs, ys = as_numpy(x, "x"), as_numpy(y, "y")
+    for name, v in (("x", xs), ("y", ys)):
+        if v.dtype != np.float32:
+            raise TypeError(f"ulps_apart: {name} must be float32 (fp32 outputs), not {v.dtype}")
+
     def key(v: np.ndarray) -> np.ndarray:
         u = v.view(np.uint32).astype(np.int64)
         return np.where(u >= 0x80000000, 0x80000000 - u, u)
-    return np.abs(key(np.asarray(x, np.float32)) - key(np.asarray(y, np.float32)))
+
+    with np.errstate(invalid="ignore"):
+        nan = np.isnan(xs) | np.isnan(ys)
+    return np.where(nan, -1, np.abs(key(xs) - key(ys)))

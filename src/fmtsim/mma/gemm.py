@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
+from ..arrays import as_numpy
 from ..formats import get_format
 from .arith import NAN, ZERO_EXP, canonical_operand_format, operand_table
 from .step import Side, amd_step, grouped_step, nv_step
@@ -152,7 +154,7 @@ def _nan_blocks(side: Side, scales: Side, block: int) -> Side:
 
 
 def _codes(x: Any, what: str) -> np.ndarray:
-    arr = np.asarray(x)
+    arr = as_numpy(x, f"matmul: {what}")
     if arr.dtype.kind not in "iu":
         raise TypeError(f"matmul: {what} must hold integer codes, not {arr.dtype} (view FP8 arrays as uint8)")
     if arr.ndim != 2:
@@ -199,10 +201,10 @@ def _from_tensor(q: Any, which: str) -> tuple[np.ndarray, np.ndarray, str, str, 
 def _to_f32(c: Any, m: int, n: int) -> np.ndarray:
     if c is None:
         return np.zeros((m, n), np.float32)
-    arr = np.asarray(c)
+    arr = as_numpy(c, "matmul: c")
     if arr.shape != (m, n):
         raise ValueError(f"matmul: c must have shape {(m, n)}, got {arr.shape}")
-    if arr.dtype.kind != "f":
+    if arr.dtype.kind != "f" and arr.dtype != np.dtype(ml_dtypes.bfloat16):
         raise TypeError(f"matmul: c must be a float array (fp32 values), not {arr.dtype}")
     out = arr.astype(np.float32)
     with np.errstate(invalid="ignore"):
