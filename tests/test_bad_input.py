@@ -357,3 +357,25 @@ def test_ver_takes_a_path_to_a_generated_vector_file(tmp_path, capsys):
     assert rc == 0 and " 0 failed" in out
     rc, _, err = cli(capsys, "ver", "no-such.tv", str(tmp_path / "out.tv"))
     assert_usage_error(rc, err, "--vectors DIR")
+
+
+def test_diff_format_without_builtin_cases(capsys):
+    rc, _, err = cli(capsys, "diff", "--format", "int8")
+    assert_usage_error(rc, err, "no int8 cases", "fmtsim diff VALUE... --format int8")
+
+
+def test_split_k_boundaries_strictly_increase():
+    from fmtsim.mma import matmul
+
+    a, b = np.zeros((1, 96), np.int64), np.zeros((96, 1), np.int64)
+    for bad in ([32, 32], [64, 32]):
+        with pytest.raises(ValueError, match="strictly increase"):
+            matmul(a, b, unit="sm100_f8f6f4", a_format="e4m3", b_format="e4m3", split_k=bad)
+
+
+def test_probe_infer_set_count(tmp_path, capsys):
+    files = [tmp_path / "a.bin", tmp_path / "b.bin"]
+    for f in files:
+        f.write_bytes(b"")
+    rc, _, err = cli(capsys, "probe", "infer", *map(str, files), "--set", "fp8", "fp4", "fp16")
+    assert_usage_error(rc, err, "3 sets for 2 result file(s)")

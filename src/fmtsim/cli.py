@@ -400,10 +400,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
         return 0
     if not args.results:
         raise UsageError("fmtsim probe infer RESULTS...: give the result file(s), probe.<set>.d.bin")
+    sets = args.set or [None]
+    if len(sets) not in (1, len(args.results)):
+        raise UsageError(f"probe infer: --set names {len(sets)} sets for {len(args.results)} result file(s); give one "
+                         "set for all files, or one per file in the same order")
     matched = True
-    for path in args.results:
+    for i, path in enumerate(args.results):
         try:
-            name, d, ops = probe.read_results(path, args.set[0] if args.set else None, args.probes)
+            name, d, ops = probe.read_results(path, sets[i if len(sets) > 1 else 0], args.probes)
         except (ValueError, OSError) as e:
             raise UsageError(str(e)) from None
         inf = probe.infer(name, d, ops)
@@ -431,6 +435,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
                                  f"{args.src} arrays (use 'fmtsim encode' for any exact value)")
             values.append((formats[0], x, args.src, ""))
     headers, rows = diff_rows(values, args.profiles, formats=formats)
+    if not rows:
+        assert formats is not None
+        raise UsageError(f"the built-in disagreement set has no {formats[0]} cases; give values: "
+                         f"fmtsim diff VALUE... --format {formats[0]}")
     print(_table(rows, headers))
     print("\n* the profiles disagree;  ! ml_dtypes differs from its own profile (a named divergence)")
     return 0

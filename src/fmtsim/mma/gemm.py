@@ -299,8 +299,8 @@ def _slices(k: int, step: int, split_k: int | Sequence[int] | None) -> list[tupl
             if e % step or not 0 < e < k:
                 raise ValueError(f"matmul: split_k boundary {e} must be a multiple of the unit's K ({step}) "
                                  f"strictly inside 0..{k}")
-        if edges != sorted(edges):
-            raise ValueError(f"matmul: split_k boundaries must increase, got {list(split_k)}")
+        if any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+            raise ValueError(f"matmul: split_k boundaries must strictly increase, got {list(split_k)}")
     return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b > a] or [(0, k)]
 
 
