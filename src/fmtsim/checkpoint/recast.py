@@ -260,7 +260,9 @@ class _Loss:
             row, col = divmod(b * per, x.shape[1])
             bx, bb = x.reshape(-1, per)[b], back.reshape(-1, per)[b]
             where = {"row": r0 + row, "first column": col}
-        i = int(np.argmax(bx != bb))
+        with np.errstate(invalid="ignore"):
+            gap = np.where(bx != bb, np.abs(bx.astype(np.float64) - bb.astype(np.float64)), -1.0)
+        i = int(np.nanargmax(gap))  # the element with the largest error, the one the report names
         self.t.example = dict(where, element=i, source=float(bx[i]), target=float(bb[i]))
 
 
