@@ -379,3 +379,10 @@ def test_probe_infer_set_count(tmp_path, capsys):
         f.write_bytes(b"")
     rc, _, err = cli(capsys, "probe", "infer", *map(str, files), "--set", "fp8", "fp4", "fp16")
     assert_usage_error(rc, err, "3 sets for 2 result file(s)")
+
+
+def test_fnuz_convert_without_fp8_says_it_copied(tmp_path, capsys):
+    f = tmp_path / "plain.safetensors"
+    _safetensors(f, {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0\0\x80\x3f")
+    rc, out, _ = cli(capsys, "fnuz", "convert", str(f), str(tmp_path / "out.safetensors"))
+    assert rc == 0 and "no OCP FP8 tensor" in out and "the output is a copy" in out

@@ -102,6 +102,8 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
     if p.unscaled:
         print(f"WARNING: {len(p.unscaled)} FP8 tensor(s) had no scale; their values are now half: "
               + ", ".join(p.unscaled[:10]))
+    if not p.fp8:
+        print(f"NOTE: {p.source.path} has no OCP FP8 tensor (F8_E4M3/F8_E5M2): the output is a copy")
     return 0
 
 
