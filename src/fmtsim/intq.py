@@ -31,10 +31,10 @@ from .argcheck import flag, float_dtype, instance, integer, integer_array, optio
 from .arrays import as_numpy
 from .block import Blocks, merge, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array
+from .exactfloat import two_product
 
 __all__ = ["IntTensor", "quantize", "dequantize", "round_half_even_div"]
 
-_SPLITTER = 134217729.0  # 2^27 + 1: Veltkamp split of a float64 into two 26-bit halves
 
 
 @dataclass
@@ -50,22 +50,9 @@ class IntTensor:
     shape: tuple[int, ...]
 
 
-def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """p + e == a * b exactly (Dekker), for finite float64 a, b."""
-    p = a * b
-    ca = _SPLITTER * a
-    ah = ca - (ca - a)
-    al = a - ah
-    cb = _SPLITTER * b
-    bh = cb - (cb - b)
-    bl = b - bh
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
-
-
 def _sign_of_x_minus_ks(x: np.ndarray, k: np.ndarray, s: np.ndarray) -> np.ndarray:
     """sign(x - k*s), exactly."""
-    p, e = _two_product(k, s)
+    p, e = two_product(k, s)
     d = x - p  # exact when x and p are within a factor 2; otherwise its sign is already right
     return np.sign(d - e)
 

@@ -77,6 +77,7 @@ from .files import (
     header_bytes,
     make_output_dir,
     read_header,
+    read_headers,
     read_tensor,
     remove_stale_temps,
     worker_count,
@@ -136,23 +137,6 @@ class ConversionPlan:
         return sum(h.file_size for h in self.headers.values())
 
 
-def _read_all(src: Source) -> tuple[dict[Path, Header], dict[str, Path]]:
-    headers = {s: read_header(s) for s in src.shards}
-    for h in headers.values():
-        crosscheck(h)
-    where: dict[str, Path] = {}
-    for s, h in headers.items():
-        for name in h.entries:
-            if name in where:
-                raise CheckpointError(f"duplicated tensor name {name!r} in {where[name].name} and {s.name}")
-            where[name] = s
-    if src.index is not None:
-        for name, shard in src.index["weight_map"].items():
-            if where.get(name) != src.path / shard:
-                raise CheckpointError(f"{INDEX_NAME}: {name!r} is listed in {shard} but that shard lacks it")
-    return headers, where
-
-
 def plan(
     path: str | Path,
     *,
@@ -169,7 +153,7 @@ def plan(
     if inf is not None and inf not in ("nan", "max", "ocp_max"):
         raise CheckpointError(f"inf must be nan, max or ocp_max, not {inf!r}")
     src = find_source(path)
-    headers, where = _read_all(src)
+    headers, where = read_headers(src)
     options = {"inf": inf, "allow_unscaled": allow_unscaled, "keep_scales": sorted(keep_scales),
                "double_scales": sorted(double_scales)}
     p = ConversionPlan(src, headers, where, options)

@@ -47,6 +47,7 @@ import numpy as np
 
 from .. import __version__
 from ..codec import decode
+from ..exactfloat import two_product
 from .files import (
     INDEX_NAME,
     CheckpointError,
@@ -63,6 +64,7 @@ from .files import (
     make_output_dir,
     read_array,
     read_header,
+    read_headers,
     remove_stale_temps,
     worker_count,
 )
@@ -131,27 +133,13 @@ def _round_to_odd_f64(x: np.ndarray, sticky: np.ndarray) -> np.ndarray:
     return bits.view(np.float64)
 
 
-def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """p + e == a * b exactly (Dekker; finite float64, no overflow)."""
-    split = 134217729.0  # 2^27 + 1
-    p = a * b
-    ca = split * a
-    ah = ca - (ca - a)
-    al = a - ah
-    cb = split * b
-    bh = cb - (cb - b)
-    bl = b - bh
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
-
-
 def divide_exactly(a: np.ndarray, g: float) -> tuple[np.ndarray, np.ndarray]:
     """q = a / g to nearest float64 and the sign of a - q*g (the part of a/g below q)."""
     a = np.asarray(a, dtype=np.float64)
     gv = np.full_like(a, g)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         q = a / gv
-        p, e = _two_product(q, gv)
+        p, e = two_product(q, gv)
         r = (a - p) - e
     r = np.where(np.isfinite(q), r, 0.0)
     return q, np.sign(r) * np.sign(gv)
@@ -683,15 +671,7 @@ class DequantSummary:
 def _scan(path: str | Path, producer: str | None) -> tuple[Source, dict[Path, Header], dict[str, Path],
                                                             dict[str, Any], Detection]:
     src = find_source(path)
-    headers = {s: read_header(s) for s in src.shards}
-    for h in headers.values():
-        crosscheck(h)
-    where: dict[str, Path] = {}
-    for s, h in headers.items():
-        for name in h.entries:
-            if name in where:
-                raise CheckpointError(f"duplicated tensor name {name!r} in {where[name].name} and {s.name}")
-            where[name] = s
+    headers, where = read_headers(src)
     configs = read_configs(src.path if src.is_dir else src.path.parent)
     dtypes = {n: headers[where[n]].entries[n].dtype for n in where}
     try:

@@ -38,7 +38,8 @@ import numpy as np
 
 __all__ = ["CheckpointError", "DTYPES", "Entry", "Header", "INDEX_NAME", "read_header", "crosscheck",
            "chunks", "read_tensor", "Source", "find_source", "load", "header_bytes", "ShardWriter",
-           "remove_stale_temps", "check_output", "copy_side_files", "write_chunk"]
+           "remove_stale_temps", "check_output", "copy_side_files", "write_chunk", "read_headers", "check_paths",
+           "worker_count"]
 
 INDEX_NAME = "model.safetensors.index.json"
 CHUNK_BYTES = 1 << 19  # 512 KiB: measured ~8% faster than 1 MiB here (the work stays in L2)
@@ -266,6 +267,25 @@ def find_source(path: str | Path) -> Source:
         found = f"{len(files)} .safetensors files" if files else "no .safetensors file"
         raise CheckpointError(f"{p}: a directory needs {INDEX_NAME} or exactly one .safetensors file ({found})")
     return Source(p, files, None, True)
+
+
+def read_headers(src: Source) -> tuple[dict[Path, Header], dict[str, Path]]:
+    """Every shard's header, validated and cross-checked, and which shard holds each tensor; a name in
+    two shards, or an index entry pointing at a shard that lacks it, is a CheckpointError."""
+    headers = {s: read_header(s) for s in src.shards}
+    for h in headers.values():
+        crosscheck(h)
+    where: dict[str, Path] = {}
+    for s, h in headers.items():
+        for name in h.entries:
+            if name in where:
+                raise CheckpointError(f"duplicated tensor name {name!r} in {where[name].name} and {s.name}")
+            where[name] = s
+    if src.index is not None:
+        for name, shard in src.index["weight_map"].items():
+            if where.get(name) != src.path / shard:
+                raise CheckpointError(f"{INDEX_NAME}: {name!r} is listed in {shard} but that shard lacks it")
+    return headers, where
 
 
 def load(path: str | Path) -> dict[str, np.ndarray]:
