@@ -7,23 +7,13 @@ pytest.importorskip("safetensors", reason="checkpoint jobs need the safetensors 
 from safetensors.numpy import save_file  # noqa: E402
 
 from fmtsim import mx  # noqa: E402
-from fmtsim.checkpoint import load  # noqa: E402
 from fmtsim.checkpoint.explain import diff, explain  # noqa: E402
 from fmtsim.cli import main  # noqa: E402
 from fmtsim.layout import to_gpt_oss  # noqa: E402
-from tools.gen_checkpoints import make  # noqa: E402
+from tools.gen_checkpoints import make, rewrite  # noqa: E402
 
 L = "model.layers.0.mlp.experts.down_proj"
 
-
-def rewrite(src, name, fn):
-    for shard in sorted(src.glob("*.safetensors")):
-        t = load(shard)
-        if name in t:
-            t[name] = fn(t[name].copy())
-            save_file(t, str(shard))
-            return
-    raise KeyError(name)
 
 
 def _mx_ckpt(tmp_path, rule, rng):

@@ -16,21 +16,11 @@ from fmtsim.checkpoint import producers as prod  # noqa: E402
 from fmtsim.checkpoint.inspection import inspect  # noqa: E402
 from fmtsim.cli import main  # noqa: E402
 from fmtsim.layout import pack_fp4, swizzle_scales  # noqa: E402
-from tools.gen_checkpoints import make  # noqa: E402
+from tools.gen_checkpoints import make, rewrite  # noqa: E402
 
 E4M3 = ml_dtypes.float8_e4m3fn
 DOWN = "model.layers.0.mlp.down_proj"
 
-
-def rewrite(src, name, fn):
-    """Replace tensor ``name`` in whichever shard holds it by fn(array)."""
-    for shard in sorted(src.glob("*.safetensors")):
-        t = load(shard)
-        if name in t:
-            t[name] = fn(t[name].copy())
-            save_file(t, str(shard))
-            return
-    raise KeyError(name)
 
 
 def codes_of(r):

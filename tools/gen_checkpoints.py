@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import ml_dtypes
@@ -209,6 +210,22 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
         configs["config.json"] = cfg
     _save(d, shards, configs, orig)
     return d
+
+
+def rewrite(checkpoint: Path, name: str, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Plant a change: replace tensor ``name`` in whichever shard of ``checkpoint`` holds it by
+    fn(a copy of it) (the tests' faults: a wrong scale byte, swapped nibbles, ...)."""
+    from safetensors.numpy import save_file
+
+    from fmtsim.checkpoint import load
+
+    for shard in sorted(Path(checkpoint).glob("*.safetensors")):
+        t = load(shard)
+        if name in t:
+            t[name] = fn(t[name].copy())
+            save_file(t, str(shard))
+            return
+    raise KeyError(name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,7 +51,6 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,7 +79,7 @@ from .files import (
     read_headers,
     read_tensor,
     remove_stale_temps,
-    worker_count,
+    run_shards,
 )
 
 __all__ = ["plan", "convert", "ConversionPlan", "ConversionSummary", "ShardResult", "META_KEY"]
@@ -537,18 +536,7 @@ def convert(
     update = bar.update if bar is not None else None
     results: list[ShardResult] = []
     try:
-        jobs = worker_count(jobs, len(jobs_list))
-        if jobs == 1:
-            for j in jobs_list:
-                results.append(_convert_shard(j, update))
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(_convert_shard, j) for j in jobs_list]
-                for fut in futures:
-                    r = fut.result()
-                    results.append(r)
-                    if update:
-                        update(r.bytes)
+        results = run_shards(_convert_shard, jobs_list, jobs, update, lambda r: r.bytes)
     finally:
         if bar is not None:
             bar.close()

@@ -36,7 +36,6 @@ import json
 import time
 import zlib
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
@@ -66,7 +65,7 @@ from .files import (
     read_header,
     read_headers,
     remove_stale_temps,
-    worker_count,
+    run_shards,
 )
 from .producers import Detection, LayerMatch, detect, read_configs
 
@@ -738,15 +737,7 @@ def dequantize(
     update = bar.update if bar is not None else None
     results: list[ShardResult] = []
     try:
-        jobs = worker_count(jobs, len(job_list))
-        if jobs == 1:
-            results = [_dequantize_shard(j, update) for j in job_list]
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                for r in pool.map(_dequantize_shard, job_list):
-                    results.append(r)
-                    if update:
-                        update(r.bytes_in)
+        results = run_shards(_dequantize_shard, job_list, jobs, update, lambda r: r.bytes_in)
     finally:
         if bar is not None:
             bar.close()

@@ -28,7 +28,8 @@ import os
 import re
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -39,7 +40,7 @@ import numpy as np
 __all__ = ["CheckpointError", "DTYPES", "Entry", "Header", "INDEX_NAME", "read_header", "crosscheck",
            "chunks", "read_tensor", "Source", "find_source", "load", "header_bytes", "ShardWriter",
            "remove_stale_temps", "check_output", "copy_side_files", "write_chunk", "read_headers", "check_paths",
-           "worker_count"]
+           "worker_count", "run_shards"]
 
 INDEX_NAME = "model.safetensors.index.json"
 CHUNK_BYTES = 1 << 19  # 512 KiB: measured ~8% faster than 1 MiB here (the work stays in L2)
@@ -461,6 +462,22 @@ def worker_count(jobs: Any, shards: int) -> int:
     if jobs < 1:
         raise CheckpointError(f"--jobs must be at least 1, not {jobs}")
     return max(1, min(jobs, shards, os.cpu_count() or 1))
+
+
+def run_shards(work: Callable[..., Any], job_list: list[Any], jobs: int,
+               update: Callable[[int], None] | None, size: Callable[[Any], int]) -> list[Any]:
+    """work(job, update) for every shard job: in this process (progress per chunk) or in up to
+    ``jobs`` worker processes (progress per finished shard, ``size(result)`` bytes); results in order."""
+    n = worker_count(jobs, len(job_list))
+    if n == 1:
+        return [work(j, update) for j in job_list]
+    results = []
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        for r in pool.map(work, job_list):
+            results.append(r)
+            if update:
+                update(size(r))
+    return results
 
 
 def make_output_dir(directory: Path) -> None:
