@@ -1,9 +1,102 @@
+"""Shared fixtures, and the guard that the tests run against an installed fmtsim."""
+
+import json
+import os
+import sys
 import warnings
+from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import fmtsim
+
+ROOT = Path(__file__).resolve().parent.parent
+# the scripts in tools/ (gen_checkpoints, ...) are imported by name; tools/ holds no package, so this
+# cannot make the source tree's fmtsim importable (the repository root itself stays off sys.path)
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def _tree_stands_in_for_install() -> str | None:
+    """Why the imported fmtsim is this checkout's source tree without being installed from it,
+    or None. An editable install of this checkout is a real install; anything else that imports
+    ROOT/fmtsim got there through sys.path (``python -m pytest`` from the root puts it first)."""
+    here = Path(fmtsim.__file__).resolve().parent
+    if here != ROOT / "fmtsim":
+        return None
+    try:
+        dist = metadata.distribution("fmtsim")
+    except metadata.PackageNotFoundError:
+        return "fmtsim is not installed"
+    direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    if direct.get("dir_info", {}).get("editable") and direct.get("url", "").rstrip("/").endswith(ROOT.as_posix()):
+        return None
+    return f"the installed fmtsim {dist.version} is not an editable install of this checkout"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: exhaustive or peer-heavy; run by `pytest --full` and CI")
+    if config.getoption("--full", default=False):
+        os.environ[FULL_ENV] = "1"
+    why = _tree_stands_in_for_install()
+    if why:
+        raise pytest.UsageError(
+            f"fmtsim was imported from the source tree {ROOT / 'fmtsim'} ({why}): the tests must run "
+            "against the installed package. Run the console script `pytest` (not `python -m pytest`, "
+            "which puts the current directory on sys.path), after `pip install \".[test]\"`, or "
+            "`pip install -e \".[test]\"` to test the tree itself.")
+
+
+# --- two tiers -------------------------------------------------------------------------------
+# The README's test command (plain `pytest`) runs every test file but leaves out the tests marked
+# `slow`: exhaustive table walks, the probe's full unit grid, every producer x target, the
+# peer-heavy sweeps. CI runs everything (`pytest --full`, or FMTSIM_FULL_TESTS=1). Nothing is
+# dropped: a slow test only waits for CI. `examples(n)` scales hypothesis example counts the same
+# way (n under --full, a quarter otherwise).
+
+FULL_ENV = "FMTSIM_FULL_TESTS"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true",
+                     help=f"also run the tests marked slow (what CI runs; same as {FULL_ENV}=1)")
+
+
+def full_run() -> bool:
+    return os.environ.get(FULL_ENV) == "1"
+
+
+def examples(n: int) -> int:
+    """Hypothesis example count: n in a full run, a quarter of it (at least 10) otherwise."""
+    return n if full_run() else max(10, n // 4)
+
+
+def slow_unless(values, keep):
+    """Parameters for pytest.mark.parametrize: those in ``keep`` run always, the rest are slow.
+    A tuple value stands for several argument names, as in parametrize itself."""
+    def param(v):
+        return pytest.param(*v, marks=pytest.mark.slow) if isinstance(v, tuple) else pytest.param(v, marks=pytest.mark.slow)
+    return [v if v in keep else param(v) for v in values]
+
+
+def pytest_collection_modifyitems(config, items):
+    if full_run():
+        return
+    slow = [it for it in items if it.get_closest_marker("slow")]
+    if slow:
+        items[:] = [it for it in items if not it.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
+        config._fmtsim_slow_left = len(slow)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    left = getattr(config, "_fmtsim_slow_left", 0)
+    if left:
+        terminalreporter.write_line(
+            f"fmtsim: {left} tests marked slow were not run (exhaustive/peer-heavy); "
+            f"`pytest --full` runs them, as CI does")
+
 
 # numpy warns when NaN bit patterns pass through casts; the tests build such inputs on purpose
 warnings.filterwarnings("ignore", message="invalid value encountered in cast", category=RuntimeWarning)

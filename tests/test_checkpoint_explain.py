@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 pytest.importorskip("safetensors", reason="checkpoint jobs need the safetensors package")
+from gen_checkpoints import make, rewrite  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
 from fmtsim import mx  # noqa: E402
 from fmtsim.checkpoint.explain import diff, explain  # noqa: E402
 from fmtsim.cli import main  # noqa: E402
 from fmtsim.layout import to_gpt_oss  # noqa: E402
-from tools.gen_checkpoints import make, rewrite  # noqa: E402
 
 L = "model.layers.0.mlp.experts.down_proj"
 

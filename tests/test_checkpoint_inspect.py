@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("safetensors", reason="checkpoint jobs need the safetensors package")
+from gen_checkpoints import make, rewrite  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
 import fmtsim  # noqa: E402
@@ -16,7 +17,6 @@ from fmtsim.checkpoint import producers as prod  # noqa: E402
 from fmtsim.checkpoint.inspection import inspect  # noqa: E402
 from fmtsim.cli import main  # noqa: E402
 from fmtsim.layout import pack_fp4, swizzle_scales  # noqa: E402
-from tools.gen_checkpoints import make, rewrite  # noqa: E402
 
 E4M3 = ml_dtypes.float8_e4m3fn
 DOWN = "model.layers.0.mlp.down_proj"

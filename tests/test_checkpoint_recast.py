@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("safetensors", reason="checkpoint jobs need the safetensors package")
+from gen_checkpoints import make  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
 from fmtsim.checkpoint import load  # noqa: E402
@@ -16,7 +17,6 @@ from fmtsim.checkpoint.inspection import inspect  # noqa: E402
 from fmtsim.checkpoint.recast import recast  # noqa: E402
 from fmtsim.cli import main  # noqa: E402
 from fmtsim.oracle import value_of  # noqa: E402
-from tools.gen_checkpoints import make  # noqa: E402
 
 
 def f32_values(path):

@@ -2,7 +2,7 @@
 
 CI (.ci/run) installs a wheel built from the sdist and sets FMTSIM_REQUIRE_INSTALLED to the
 checkout's path: then fmtsim must not be imported from inside the checkout, and the installed
-package must hold every module of src/fmtsim, py.typed and the committed golden vectors, byte for
+package must hold every module of fmtsim/, py.typed and the committed golden vectors, byte for
 byte. Without the variable (a developer's editable install) the same checks run where they apply.
 """
 
@@ -28,12 +28,13 @@ def test_fmtsim_is_the_installed_package():
             f"fmtsim was imported from {PACKAGE}, inside the checkout {checkout}: the tests must run "
             "against the installed wheel")
     else:
-        # a developer's run: the package is either installed or the src/ tree of this checkout
-        assert PACKAGE.is_relative_to(ROOT / "src") or not PACKAGE.is_relative_to(ROOT)
+        # a developer's run: an installed fmtsim, or this checkout's fmtsim/ through an editable
+        # install (tests/conftest.py has already refused the tree standing in for a real install)
+        assert PACKAGE == ROOT / "fmtsim" or not PACKAGE.is_relative_to(ROOT)
 
 
 def test_every_module_installed():
-    sources = sorted(p.relative_to(ROOT / "src").with_suffix("") for p in (ROOT / "src" / "fmtsim").rglob("*.py"))
+    sources = sorted(p.relative_to(ROOT).with_suffix("") for p in (ROOT / "fmtsim").rglob("*.py"))
     assert len(sources) > 20
     for rel in sources:
         name = ".".join(rel.parts).removesuffix(".__init__")

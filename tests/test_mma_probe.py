@@ -7,6 +7,8 @@ import pytest
 from fmtsim.cli import main
 from fmtsim.mma import UNITS, probe
 
+from .conftest import slow_unless
+
 CASES = [("sm90_wgmma_fp8", "fp8"), ("sm89_mma_fp8", "fp8"), ("sm100_f8f6f4", "fp8"), ("exact", "fp8"),
          ("sm90_wgmma_fp16", "fp16"), ("sm90_wgmma_fp16", "bf16"), ("cdna3_mfma_fp16", "fp16"),
          ("cdna3_mfma_fp16", "bf16"), ("cdna3_mfma_fp8", "fp8fnuz"), ("sm100_f8f6f4", "fp4"),
@@ -34,7 +36,7 @@ def _check(inf, unit):
             assert feats[key] == str(getattr(u, key)), (key, feats[key], inf.report())
 
 
-@pytest.mark.parametrize("unit,name", CASES)
+@pytest.mark.parametrize("unit,name", slow_unless(CASES, keep={("sm90_wgmma_fp8", "fp8"), ("sm100_f8f6f4", "fp4")}))
 def test_probe_recovers_every_named_unit(unit, name):
     p = probe.gen(name)
     _check(probe.infer(name, probe.simulate(unit, name, p), p), unit)
@@ -45,7 +47,7 @@ MMASIM = [("sm90_wgmma_fp8", "fp8"), ("sm89_mma_fp8", "fp8"), ("sm100_f8f6f4", "
           ("sm100_mxf4", "mxfp4"), ("sm100_mxf4nvf4", "nvfp4")]
 
 
-@pytest.mark.parametrize("unit,name", MMASIM)
+@pytest.mark.parametrize("unit,name", slow_unless(MMASIM, keep={("sm90_wgmma_fp8", "fp8")}))
 def test_probe_recovers_mmasim_instructions(unit, name):
     pytest.importorskip("mmasim", reason="mmasim is not installed (pip install 'fmtsim[mma]')")
     from fmtsim.conformance import mma_peers

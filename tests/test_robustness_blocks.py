@@ -26,6 +26,8 @@ from fmtsim.argcheck import round_to_dtype
 from fmtsim.block import Blocks, block_amax, merge, row_max, scale_shape, scales_from_layout, scales_to_layout, split
 from fmtsim.cli import main
 
+from .conftest import examples
+
 X = np.linspace(-3, 3, 64, dtype=np.float32).reshape(2, 32)
 
 
@@ -553,8 +555,8 @@ def test_ver_decode_file_as_float32_array(tmp_path):
 # message. Anything else (AttributeError, IndexError, MemoryError, AssertionError, a
 # broadcast error deep in numpy...) fails the test.
 
-API_EXAMPLES = 150  # per public function below
-VER_EXAMPLES = 100  # per `fmtsim ver` test below
+API_EXAMPLES = examples(150)  # per public function below (a quarter outside --full)
+VER_EXAMPLES = examples(100)  # per `fmtsim ver` test below (likewise)
 
 _SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
 

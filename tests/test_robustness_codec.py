@@ -25,8 +25,10 @@ from fmtsim.cli import main
 from fmtsim.numbers import parse_number
 from fmtsim.policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES
 
-EXAMPLES = 500
-CLI_EXAMPLES = 300
+from .conftest import examples  # noqa: E402
+
+EXAMPLES = examples(500)  # a quarter outside --full (conftest.examples)
+CLI_EXAMPLES = examples(300)
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 
 GARBAGE_TEXT = st.sampled_from(["", "e9m9", "E4M3 ", "float8", "fp8", "nope", "0", "-1", "\x00", "é"])
@@ -199,7 +201,7 @@ OPERAND_FORMATS = st.sampled_from(["e4m3", "e5m2", "e2m1", "e3m2", "e2m3", "e4m3
                                    "e8m0", "int8", "bogus"]) | st.none()
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), m=st.integers(0, 3), n=st.integers(0, 3), k_blocks=st.integers(0, 3),
        dtype=st.sampled_from([np.int64, np.uint8, np.int16]), with_c=st.sampled_from([None, "ok", "shape", "int"]))
 def test_matmul_any_arguments(data, m, n, k_blocks, dtype, with_c):

@@ -144,10 +144,10 @@ def _ml_dtypes_rows(name: str, big: bool) -> list[Row]:
 
 def find_vectors() -> Path | None:
     """The golden vectors fmtsim ships: ``fmtsim/vectors`` inside an installed package (the build
-    copies the repository's ``vectors/`` there), else the repository's ``vectors/`` when fmtsim
-    runs from a checkout (``src/fmtsim``, an editable install)."""
+    copies the repository's ``vectors/`` there), else the repository's ``vectors/`` beside the
+    package when fmtsim runs from a checkout (an editable install)."""
     package = Path(__file__).resolve().parent.parent
-    for cand in (package / "vectors", package.parent.parent / "vectors"):
+    for cand in (package / "vectors", package.parent / "vectors"):
         if (cand / "manifest.json").is_file():
             return cand
     return None
