@@ -25,14 +25,16 @@ def _tree_stands_in_for_install() -> str | None:
     here = Path(fmtsim.__file__).resolve().parent
     if here != ROOT / "fmtsim":
         return None
-    try:
-        dist = metadata.distribution("fmtsim")
-    except metadata.PackageNotFoundError:
+    # every fmtsim distribution sys.path can see (a build's fmtsim.egg-info in the checkout is one)
+    dists = list(metadata.distributions(name="fmtsim"))
+    for dist in dists:
+        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+        if direct.get("dir_info", {}).get("editable") and \
+                direct.get("url", "").rstrip("/").endswith(ROOT.as_posix()):
+            return None
+    if not dists:
         return "fmtsim is not installed"
-    direct = json.loads(dist.read_text("direct_url.json") or "{}")
-    if direct.get("dir_info", {}).get("editable") and direct.get("url", "").rstrip("/").endswith(ROOT.as_posix()):
-        return None
-    return f"the installed fmtsim {dist.version} is not an editable install of this checkout"
+    return "no editable install of this checkout is among the installed fmtsim distributions"
 
 
 def pytest_configure(config):
@@ -76,7 +78,8 @@ def slow_unless(values, keep):
     """Parameters for pytest.mark.parametrize: those in ``keep`` run always, the rest are slow.
     A tuple value stands for several argument names, as in parametrize itself."""
     def param(v):
-        return pytest.param(*v, marks=pytest.mark.slow) if isinstance(v, tuple) else pytest.param(v, marks=pytest.mark.slow)
+        args = v if isinstance(v, tuple) else (v,)
+        return pytest.param(*args, marks=pytest.mark.slow)
     return [v if v in keep else param(v) for v in values]
 
 

@@ -1,0 +1,152 @@
+"""The device kit (tools/device): it builds for every target with nvcc, each instruction lands in the
+target it belongs to, the layout self-check's premise holds on every modelled unit, and the driver
+runs end to end against a simulated device."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fmtsim import mma
+
+ROOT = Path(__file__).resolve().parent.parent
+KIT = ROOT / "tools" / "device"
+sys.path.insert(0, str(KIT))
+
+import kit  # noqa: E402
+
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found: the CUDA toolkit is needed to build the kit")
+
+# target -> instructions its PTX must hold (the guards must not drop them) and ones it must not
+TARGETS = {
+    "89": (["cvt.rn.satfinite.e4m3x2.f32", "cvt.rn.f16x2.e5m2x2", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"], ["wgmma.mma_async", "e2m1x2", "kind::"]),
+    "90a": (["wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3",
+             "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"], ["e2m1x2", "ue8m0x2", "kind::"]),
+    "100a": (["cvt.rn.satfinite.e2m1x2.f32", "cvt.rp.satfinite.ue8m0x2.f32", "cvt.rz.ue8m0x2.bf16x2",
+              "cvt.rn.bf16x2.ue8m0x2", "cvt.rn.f16x2.e3m2x2"], ["wgmma.mma_async", "kind::"]),
+    "120a": (["kind::f8f6f4.f32.e2m1.e2m1.f32", "kind::mxf8f6f4.block_scale.scale_vec::1X",
+              "kind::mxf4.block_scale.scale_vec::2X", "kind::mxf4nvf4.block_scale.scale_vec::4X",
+              "cvt.rn.satfinite.e2m3x2.f32"], ["wgmma.mma_async"]),
+}
+
+
+def _ptx(target: str, tmp_path: Path) -> str:
+    out = tmp_path / f"kit_{target}.ptx"
+    r = subprocess.run([NVCC, "-std=c++17", "--ptx", "-gencode", f"arch=compute_{target},code=sm_{target}",
+                        "-o", str(out), str(KIT / "fmtsim_kit.cu")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return out.read_text()
+
+
+@needs_nvcc
+@pytest.mark.parametrize("target", ["120a"])
+def test_each_instruction_is_in_its_target(target, tmp_path):
+    want, unwanted = TARGETS[target]
+    ptx = _ptx(target, tmp_path)
+    for ins in want:
+        assert ins in ptx, f"sm_{target}: {ins} missing from the PTX (an architecture guard dropped it)"
+    for ins in unwanted:
+        assert ins not in ptx, f"sm_{target}: {ins} compiled where it does not exist"
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_kit_builds_for_every_target(target, tmp_path):
+    """The whole build, ptxas included (it is what refuses an instruction a target lacks)."""
+    want, unwanted = TARGETS[target]
+    ptx = _ptx(target, tmp_path)
+    assert all(ins in ptx for ins in want) and not any(ins in ptx for ins in unwanted)
+    r = subprocess.run([NVCC, "-std=c++17", "-O2", "-gencode", f"arch=compute_{target},code=sm_{target}",
+                        "-o", str(tmp_path / "fmtsim_kit"), str(KIT / "fmtsim_kit.cu")],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+
+
+# kernel family -> the modelled units whose arithmetic the one-product operands must not depend on
+UNITS_FOR = {"fp8": ["exact", "sm89_mma_fp8", "sm90_wgmma_fp8", "sm100_f8f6f4"],
+             "fp16": ["exact", "sm90_wgmma_fp16", "cdna3_mfma_fp16"],
+             "narrow": ["exact", "sm100_f8f6f4"], "mx": ["sm100_mxf8f6f4"], "mxf4": ["sm100_mxf4", "sm100_mxf4nvf4"],
+             "nvf4": ["sm100_mxf4nvf4"]}
+
+
+def _family(k: kit.Kernel) -> str:
+    if k.name.startswith("mma_mxf4nvf4_ue4m3"):
+        return "nvf4"
+    if k.name.startswith(("mma_mxf4", "mma_mxf4nvf4")):
+        return "mxf4"
+    if k.scale_format:
+        return "mx"
+    if k.a_format in ("fp16", "bf16"):
+        return "fp16"
+    if {k.a_format, k.b_format} <= {"e4m3", "e5m2"}:
+        return "fp8"
+    return "narrow"
+
+
+@pytest.mark.parametrize("kern", kit.KERNELS, ids=[k.label() for k in kit.KERNELS])
+def test_layout_operands_are_exact_on_every_unit(kern):
+    """The self-check's premise: one nonzero product per output gives the same exact D on every
+    modelled unit, and every (row, k) of A, (k, column) of B and every block scale is visited."""
+    ops = kit.layout_operands(kern)
+    want = kit.expected_single_product(kern, ops)
+    a_nonzero = kit.decode_values(ops["a"], kern.a_format) != 0
+    assert (a_nonzero.sum(axis=1) == 1).all()
+    rows_in_tile = np.arange(a_nonzero.shape[0]) % kern.m
+    seen = {(int(r), int(k)) for r, k in zip(rows_in_tile, a_nonzero.argmax(axis=1), strict=True)}
+    assert len(seen) == kern.m * a_nonzero.shape[1]  # every (tile row, k)
+    assert (kit.decode_values(ops["b"], kern.b_format) != 0).all()
+    for unit in UNITS_FOR[_family(kern)]:
+        kw = {}
+        if kern.scale_format:
+            kw = dict(a_scales=ops["sa"], b_scales=ops["sb"], scale_format=kern.scale_format,
+                      block_size=kern.block_size)
+        d = mma.matmul(ops["a"], ops["b"], ops["c"], unit=unit, a_format=kern.a_format, b_format=kern.b_format, **kw)
+        assert np.array_equal(d.view(np.uint32), want.view(np.uint32)), (kern.label(), unit)
+
+
+def _simulated_binary(tmp_path: Path, cc: str, units: dict[str, str]) -> Path:
+    exe = tmp_path / "fmtsim_kit"
+    mapping = " ".join(f"{k}={v}" for k, v in units.items())
+    sim = KIT / "simulated_kit.py"
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {sim} --cc {cc} --unit-map {mapping} -- \"$@\"\n")
+    exe.chmod(0o755)
+    return exe
+
+
+@pytest.mark.slow
+def test_driver_end_to_end_on_a_simulated_device(tmp_path):
+    """kit.py against a CPU stand-in (fmtsim's own models, wrong for all but the last packing
+    candidate): it keeps the right candidate, its conversions pass ver, probe infer names the
+    simulated unit, and the GEMM files of that unit are bit-exact. Evidence about kit.py only."""
+    units = {"mma_sync_e4m3_e4m3": "sm89_mma_fp8", "mma_sync_e5m2_e4m3": "sm89_mma_fp8",
+             "wgmma_e4m3_e4m3": "sm90_wgmma_fp8", "wgmma_f16": "sm90_wgmma_fp16",
+             "mma_mxf4nvf4_ue4m3x16": "sm100_mxf4nvf4"}
+    exe = _simulated_binary(tmp_path, "9.0", units)
+    out = tmp_path / "report"
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, str(KIT / "kit.py"), "--bin", str(exe), "--out", str(out)],
+                       capture_output=True, text=True, timeout=1800, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    import json
+
+    rep = json.loads((out / "report.json").read_text())["sections"]
+    conv = rep["conversions"]
+    assert conv and all(row["verdict"] in ("pass", "unsupported on this GPU") for row in conv), conv
+    assert sum(row["verdict"] == "pass" for row in conv) >= 10
+    layout = {row["what"]: row for row in rep["layout self-check"]}
+    assert layout["wgmma_e4m3_e4m3[e4m3xe4m3]"]["verdict"] == "pass"
+    assert "variant 0x1" in layout["wgmma_e4m3_e4m3[e4m3xe4m3]"]["detail"]  # the last candidate
+    assert layout["mma_sync_f16[fp16xfp16]"]["verdict"] == "unsupported on this GPU"
+    probes = {row["what"]: row for row in rep["probes"]}
+    assert "sm90_wgmma_fp8" in probes["fp8 on wgmma_e4m3_e4m3[e4m3xe4m3]"]["output"]
+    assert "sm100_mxf4nvf4" in probes["nvfp4 on mma_mxf4nvf4_ue4m3x16[e2m1xe2m1, ue4m3x16]"]["output"]
+    gemm = {row["what"]: row["verdict"] for row in rep["gemm files"]}
+    assert gemm["sm90_wgmma_fp8.e4m3xe4m3.gemm.bin on wgmma_e4m3_e4m3[e4m3xe4m3]"] == "bit-exact vs sm90_wgmma_fp8"
+    assert (out / "report.md").read_text().startswith("# fmtsim device kit report")
