@@ -325,3 +325,26 @@ def test_ver_names_a_corrupt_vector_file(tmp_path, capsys):
     (d / "manifest.json").write_text(json.dumps(m))
     rc, out, _ = cli(capsys, "ver", str(d / name), str(device))
     assert rc == 1 and "1 failed" in out
+
+
+# ---------------------------------------------------------------- checkpoint summaries: counts in words
+
+
+def test_fnuz_dry_run_counts_in_the_singular(tmp_path, capsys):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    save_file = pytest.importorskip("safetensors.numpy", reason="safetensors is not installed").save_file
+    codes = fmtsim.encode(np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8), "e4m3")
+    save_file({"m.weight": codes.view(ml_dtypes.float8_e4m3fn), "m.weight_scale": np.array(0.5, np.float32),
+               "norm.weight": np.ones(8, np.float32)}, str(tmp_path / "model.safetensors"))
+    rc = main(["fnuz", "convert", str(tmp_path / "model.safetensors"), str(tmp_path / "out"), "--dry-run"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "1 FP8 tensor converted, 1 scale doubled, 1 tensor copied" in out and "in 1 file" in out, out
+
+
+def test_diff_shares_never_round_to_zero():
+    from fmtsim.checkpoint.cli import _count, _share
+
+    assert [_share(n, t) for n, t in ((1, 4800), (0, 7), (7, 7), (4799, 4800), (679, 1000))] == \
+        ["0.02%", "0%", "100%", "99.98%", "67.9%"]
+    assert [_count(1, "tensor"), _count(2, "tensor"), _count(3, "eighth of a binade")] == \
+        ["1 tensor", "2 tensors", "3 eighths of a binade"]
