@@ -8,7 +8,9 @@ as the matching ml_dtypes type, so no value passes through another float type. R
 numpy arrays.
 
 Arrays in the other byte order (``>f4`` on a little-endian machine) are read value for value,
-converted to native order as numpy's arithmetic does. Refused with a message: tensors on another device (CUDA, MPS, meta: move them with ``.cpu()``),
+converted to native order as numpy's arithmetic does.
+
+Refused with a message: tensors on another device (CUDA, MPS, meta: move them with ``.cpu()``),
 numpy masked arrays (their mask would be silently dropped: pass ``x.filled(v)`` or
 ``x.compressed()``), and tensor types fmtsim does not know.
 """

@@ -484,7 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--overflow", choices=OVERFLOW_MODES)
     s.add_argument("--nan", choices=NAN_MODES)
     s.add_argument("--profile", choices=list(PROFILES))
-    s.add_argument("--rbits", type=_rbits, help="random bits for --rounding sr (a non-negative integer: decimal, 0x.., 0o.., 0b..)")
+    s.add_argument("--rbits", type=_rbits,
+                   help="random bits for --rounding sr (a non-negative integer: decimal, 0x.., 0o.., 0b..)")
     s.add_argument("--src", default="float32", choices=["float16", "bfloat16", "float32", "float64"],
                    help="source type whose ulp sets how many bits sr discards (default float32)")
     s.set_defaults(func=cmd_encode)

@@ -10,7 +10,8 @@ for b in 2..8. A block whose values are all zero gets s = 1, z = 0. The scale is
 computed in float64 and then stored in ``scale_dtype`` (float32 by default; float16
 or float64 on request), rounded to nearest, except that a scale whose nearest is a nonzero
 subnormal below it is rounded up, so the block's largest values still fit the code range (a
-scale whose nearest is zero, or one that overflows, is an error), and the codes are rounded against the *stored* scale, so
+scale whose nearest is zero, or one that overflows, is an error), and the codes are rounded
+against the *stored* scale, so
 ``dequantize`` reproduces exactly what a kernel reading the stored scale computes.
 round(): half to even, decided exactly: the comparison of x with (k + 1/2) * s uses an
 error-free product, so a float64 quotient that merely rounds onto .5 never decides a

@@ -78,7 +78,7 @@ def _encode_file(model: str, x: np.ndarray, src: str, fmt: str, rounding: str | 
                  rbits: np.ndarray | None = None, profile: str | None = None,
                  rbits_seed: int | None = None) -> VectorFile:
     """One encode .tv file. Under rounding sr without ``rbits``, the random bits are drawn from
-    ``rbits_seed`` (numpy's default_rng; a third all-zero bits, a third all-one, a third random) and
+    ``rbits_seed`` (numpy's default_rng([seed, cases]); a third all-zero bits, a third all-one, a third random) and
     written into every line ("input rbits code flags"), so a device and ``fmtsim ver`` use the same."""
     f = get_format(fmt)
     nan = None if f.has_nan or profile else "max"

@@ -221,7 +221,7 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
         raise ValueError(f"slow_matmul: c must have shape {(m, n)}, got {np.shape(c)}")
     for ij in outputs or []:
         if (not isinstance(ij, (tuple, list)) or len(ij) != 2
-                or not all(isinstance(t, (int, np.integer)) and 0 <= t < d for t, d in zip(ij, (m, n)))):
+                or not all(isinstance(t, (int, np.integer)) and 0 <= t < d for t, d in zip(ij, (m, n), strict=True))):
             raise ValueError(f"slow_matmul: outputs must hold (i, j) pairs with 0 <= i < {m} and 0 <= j < {n}; "
                              f"got {ij!r}")
     step = u.k or k or 1

@@ -131,23 +131,23 @@ def _validate(u: Unit) -> None:
     def bad(name: str, why: str) -> ValueError:
         return ValueError(f"Unit {u.name!r}: {name}={getattr(u, name)!r} {why}")
 
-    for f in fields(u):
-        v = getattr(u, f.name)
-        if f.name in _INT_FIELDS:
+    for fld in fields(u):
+        v = getattr(u, fld.name)
+        if fld.name in _INT_FIELDS:
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise TypeError(f"Unit {u.name!r}: {f.name} must be an integer, not {type(v).__name__}")
-            object.__setattr__(u, f.name, int(v))
-        elif f.name in _BOOL_FIELDS:
+                raise TypeError(f"Unit {u.name!r}: {fld.name} must be an integer, not {type(v).__name__}")
+            object.__setattr__(u, fld.name, int(v))
+        elif fld.name in _BOOL_FIELDS:
             if not isinstance(v, (bool, np.bool_)):
-                raise TypeError(f"Unit {u.name!r}: {f.name} must be True or False, not {type(v).__name__}")
-            object.__setattr__(u, f.name, bool(v))
-        elif f.name in ("name", "peer", "title", "source", "family", "output"):
+                raise TypeError(f"Unit {u.name!r}: {fld.name} must be True or False, not {type(v).__name__}")
+            object.__setattr__(u, fld.name, bool(v))
+        elif fld.name in ("name", "peer", "title", "source", "family", "output"):
             if not isinstance(v, str):
-                raise TypeError(f"Unit: {f.name} must be a string, not {type(v).__name__}")
+                raise TypeError(f"Unit: {fld.name} must be a string, not {type(v).__name__}")
         else:  # formats, scale_formats, block_sizes
             if isinstance(v, (str, bytes)) or not isinstance(v, (tuple, list)):
-                raise TypeError(f"Unit {u.name!r}: {f.name} must be a tuple, not {type(v).__name__}")
-            object.__setattr__(u, f.name, tuple(v))
+                raise TypeError(f"Unit {u.name!r}: {fld.name} must be a tuple, not {type(v).__name__}")
+            object.__setattr__(u, fld.name, tuple(v))
     if not u.name:
         raise ValueError("Unit: name must not be empty")
     if u.family not in get_args(Family):
