@@ -7,6 +7,9 @@ torch dtypes numpy lacks (bfloat16, the float8 types, float8_e8m0fnu) are reinte
 as the matching ml_dtypes type, so no value passes through another float type. Results are always
 numpy arrays.
 
+Arrays in the other byte order (``>f4`` on a little-endian machine) are read value for value,
+converted to native order as numpy's arithmetic does.
+
 Refused with a message: tensors on another device (CUDA, MPS, meta: move them with ``.cpu()``),
 numpy masked arrays (their mask would be silently dropped: pass ``x.filled(v)`` or
 ``x.compressed()``), and tensor types fmtsim does not know.
@@ -72,11 +75,19 @@ def as_numpy(x: Any, what: str = "x") -> np.ndarray:
     if _is_torch_tensor(x):
         return _torch_to_numpy(x, what)
     if isinstance(x, np.ndarray):
-        return x
+        return _native(x)
     if hasattr(x, "__cuda_array_interface__") and not hasattr(x, "__array__"):
         raise TypeError(f"{what}: a GPU array ({type(x).__name__}); copy it to the host first")
     try:
         arr = np.asarray(x)
     except (ValueError, TypeError) as e:
         raise TypeError(f"{what}: cannot be read as an array ({e})") from None
-    return arr
+    return _native(arr)
+
+
+def _native(arr: np.ndarray) -> np.ndarray:
+    """A byte-swapped array (``>f4`` on x86, read from a file or a network buffer) in native byte
+    order, value for value, as numpy's own arithmetic reads it; native arrays pass unchanged."""
+    if arr.dtype.isnative or arr.dtype.fields is not None:
+        return arr
+    return arr.astype(arr.dtype.newbyteorder("="))

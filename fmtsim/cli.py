@@ -33,7 +33,7 @@ from .describe import (
     hex_value,
 )
 from .formats import Format, get_format
-from .numbers import parse_number, round_to_float
+from .numbers import parse_integer, parse_number, round_to_float
 from .oracle import encode_one
 from .policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES, resolve
 
@@ -65,9 +65,9 @@ def parse_value(text: str) -> float | Fraction:
 
 def _rbits(text: str) -> int:
     try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r} (decimal or 0x.. hex)") from None
+        v = parse_integer(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     if v < 0:
         raise argparse.ArgumentTypeError(f"random bits are non-negative, not {v}")
     return v
@@ -81,9 +81,9 @@ _NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d|0x|inf|nan)", re.I)
 
 def parse_code(text: str, f: Format) -> int:
     try:
-        c = int(text, 0)
-    except ValueError:
-        raise UsageError(f"not a code: {text!r} (decimal, 0x.. hex or 0b.. binary)") from None
+        c = parse_integer(text)
+    except ValueError as e:
+        raise UsageError(f"not a code: {str(e).removeprefix('not an integer: ')}") from None
     if not 0 <= c < f.n_codes:
         raise UsageError(f"{f.name}: code {text} is outside 0..{f.n_codes - 1:#x}")
     return c
@@ -370,15 +370,17 @@ def cmd_ver(args: argparse.Namespace) -> int:
 def _verify_one(vec_dir: Any, name: str, path: str | None, meta: dict[str, Any], args: argparse.Namespace) -> Any:
     from pathlib import Path
 
-    from .conformance.vectors import verify_binary, verify_results
+    from .conformance.vectors import check_sha256, verify_binary, verify_results
 
     what = path if path not in (None, "-") else "stdin"
+    vector = (vec_dir / name).read_bytes()
+    check_sha256(vector, meta, vec_dir / name)
     actual = sys.stdin.buffer.read() if path in (None, "-") else Path(path).read_bytes()
     if name.endswith(".bin"):
-        return verify_binary((vec_dir / name).read_bytes(), actual, meta, max_errors=args.errors, what=what,
+        return verify_binary(vector, actual, meta, max_errors=args.errors, what=what,
                              family=getattr(args, "family_tolerance", False))
     try:
-        expected = (vec_dir / name).read_bytes().decode("utf-8")
+        expected = vector.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{vec_dir / name}: the vector file is not UTF-8 text") from None
     return verify_results(expected, actual, meta, check_flags=not args.ignore_flags, check_nans=args.check_nans,
@@ -471,7 +473,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", action="store_true", help="CSV instead of a text table")
     s.set_defaults(func=cmd_table)
 
-    s = sub.add_parser("encode", help="encode values (exact decimals, hex floats, inf, nan)")
+    numbers = ("numbers are read exactly, in one grammar: integers (123, 1_000, 0x7f, 0o17, 0b101; leading zeros "
+               "stay decimal), decimals (-1.5e-3), C99 hex floats (0x1.8p3), ratios (1/3), inf, nan; single "
+               "underscores between digits as in Python")
+    s = sub.add_parser("encode", help="encode values (exact decimals, hex floats, inf, nan)", description=numbers)
     s._negative_number_matcher = _NEGATIVE_NUMBER
     s.add_argument("format")
     s.add_argument("values", nargs="+")
@@ -479,12 +484,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--overflow", choices=OVERFLOW_MODES)
     s.add_argument("--nan", choices=NAN_MODES)
     s.add_argument("--profile", choices=list(PROFILES))
-    s.add_argument("--rbits", type=_rbits, help="random bits for --rounding sr (a non-negative integer, 0x.. hex)")
+    s.add_argument("--rbits", type=_rbits,
+                   help="random bits for --rounding sr (a non-negative integer: decimal, 0x.., 0o.., 0b..)")
     s.add_argument("--src", default="float32", choices=["float16", "bfloat16", "float32", "float64"],
                    help="source type whose ulp sets how many bits sr discards (default float32)")
     s.set_defaults(func=cmd_encode)
 
-    s = sub.add_parser("decode", help="decode codes (decimal, 0x hex or 0b binary)")
+    s = sub.add_parser("decode", help="decode codes (integers: decimal, 0x hex, 0o octal, 0b binary)",
+                       description="codes are integers in the grammar 'fmtsim encode' reads numbers in: 123, 0017 "
+                                   "(decimal), 0x7f, 0o17, 0b1000_0000, single underscores between digits")
     s.add_argument("format")
     s.add_argument("codes", nargs="+")
     s.set_defaults(func=cmd_decode)
@@ -498,11 +506,14 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("gen", help="write golden vectors (TestFloat-style .tv and block binaries)")
     s.add_argument("op", nargs="?", default="all", help="a file name or glob, e.g. 'f32_to_e4m3.rne.*' (default all)")
     s.add_argument("--level", type=int, choices=[1, 2], default=1)
-    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--seed", type=int, default=1,
+                   help="seed of the random inputs and, with --rounding sr, of the random bits written into each "
+                        "line ('<input> <rbits> <code> <flags>'; the same seed gives the same files)")
     s.add_argument("-o", "--output", help="directory; without it one .tv file goes to stdout")
     s.add_argument("--operands", action="store_true", help="stdout: operands only (to feed a device)")
     s.add_argument("--list", action="store_true", help="list the file names")
-    s.add_argument("--rounding", choices=ROUNDING_MODES, help="with OP like f32_to_e4m3: this rounding mode")
+    s.add_argument("--rounding", choices=ROUNDING_MODES,
+                   help="with OP like f32_to_e4m3: this rounding mode (sr: random bits from --seed, in the file)")
     s.add_argument("--overflow", choices=OVERFLOW_MODES, help="with OP like f32_to_e4m3: this overflow policy")
     s.add_argument("--profile", choices=list(PROFILES), help="with OP like f32_to_e4m3: this profile")
     s.set_defaults(func=cmd_gen)

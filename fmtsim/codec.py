@@ -293,7 +293,21 @@ def quantize(x: Any, fmt: str | Format, *, dtype: Any = None, **kwargs: Any) -> 
 
     dtype defaults to float64 for float64 input and float32 otherwise.
     """
+    unknown = sorted(set(kwargs) - _ENCODE_KEYWORDS)
+    if unknown:
+        raise TypeError(f"quantize() got an unexpected keyword argument {unknown[0]!r}; it takes dtype and "
+                        f"encode's keywords ({', '.join(sorted(_ENCODE_KEYWORDS))})")
     arr, _ = as_float_array(x)
     if dtype is None:
         dtype = np.float64 if arr.dtype == np.float64 else np.float32
+    else:
+        try:
+            ok = np.dtype(dtype) in [np.dtype(d) for d in _DECODE_DTYPES]
+        except (TypeError, ValueError, SyntaxError):
+            ok = False
+        if not ok:
+            raise TypeError(f"quantize: dtype must be float16, bfloat16, float32 or float64, not {dtype!r}")
     return decode(encode(arr, fmt, **kwargs), fmt, dtype)
+
+
+_ENCODE_KEYWORDS = frozenset({"rounding", "overflow", "nan", "rbits", "profile"})

@@ -8,7 +8,10 @@
 
 for b in 2..8. A block whose values are all zero gets s = 1, z = 0. The scale is
 computed in float64 and then stored in ``scale_dtype`` (float32 by default; float16
-or float64 on request), and the codes are rounded against the *stored* scale, so
+or float64 on request), rounded to nearest, except that a scale whose nearest is a nonzero
+subnormal below it is rounded up, so the block's largest values still fit the code range (a
+scale whose nearest is zero, or one that overflows, is an error), and the codes are rounded
+against the *stored* scale, so
 ``dequantize`` reproduces exactly what a kernel reading the stored scale computes.
 round(): half to even, decided exactly: the comparison of x with (k + 1/2) * s uses an
 error-free product, so a float64 quotient that merely rounds onto .5 never decides a
@@ -48,6 +51,17 @@ class IntTensor:
     group_size: int | None
     axis: int
     shape: tuple[int, ...]
+
+
+def _store_scale(s64: np.ndarray, sdt: np.dtype) -> np.ndarray:
+    """The float64 scales stored in ``sdt``: rounded to nearest, except that a scale stored as
+    a nonzero subnormal is rounded up. A subnormal's relative step is coarse (float16 2^-24 for a wanted
+    7.87e-8 is 24% low), so rounding it down would push the block's largest values far beyond
+    the code range and clip them; rounded up, every value still fits."""
+    s = s64.astype(sdt)
+    tiny = np.finfo(sdt).tiny
+    low = (s > 0) & (s < tiny) & (s.astype(np.float64) < s64)  # zero: an underflow, refused by the caller
+    return np.where(low, np.nextafter(s, np.array(np.inf, sdt)), s).astype(sdt)
 
 
 def _sign_of_x_minus_ks(x: np.ndarray, k: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -141,7 +155,7 @@ def quantize(
     if symmetric:
         qmax = 2 ** (bits - 1) - 1
         amax = np.max(np.abs(data), axis=1) if data.shape[1] else np.zeros(data.shape[0])
-        s = np.where(amax > 0, amax / qmax, 1.0).astype(sdt)
+        s = _store_scale(np.where(amax > 0, amax / qmax, 1.0), sdt)
         if np.any(s == 0) or not np.all(np.isfinite(s)):
             raise ValueError(f"intq: a scale does not fit in {sdt} (underflow or overflow)")
         q = round_half_even_div(data, s.astype(np.float64)[:, None])
@@ -152,7 +166,7 @@ def quantize(
         lo = np.minimum(data.min(axis=1), 0.0) if data.shape[1] else np.zeros(data.shape[0])
         hi = np.maximum(data.max(axis=1), 0.0) if data.shape[1] else np.zeros(data.shape[0])
         span = hi - lo
-        s = np.where(span > 0, span / top, 1.0).astype(sdt)
+        s = _store_scale(np.where(span > 0, span / top, 1.0), sdt)
         if np.any(s == 0) or not np.all(np.isfinite(s)):
             raise ValueError(f"intq: a scale does not fit in {sdt} (underflow or overflow)")
         s64 = s.astype(np.float64)

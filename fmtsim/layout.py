@@ -136,15 +136,25 @@ def unpack_fp6(packed: Any, *, dense: bool = True, length: int | None = None) ->
     return out if length is None else out[..., :length]
 
 
+def _check_bytes(s: np.ndarray, what: str) -> None:
+    """ValueError unless every value is a byte (0..255): the swizzle lays out scale bytes."""
+    if s.size and (s.min() < 0 or s.max() > 255):
+        flat = s.reshape(-1)
+        i = int(np.argmax((flat < 0) | (flat > 255)))
+        raise ValueError(f"{what}: {int(flat[i])} at flat index {i} is not a scale byte (0..255)")
+
+
 def swizzle_scales(scales: Any) -> np.ndarray:
     """(rows, cols) scale bytes -> the padded, swizzled 1-D byte array kernels read.
 
-    scales: a 2-D integer array (any integer dtype; the padding is zeros of it)."""
+    scales: a 2-D integer array of values 0..255 (any integer dtype, kept; the padding is
+    zeros of it)."""
     s = as_numpy(scales, "scales")
     if s.dtype.kind not in "iu":
         raise TypeError(f"swizzle_scales: scales must be integers (scale codes), not {s.dtype}")
     if s.ndim != 2:
         raise ValueError(f"swizzle_scales: expected a 2-D (rows, cols) scale matrix, got shape {s.shape}")
+    _check_bytes(s, "swizzle_scales: scales")
     rows, cols = s.shape
     rp, cp = -(-rows // 128) * 128, -(-cols // 4) * 4
     padded = np.zeros((rp, cp), dtype=s.dtype)
@@ -164,6 +174,7 @@ def unswizzle_scales(swizzled: Any, rows: int, cols: int) -> np.ndarray:
     s = as_numpy(swizzled, "swizzled").reshape(-1)
     if s.dtype.kind not in "iu":
         raise TypeError(f"unswizzle_scales: swizzled must be integers (scale codes), not {s.dtype}")
+    _check_bytes(s, "unswizzle_scales: swizzled")
     rp, cp = -(-rows // 128) * 128, -(-cols // 4) * 4
     if s.size != rp * cp:
         raise ValueError(f"unswizzle_scales: {s.size} bytes; a {rows}x{cols} matrix swizzles to {rp * cp}")

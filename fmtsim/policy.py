@@ -8,8 +8,11 @@ reproduce what a real implementation does.
 
 Rounding modes (all exact, applied once to the input's exact value):
 
-    rne  nearest, ties to the even code (code LSB 0). For E8M0 this is the
-         even *exponent* (gfloat); ml_dtypes rounds E8M0 ties up, which is rna.
+    rne  nearest, ties to the even code (code LSB 0). For E8M0 the code is the
+         biased exponent, so a tie goes to the even biased exponent: 3 = 1.5*2^1
+         lies between 2 (code 0x80) and 4 (0x81) and gives 2, whose unbiased
+         exponent 1 is odd (gfloat does the same); ml_dtypes rounds E8M0 ties up,
+         which is rna.
     rna  nearest, ties away from zero
     rtz  toward zero
     rup  toward +Inf
@@ -148,7 +151,7 @@ def _profile_onnx(fmt: Format, saturate: bool) -> Policy:
 
 
 def _profile_gfloat(fmt: Format) -> Policy:
-    # gfloat round_float + encode_float defaults: TiesToEven (E8M0: the even exponent),
+    # gfloat round_float + encode_float defaults: TiesToEven (E8M0: the even code),
     # sat=False, every NaN written as the all-ones code; FP4/FP6 NaN raises there too.
     return Policy("rne", "nonsat", "all_ones" if fmt.has_nan else "raise")
 

@@ -84,15 +84,22 @@ def intq_reference(values, bits, symmetric, scale_dtype=np.float32):
         rem = q - k
         return k + (1 if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and k % 2) else 0)
 
+    def stored(wanted: float) -> float:
+        # nearest in scale_dtype, but a subnormal that lies below the wanted scale goes one step up
+        s = scale_dtype(wanted)
+        if 0 < float(s) < np.finfo(scale_dtype).tiny and float(s) < wanted:
+            s = np.nextafter(s, scale_dtype(np.inf))
+        return float(s)
+
     if symmetric:
         qmax = 2 ** (bits - 1) - 1
         amax = max(abs(v) for v in vals)
-        s = float(scale_dtype(float(amax) / qmax)) if amax else 1.0
+        s = stored(float(amax) / qmax) if amax else 1.0
         codes = [max(-qmax, min(qmax, rne(v / Fraction(s)))) for v in vals]
         return s, 0, codes
     top = 2**bits - 1
     lo, hi = min(min(vals), 0), max(max(vals), 0)
-    s = float(scale_dtype(float(hi - lo) / top)) if hi > lo else 1.0
+    s = stored(float(hi - lo) / top) if hi > lo else 1.0
     z = max(0, min(top, rne(-lo / Fraction(s))))
     codes = [max(0, min(top, rne(v / Fraction(s)) + z)) for v in vals]
     return s, z, codes

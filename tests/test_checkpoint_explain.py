@@ -100,7 +100,9 @@ def test_diff_counts_steps_and_names_recipes(tmp_path, rng, capsys):
     assert d.recipes["A"].startswith("mx scale ceil") and d.recipes["B"].startswith("mx scale floor")
     assert main(["checkpoint", "diff", str(dirs["ceil"]), str(dirs["floor"])]) == 0
     pct = 100 * d.steps[-1] / d.scales
-    assert f"{pct:.1f}% of scales are 1 E8M0 step lower in B" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    share = "100%" if d.steps[-1] == d.scales else f"{pct:.1f}%"
+    assert f"{d.steps[-1]} of {d.scales} scales ({share}) are 1 E8M0 step lower in B" in out, out
 
 
 def test_torchao_nvfp4_is_explained(tmp_path, rng):

@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from fmtsim.mma import UNITS
+from fmtsim.mma import UNITS, units
 
 pytest.importorskip("torch", reason="torch is not installed (pip install 'fmtsim[mma]')")
 pytest.importorskip("mmasim", reason="mmasim is not installed (pip install 'fmtsim[mma]')")
@@ -40,7 +40,7 @@ def test_conform_runs_mmasim_by_unit_name():
                                           ("sm89_mma_fp8", dict(k=32))])
 def test_a_wrong_unit_record_is_caught(monkeypatch, unit, change):
     """The comparison can fail: one parameter off and MMA-Sim disagrees."""
-    monkeypatch.setitem(UNITS, unit, replace(UNITS[unit], **change))
+    monkeypatch.setitem(units._BY_NAME, unit, replace(UNITS[unit], **change))  # UNITS itself is read-only
     rows = mma_peers.mmasim_rows([unit], big=False)
     assert sum(r.failed for r in rows) > 0
 

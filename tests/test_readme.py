@@ -6,8 +6,10 @@
   only compiled; the console blocks run it, with every such file saved in their directory.
 - A ```console block's ``$`` lines run in a shell in that directory, with the environment's
   ``fmtsim`` first on PATH; the lines under a command are its expected output, compared line by
-  line (trailing spaces ignored). A line ``...`` stands for any number of lines. The exit status
-  must be the one the block shows with ``# exit N`` after the command, else 0.
+  line (trailing spaces ignored). A line ``...`` stands for any number of lines, and a ``…`` in a
+  line for one field that changes from run to run (a time in seconds). The exit status must be the
+  one the block shows with ``# exit N`` after the command, else 0; a traceback or a Python warning
+  on stderr fails the block.
 - ```sh blocks are installation commands and are not run here (CI runs them).
 """
 
@@ -72,13 +74,20 @@ def test_python_block_runs(line, code, tmp_path, monkeypatch):
     exec(compile(code, f"README.md:{line}", "exec"), namespace)
 
 
+def _line_matches(expected: str, actual: str) -> bool:
+    if "…" not in expected:
+        return expected == actual
+    return re.fullmatch(r"\S+".join(re.escape(part) for part in expected.split("…")), actual) is not None
+
+
 def _matches(expected: list[str], actual: list[str]) -> bool:
-    """Line-by-line equality where an expected '...' line takes any run of actual lines."""
+    """Line-by-line equality where an expected '...' line takes any run of actual lines (and a '…'
+    within a line any one field)."""
     if not expected:
         return not actual
     if expected[0] == "...":
         return any(_matches(expected[1:], actual[i:]) for i in range(len(actual) + 1))
-    return bool(actual) and expected[0] == actual[0] and _matches(expected[1:], actual[1:])
+    return bool(actual) and _line_matches(expected[0], actual[0]) and _matches(expected[1:], actual[1:])
 
 
 def _commands(block: str) -> list[tuple[str, int, list[str]]]:
@@ -109,6 +118,7 @@ def test_console_block_runs(line, block, tmp_path):
         cmd = re.sub(r"^python\b", sys.executable, cmd)
         r = subprocess.run(cmd, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert "Traceback" not in r.stderr, f"README.md:{line}: {cmd}\n{r.stderr}"
+        assert not re.search(r"\w+Warning: ", r.stderr), f"README.md:{line}: {cmd} warns\n{r.stderr}"
         assert r.returncode == status, f"README.md:{line}: {cmd} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
         if expected:
             actual = [s.rstrip() for s in (r.stdout + r.stderr).splitlines()]

@@ -75,9 +75,9 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
             if action != "copy" or name in p.unchanged_scales:
                 rows.append([name, p.where[name].name, action, why])
         print(_table(rows, ["tensor", "shard", "action", "why"]))
-        print(f"\n{len(p.fp8)} FP8 tensors converted, {len(p.doubled)} scales doubled, "
-              f"{len(p.where) - len(p.fp8) - len(p.doubled)} tensors copied, {p.total_bytes} bytes in "
-              f"{len(p.shards)} file(s)")
+        print(f"\n{_count(len(p.fp8), 'FP8 tensor')} converted, {_count(len(p.doubled), 'scale')} doubled, "
+              f"{_count(len(p.where) - len(p.fp8) - len(p.doubled), 'tensor')} copied, {p.total_bytes} bytes in "
+              f"{_count(len(p.shards), 'file')}")
         for n in s.notes:
             print(f"NOTE: {n}")
         if p.unscaled and p.options["allow_unscaled"]:
@@ -174,7 +174,7 @@ def cmd_dequantize(args: argparse.Namespace) -> int:
     t = s.totals()
     rows.append(["total", "", str(t["dequantized"]), str(t["dropped"]), str(t["bytes_in"]), str(t["bytes_out"]),
                  str(t["values"]), str(t["rounded"]), str(t["overflow"]), str(t["nan"]), f"{s.seconds:.2f}"])
-    producers = ", ".join(f"{k} ({v} tensors)" for k, v in sorted(s.detection.producers.items()))
+    producers = ", ".join(f"{k} ({_count(v, 'tensor')})" for k, v in sorted(s.detection.producers.items()))
     print(f"{s.source.path} -> {s.output}: {producers}; every value the exact product rounded once to {s.target}")
     print(_table(rows, ["file", "status", "dequantized", "dropped", "bytes in", "bytes out", "values",
                         "rounded (f32)", "overflow", "NaN", "s"]))
@@ -286,18 +286,39 @@ def cmd_diff(args: argparse.Namespace) -> int:
         raise _usage_error(str(e)) from None
     unit = {"e8m0": "E8M0 step", "ue4m3": "UE4M3 code step"}
     for d in rows:
-        print(f"{d.tensor}: {d.scales_differ} of {d.scales} scale(s) differ "
-              f"({100 * d.scales_differ / max(d.scales, 1):.1f}%), {d.codes_differ} of {d.codes} element code(s) "
-              f"differ ({100 * d.codes_differ / max(d.codes, 1):.1f}%)"
+        print(f"{d.tensor}: {d.scales_differ} of {_count(d.scales, 'scale')} differ "
+              f"({_share(d.scales_differ, d.scales)}), {d.codes_differ} of {_count(d.codes, 'element code')} "
+              f"differ ({_share(d.codes_differ, d.codes)})"
               + (f", first at {d.first_code_diff}" if d.first_code_diff else ""))
         for step, n in sorted(d.steps.items(), key=lambda kv: -kv[1]):
             u = unit.get(d.scale_format, "eighth of a binade")
             direction = "higher" if step > 0 else "lower"
-            print(f"    {100 * n / max(d.scales, 1):.1f}% of scales are {abs(step)} {u}{'s' if abs(step) != 1 else ''} "
-                  f"{direction} in B")
+            print(f"    {n} of {_count(d.scales, 'scale')} ({_share(n, d.scales)}) "
+                  f"{'is' if n == 1 else 'are'} {_count(abs(step), u)} {direction} in B")
         if d.recipes:
             print(f"    A follows {d.recipes['A']}; B follows {d.recipes['B']}")
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    """'1 tensor', '2 tensors'; '1 eighth of a binade', '3 eighths of a binade'."""
+    if n == 1:
+        return f"{n} {noun}"
+    head, sep, tail = noun.partition(" of ")
+    return f"{n} {head}s{sep}{tail}"
+
+
+def _share(n: int, total: int) -> str:
+    """n / total as a percentage that is never '0.0%' for a nonzero n nor '100.0%' short of all."""
+    if total <= 0 or n == 0:
+        return "0%"
+    if n == total:
+        return "100%"
+    p = 100 * n / total
+    digits = 1
+    while float(f"{p:.{digits}f}") in (0.0, 100.0):  # 1 of 4800 is 0.02%, not 0.0%
+        digits += 1
+    return f"{p:.{digits}f}%"
 
 
 def _add_explain_diff(csub: Any) -> None:

@@ -28,6 +28,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -115,8 +116,18 @@ def _encode_ties_fmtsim(name: str, profile: str | None = None) -> Row:
 def _mismatch(src: str, x: np.ndarray, a: np.ndarray, a_name: str, b: np.ndarray, b_name: str
               ) -> Callable[[int], str]:
     def describe(i: int) -> str:
-        return f"{src} {x[i]!r}: {a_name} {int(a[i]):#x}, {b_name} {int(b[i]):#x}"
+        return f"{src} {input_text(x[i])}: {a_name} {int(a[i]):#x}, {b_name} {int(b[i]):#x}"
     return describe
+
+
+def input_text(v: Any) -> str:
+    """One input as its value and its bits, sign included (a NaN's sign and payload are in the bits):
+    '-nan (0xffc00000)', '0.1 (0x3dcccccd)'."""
+    v = np.asarray(v)
+    bits = int(v.reshape(1).view(f"u{v.dtype.itemsize}")[0])
+    f = float(v)
+    value = ("-nan" if np.signbit(v) else "nan") if f != f else repr(f)
+    return f"{value} ({bits:#0{2 + 2 * v.dtype.itemsize}x})"
 
 
 def _ml_dtypes_rows(name: str, big: bool) -> list[Row]:
@@ -228,7 +239,7 @@ def _adapter_rows(adapter: Adapter, names: list[str], big: bool) -> list[Row]:
             xs = x[keep]
             try:
                 got = np.asarray(adapter.encode(xs, name)).astype(np.int64).reshape(-1)
-            except Exception as e:  # the adapter's own failure is a failed case set, not a crash
+            except (Exception, SystemExit) as e:  # the adapter's own failure (or exit) is a failed case set
                 row.cases += xs.size
                 row.failed += xs.size
                 row.examples.append(f"{src}: adapter raised {type(e).__name__}: {e}")

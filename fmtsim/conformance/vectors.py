@@ -75,13 +75,22 @@ def _encode_lines(x: np.ndarray, src: str, fmt: str, rounding: str, overflow: st
 
 
 def _encode_file(model: str, x: np.ndarray, src: str, fmt: str, rounding: str | None, overflow: str | None,
-                 rbits: np.ndarray | None = None, profile: str | None = None) -> VectorFile:
+                 rbits: np.ndarray | None = None, profile: str | None = None,
+                 rbits_seed: int | None = None) -> VectorFile:
+    """One encode .tv file. Under rounding sr without ``rbits``, the random bits are drawn from
+    ``rbits_seed`` (numpy's default_rng([seed, cases]); a third all-zero bits, a third all-one, a third random) and
+    written into every line ("input rbits code flags"), so a device and ``fmtsim ver`` use the same."""
     f = get_format(fmt)
     nan = None if f.has_nan or profile else "max"
     pol = resolve(fmt, rounding, overflow, nan, profile)
     if pol.nan == "raise":  # the profile refuses NaN into this format: leave NaN inputs out
         with np.errstate(invalid="ignore"):
             x = x[~np.isnan(x.astype(np.float64))]
+    if pol.rounding == "sr" and rbits is None:
+        rbits = np.random.default_rng([rbits_seed or 0, x.size]).integers(0, 2**32, x.size, dtype=np.uint64)
+        rbits = rbits.astype(np.uint32)
+        rbits[: x.size // 3] = 0
+        rbits[x.size - x.size // 3:] = 0xFFFFFFFF
     tag = f".{profile}" if profile else ""
     name = f"{src}_to_{f.name}.{pol.rounding}.{pol.overflow}{tag}.{model}.tv"
     meta = {"operation": "encode", "source": SRC_NAME[src], "format": format_params(fmt),
@@ -99,16 +108,17 @@ def policy_files(src: str, fmt: str, rounding: str | None, overflow: str | None,
         raise ValueError(f"unknown source {src!r}; choose from {', '.join(SRC)}")
     f = get_format(fmt)
     dt = SRC[src]
-    yield _encode_file("encode_ties", boundary_points(fmt, dt), src, fmt, rounding, overflow, profile=profile)
-    yield _encode_file("encode_range", _range_points(fmt, dt), src, fmt, rounding, overflow, profile=profile)
+    kw: dict[str, Any] = {"profile": profile, "rbits_seed": seed}  # rbits_seed: random bits under sr
+    yield _encode_file("encode_ties", boundary_points(fmt, dt), src, fmt, rounding, overflow, **kw)
+    yield _encode_file("encode_range", _range_points(fmt, dt), src, fmt, rounding, overflow, **kw)
     rng = np.random.default_rng(seed)
     n = 4096 if level == 1 else 1 << 20
     lo, hi = np.log2(float(f.min_positive)) - 3, min(np.log2(float(f.max_finite)) + 2, 127.9)
     xr = (np.exp2(rng.uniform(lo, hi, n)) * rng.choice([-1.0, 1.0], n)).astype(dt)
-    yield _encode_file("encode_random", xr, src, fmt, rounding, overflow, profile=profile)
+    yield _encode_file("encode_random", xr, src, fmt, rounding, overflow, **kw)
     if level >= 2 and dt.itemsize == 2:
         yield _encode_file("encode_all16", np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dt), src,
-                           fmt, rounding, overflow, profile=profile)
+                           fmt, rounding, overflow, **kw)
 
 
 def _range_points(fmt: str, dt: np.dtype) -> np.ndarray:
@@ -451,10 +461,13 @@ def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, A
         (out / ".fmtsim-write-test").unlink()
     except OSError as e:
         raise ValueError(f"{out}: cannot write vectors there ({e.strerror or e})") from None
-    for vf in files:
-        atomic_write(out / vf.name, vf.text)
     text = manifest_text(files, level)
-    atomic_write(out / "manifest.json", text)
+    for name, data in [*((vf.name, vf.text) for vf in files), ("manifest.json", text)]:
+        try:
+            atomic_write(out / name, data)
+        except OSError as e:  # a full disk or a quota: say which file, and that none is half-written
+            raise ValueError(f"{out / name}: cannot write it ({e.strerror or e}); nothing was left under that "
+                             "name (manifest.json is written last)") from None
     return dict(json.loads(text))
 
 
@@ -693,6 +706,20 @@ def load_manifest(path: Path) -> dict[str, Any]:
         elif name.endswith(".tv"):
             _meta_fields(entry, f"{path}: entry {name!r}")
     return dict(data)
+
+
+def check_sha256(data: bytes, meta: dict[str, Any], path: Any) -> None:
+    """ValueError naming ``path`` when the vector file's bytes do not hash to the sha256 its manifest
+    entry records: a vector file changed after it was written, whose verdicts would blame the device."""
+    want = meta.get("sha256")
+    if want is None:
+        return
+    if not isinstance(want, str) or len(want) != 64:
+        raise ValueError(f"{path}: its manifest.json entry's sha256 is not a 64-digit hex string: {want!r}")
+    got = hashlib.sha256(data).hexdigest()
+    if got != want.lower():
+        raise ValueError(f"{path}: the vector file is corrupt: its sha256 is {got[:16]}..., manifest.json records "
+                         f"{want[:16]}... (restore it, or regenerate the directory with 'fmtsim gen -o DIR')")
 
 
 OUTPUT_ARRAYS = {

@@ -221,6 +221,10 @@ def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_
     """Check and split the operands of :func:`matmul`; returns (Prepared, epilogue alpha)."""
     u = get_unit(unit)
     alpha = 1.0
+    for which, q, given in (("a", a, (a_format, a_scales)), ("b", b, (b_format, b_scales))):
+        if not isinstance(q, np.ndarray) and hasattr(q, "codes") and any(x is not None for x in given):
+            raise ValueError(f"matmul: {which} is a {type(q).__name__}, which carries its own format and scales; "
+                             f"{which}_format and {which}_scales are for code arrays only")
     if not isinstance(a, np.ndarray) and hasattr(a, "codes"):
         a, a_scales, a_format, scale_format, block_size, ga = _from_tensor(a, "a")
         alpha *= ga
@@ -242,6 +246,7 @@ def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_
             raise ValueError(f"matmul: unit {u.name} does not take {which}={fmt}; it takes {', '.join(u.formats)}")
     _check_range(A, a_format, "a")
     _check_range(B, b_format, "b")
+    u.check_operands(a_format, b_format, scale_format if a_scales is not None else None)
     have = [x is not None for x in (a_scales, b_scales)]
     if any(have) and not all(have):
         raise ValueError("matmul: give both a_scales and b_scales, or neither")
@@ -282,6 +287,26 @@ def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_
 def _f32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         return (x.astype(np.float32) + y.astype(np.float32)).astype(np.float32)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_chaining(promote_every: Any, split_k: Any, who: str = "matmul") -> None:
+    """TypeError unless promote_every is None or an integer and split_k None, an integer or a
+    sequence of integers (32.5 is not a K boundary; 2.0 is not a slice count)."""
+    if promote_every is not None and not _is_int(promote_every):
+        raise TypeError(f"{who}: promote_every must be an integer, not {type(promote_every).__name__} "
+                        f"({promote_every!r})")
+    if split_k is None or _is_int(split_k):
+        return
+    if isinstance(split_k, (str, bytes)) or not isinstance(split_k, (Sequence, np.ndarray)):
+        raise TypeError(f"{who}: split_k must be a slice count or a sequence of K boundaries (integers), "
+                        f"not {type(split_k).__name__} ({split_k!r})")
+    for e in split_k:
+        if not _is_int(e):
+            raise TypeError(f"{who}: split_k boundaries must be integers, got {e!r} ({type(e).__name__})")
 
 
 def _slices(k: int, step: int, split_k: int | Sequence[int] | None) -> list[tuple[int, int]]:
@@ -326,10 +351,15 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     NVFP4Tensor global scales are applied after, as a kernel epilogue: D = fl32(alpha * D)
     with alpha = fl32(global_a * global_b). NaN operands and NaN scales (E8M0 0xFF,
     UE4M3 0x7F) make NaN; Inf follows IEEE rules; results beyond fp32 become +-Inf.
+    K = 0: there is no product and no instruction runs, so D is C (times alpha; a NaN
+    as the canonical NaN), never C cut to the unit's fraction bits.
     """
+    check_chaining(promote_every, split_k)
     p, alpha = prepare(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
                        b_scales=b_scales, scale_format=scale_format, block_size=block_size)
     c32 = _to_f32(c, p.m, p.n)
+    if p.k == 0:  # no product, so no instruction runs: D is C (through the epilogue below)
+        return _epilogue(c32.copy(), alpha)
     step = p.step_k()
     if p.unit.family == "exact" and (promote_every or split_k):
         step = p.block_size or 1
@@ -347,6 +377,11 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
                 part = _f32_add(part, p.chain(np.zeros_like(c32), j, min(k1, j + promote_every)))
         out = part if out is None else _f32_add(out, part)
     assert out is not None
+    return _epilogue(out, alpha)
+
+
+def _epilogue(out: np.ndarray, alpha: float) -> np.ndarray:
+    """fl32(alpha * D), NaN results written as the canonical 0x7FFFFFFF."""
     if alpha != 1.0:
         with np.errstate(over="ignore", invalid="ignore"):
             out = (np.float32(alpha) * out).astype(np.float32)

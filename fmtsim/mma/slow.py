@@ -207,11 +207,23 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
                 outputs: list[tuple[int, int]] | None = None) -> np.ndarray:
     """The twin of :func:`fmtsim.mma.matmul` over codes (no tensor objects, no global
     scale), one output at a time; ``outputs`` limits it to those (i, j) (others NaN)."""
+    from .gemm import check_chaining
+
     u = get_unit(unit)
     af, bf = canonical_operand_format(a_format), canonical_operand_format(b_format)
     A, B = np.asarray(a), np.asarray(b)
+    check_chaining(promote_every, split_k, "slow_matmul")
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+        raise ValueError(f"slow_matmul: a must be (M, K) and b (K, N); got {A.shape} and {B.shape}")
     m, k = A.shape
     n = B.shape[1]
+    if c is not None and np.shape(c) != (m, n):
+        raise ValueError(f"slow_matmul: c must have shape {(m, n)}, got {np.shape(c)}")
+    for ij in outputs or []:
+        if (not isinstance(ij, (tuple, list)) or len(ij) != 2
+                or not all(isinstance(t, (int, np.integer)) and 0 <= t < d for t, d in zip(ij, (m, n), strict=True))):
+            raise ValueError(f"slow_matmul: outputs must hold (i, j) pairs with 0 <= i < {m} and 0 <= j < {n}; "
+                             f"got {ij!r}")
     step = u.k or k or 1
     if block_size:
         step = math.lcm(step, block_size)
@@ -266,6 +278,9 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
         edges = [0, *split_k, kp]
     pairs = outputs if outputs is not None else [(i, j) for i in range(m) for j in range(n)]
     for i, j in pairs:
+        if k == 0:  # no product: no instruction runs, D is C
+            out[i, j] = cc[i, j]
+            continue
         total: float | None = None
         for t, (k0, k1) in enumerate(zip(edges, edges[1:], strict=False)):
             if k1 <= k0:

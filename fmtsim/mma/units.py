@@ -44,8 +44,12 @@ exponents (so a product's significand lies in [0, 4)).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+import numbers
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Literal, get_args
+
+import numpy as np
 
 __all__ = ["Unit", "UNITS", "get_unit", "F8F6F4", "unit_names"]
 
@@ -81,6 +85,9 @@ class Unit:
     title: str = ""
     source: str = field(default="", repr=False)
 
+    def __post_init__(self) -> None:
+        _validate(self)
+
     @property
     def scaled(self) -> bool:
         return bool(self.scale_formats)
@@ -88,8 +95,110 @@ class Unit:
     def takes(self, fmt: str) -> bool:
         return "*" in self.formats or fmt in self.formats
 
+    def check_operands(self, a_format: str, b_format: str, scale_format: str | None = None) -> None:
+        """ValueError when this unit's fraction_bits cannot hold the exact products of these operand
+        formats (the steps shift products left by F minus the products' own fraction bits)."""
+        from .arith import operand_table
+
+        if self.family not in ("nv_grouped", "amd"):
+            return  # nv shifts right when F is below the products' bits; exact keeps every bit
+        ta, tb = operand_table(a_format), operand_table(b_format)
+        if self.family == "amd":
+            need = ta.man_bits + tb.man_bits
+        else:
+            smax = max((operand_table(s).man_bits for s in ((scale_format,) if scale_format else self.scale_formats)),
+                       default=0)
+            need = (ta.man_bits - ta.emin) + (tb.man_bits - tb.emin) + 2 * smax
+        if self.fraction_bits < need:
+            raise ValueError(f"Unit {self.name!r}: fraction_bits={self.fraction_bits} is below the {need} fraction "
+                             f"bits of a {a_format} x {b_format} product the {self.family} step keeps exactly")
+
     def __repr__(self) -> str:
         return f"Unit({self.name!r})"
+
+
+_INT_FIELDS = ("k", "fraction_bits", "e_zero", "group", "fraction_bits2")
+_BOOL_FIELDS = ("even_odd", "drop_small_c", "product_overflow_inf")
+_SCALE_FORMATS = ("e8m0", "ue4m3")
+_E_ZERO_LIMIT = 1 << 16  # far below any product exponent, far above mma.arith.ZERO_EXP (-2^20)
+
+
+def _validate(u: Unit) -> None:
+    """Every field of a Unit in range, so that the integer step models (mma.step) stay exact in
+    int64: a record they would silently overflow on, or that no family reads, is refused here."""
+    from .arith import canonical_operand_format
+
+    def bad(name: str, why: str) -> ValueError:
+        return ValueError(f"Unit {u.name!r}: {name}={getattr(u, name)!r} {why}")
+
+    for fld in fields(u):
+        v = getattr(u, fld.name)
+        if fld.name in _INT_FIELDS:
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise TypeError(f"Unit {u.name!r}: {fld.name} must be an integer, not {type(v).__name__}")
+            object.__setattr__(u, fld.name, int(v))
+        elif fld.name in _BOOL_FIELDS:
+            if not isinstance(v, (bool, np.bool_)):
+                raise TypeError(f"Unit {u.name!r}: {fld.name} must be True or False, not {type(v).__name__}")
+            object.__setattr__(u, fld.name, bool(v))
+        elif fld.name in ("name", "peer", "title", "source", "family", "output"):
+            if not isinstance(v, str):
+                raise TypeError(f"Unit: {fld.name} must be a string, not {type(v).__name__}")
+        else:  # formats, scale_formats, block_sizes
+            if isinstance(v, (str, bytes)) or not isinstance(v, (tuple, list)):
+                raise TypeError(f"Unit {u.name!r}: {fld.name} must be a tuple, not {type(v).__name__}")
+            object.__setattr__(u, fld.name, tuple(v))
+    if not u.name:
+        raise ValueError("Unit: name must not be empty")
+    if u.family not in get_args(Family):
+        raise bad("family", f"is not a family; families: {', '.join(get_args(Family))}")
+    if u.output not in get_args(Output):
+        raise bad("output", f"is not an output rounding; outputs: {', '.join(get_args(Output))}")
+    for name in u.formats:
+        try:
+            ok = isinstance(name, str) and (name == "*" or canonical_operand_format(name) == name)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise bad("formats", f"holds {name!r}, not a canonical operand format name (or '*')")
+    for name in u.scale_formats:
+        if name not in _SCALE_FORMATS:
+            raise bad("scale_formats", f"holds {name!r}; scale formats: {', '.join(_SCALE_FORMATS)}")
+    for bs in u.block_sizes:
+        if isinstance(bs, bool) or not isinstance(bs, numbers.Integral) or bs < 1:
+            raise bad("block_sizes", "must hold positive integers")
+    if bool(u.scale_formats) != bool(u.block_sizes):
+        raise bad("block_sizes", f"and scale_formats={u.scale_formats!r} must be given together")
+    if u.k < 0 or (u.k == 0 and u.family != "exact"):
+        raise bad("k", "must be at least 1 (0, the whole K at once, is for the exact family only)")
+    if u.fraction_bits < 0 or u.fraction_bits2 < 0 or u.group < 0:
+        name = "fraction_bits" if u.fraction_bits < 0 else "fraction_bits2" if u.fraction_bits2 < 0 else "group"
+        raise bad(name, "must not be negative")
+    if not -_E_ZERO_LIMIT < u.e_zero < _E_ZERO_LIMIT:
+        raise bad("e_zero", f"must lie strictly between -{_E_ZERO_LIMIT} and {_E_ZERO_LIMIT}")
+    f, terms = u.fraction_bits, (u.k + 1).bit_length()
+    if u.family == "nv" and f + 2 + terms > 63:
+        raise bad("fraction_bits", f"is too wide for k={u.k}: each of the k + 1 terms is below 2^(F + 2) and "
+                  "their sum must fit in 64 bits (F + 2 + bit_length(k + 1) <= 63)")
+    if u.family == "nv_grouped":
+        if u.group < 1 or u.k % u.group:
+            raise bad("group", f"must be a positive divisor of k={u.k} for the nv_grouped family")
+        if not u.scale_formats:
+            raise bad("scale_formats", "must name the block scales: the nv_grouped family scales each group")
+        if any(bs % u.group for bs in u.block_sizes):
+            raise bad("block_sizes", f"must be multiples of group={u.group}")
+        # a group's term is |sum| * scale product << (F - fraction bits): below 2^(F + bit_length(group * 144))
+        if f + (u.group * 144).bit_length() + (u.k // u.group + 1).bit_length() > 63:
+            raise bad("fraction_bits", f"is too wide for k={u.k}, group={u.group}: the group terms' sum must "
+                      "fit in 64 bits")
+    if u.family == "amd":
+        if u.even_odd and u.k < 2:
+            raise bad("k", "must be at least 2 with even_odd (one even and one odd product per group)")
+        if u.fraction_bits2 + 4 + terms > 63:
+            raise bad("fraction_bits2", f"is too wide for k={u.k}: the sum must fit in 64 bits")
+    for name in u.formats:
+        if name != "*":
+            u.check_operands(name, name)
 
 
 _RECORDS = [
@@ -137,7 +246,9 @@ _RECORDS = [
          source=f"{_MMASIM} arithmetic/fdpa.py tr_fdpa (MMA_TR_FDPA F=24, F2=31, L=8); Xie et al. 2511.10909"),
 ]
 
-UNITS: dict[str, Unit] = {u.name: u for u in _RECORDS}
+# read-only: a caller's UNITS["x"] = ... would change every later matmul by that name
+_BY_NAME: dict[str, Unit] = {u.name: u for u in _RECORDS}
+UNITS: MappingProxyType[str, Unit] = MappingProxyType(_BY_NAME)
 
 
 def unit_names() -> list[str]:
