@@ -140,3 +140,12 @@ def test_every_code_has_one_meaning():
         vals = [f.code_value(c) for c in finite]
         # only +0 and -0 share a value
         assert len(set(vals)) == len(vals) - (1 if f.has_neg_zero else 0)
+
+
+def test_same_path_formats_share_what_the_code_branches_on():
+    # tests/conftest.py runs these formats' heaviest per-format tests in the full tier only, on this ground
+    from .conftest import SAME_PATH_AS
+
+    for new, old in SAME_PATH_AS.items():
+        a, b = get_format(new), get_format(old)
+        assert (a.kind, a.specials, a.signed, a.subnormals) == (b.kind, b.specials, b.signed, b.subnormals), new
