@@ -12,9 +12,11 @@ Value of a float code with sign s, exponent field e and mantissa field m
 
 ``specials`` says which codes are not numbers:
 
-    "ieee"  exponent all ones: mantissa 0 is +-Inf, anything else NaN (E5M2)
+    "ieee"  exponent all ones: mantissa 0 is +-Inf, anything else NaN (E5M2, and
+            the IEEE-style E4M3 and E3M4 of ml_dtypes / LLVM APFloat)
     "fn"    only exponent and mantissa all ones is NaN, no Inf (E4M3, UE4M3, E8M0)
-    "fnuz"  the negative-zero code 0x80 is the only NaN; no -0, no Inf (AMD FNUZ)
+    "fnuz"  the negative-zero code 0x80 is the only NaN; no -0, no Inf (AMD FNUZ,
+            and E4M3B11FNUZ, bias 11)
     "none"  every code is a finite number (FP4, FP6, integers)
 
 Integer formats are two's complement (signed) or plain binary, and a code
@@ -254,6 +256,15 @@ _RECORDS = [
            ml_dtypes_name="float8_e5m2", title="FP8 E5M2, OCP", source="OCP OFP8 rev 1.0"),
     Format("e5m2fnuz", "float", 5, 2, 16, specials="fnuz", aliases=("fp8_e5m2fnuz", "float8_e5m2fnuz"),
            ml_dtypes_name="float8_e5m2fnuz", title="FP8 E5M2, AMD FNUZ", source="LLVM APFloat Float8E5M2FNUZ"),
+    Format("e4m3ieee", "float", 4, 3, 7, specials="ieee", aliases=("float8_e4m3", "fp8_e4m3ieee"),
+           ml_dtypes_name="float8_e4m3", title="FP8 E4M3, IEEE-style (Inf and NaNs, max 240)",
+           source="ml_dtypes 0.6 README float8_e4m3; LLVM APFloat Float8E4M3"),
+    Format("e3m4", "float", 3, 4, 3, specials="ieee", aliases=("float8_e3m4", "fp8_e3m4"),
+           ml_dtypes_name="float8_e3m4", title="FP8 E3M4, IEEE-style (Inf and NaNs)",
+           source="ml_dtypes 0.6 README float8_e3m4; LLVM APFloat Float8E3M4"),
+    Format("e4m3b11fnuz", "float", 4, 3, 11, specials="fnuz", aliases=("float8_e4m3b11fnuz", "fp8_e4m3b11fnuz"),
+           ml_dtypes_name="float8_e4m3b11fnuz", title="FP8 E4M3, bias 11, FNUZ (TPU)",
+           source="ml_dtypes 0.6 README float8_e4m3b11fnuz; LLVM APFloat Float8E4M3B11FNUZ"),
     Format("e8m0", "float", 8, 0, 127, signed=False, specials="fn", subnormals=False,
            aliases=("ue8m0", "e8m0fnu", "float8_e8m0fnu"), ml_dtypes_name="float8_e8m0fnu",
            title="E8M0 scale (MX shared scale)", source="OCP MX v1.0 5.4.1"),
@@ -262,6 +273,9 @@ _RECORDS = [
            source="NVIDIA NVFP4 (cuBLAS VEC16_UE4M3)"),
     Format("mxint8", "int", int_bits=8, scale_exp=-6, aliases=("int8_mx", "mx_int8"),
            title="MX INT8 element (two's complement code * 2^-6)", source="OCP MX v1.0 5.3.4"),
+    Format("int2", "int", int_bits=2, aliases=("s2",), ml_dtypes_name="int2", title="2-bit signed integer"),
+    Format("uint2", "int", int_bits=2, signed=False, aliases=("u2",), ml_dtypes_name="uint2",
+           title="2-bit unsigned integer"),
     Format("int4", "int", int_bits=4, aliases=("s4",), ml_dtypes_name="int4", title="4-bit signed integer"),
     Format("uint4", "int", int_bits=4, signed=False, aliases=("u4",), ml_dtypes_name="uint4",
            title="4-bit unsigned integer"),

@@ -83,6 +83,12 @@ def slow_unless(values, keep):
     return [v if v in keep else param(v) for v in values]
 
 
+def heavy_formats(names=None):
+    """Parameters for a per-format test that costs seconds per format: the formats of SAME_PATH_AS are slow."""
+    names = list(fmtsim.FORMATS) if names is None else list(names)
+    return slow_unless(names, keep=set(names) - set(SAME_PATH_AS))
+
+
 def pytest_collection_modifyitems(config, items):
     if full_run():
         return
@@ -106,6 +112,10 @@ warnings.filterwarnings("ignore", message="invalid value encountered in cast", c
 
 
 ALL_FORMATS = list(fmtsim.FORMATS)
+# Formats that take exactly the code paths of an older one (the format named: same kind, specials and
+# signedness, which is all rounding.py, oracle.py and the profiles branch on): the heaviest per-format tests
+# run them in the full tier only (`heavy_formats`); every cheaper per-format test runs them always.
+SAME_PATH_AS = {"e4m3ieee": "e5m2", "e3m4": "e5m2", "e4m3b11fnuz": "e4m3fnuz", "int2": "int4", "uint2": "uint4"}
 FLOAT_FORMATS = [n for n, f in fmtsim.FORMATS.items() if f.kind == "float"]
 ML_DTYPES_FLOATS = [
     n for n, f in fmtsim.FORMATS.items() if f.kind == "float" and f.ml_dtype is not None

@@ -20,6 +20,25 @@ def test_formats(capsys):
     assert "e4m3" in out and "448" in out and "57344" in out and "2^-127" in out
 
 
+def test_formats_lists_the_ml_dtypes_fp8_variants(capsys):
+    rc, out, _ = run(capsys, "formats")
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.strip()}
+    # name bits exp man bias max_finite ...: ml_dtypes 0.6 README / LLVM APFloat definitions
+    assert rows["e4m3ieee"][1:6] == ["8", "4", "3", "7", "240"] and "float8_e4m3" in rows["e4m3ieee"]
+    assert rows["e3m4"][1:6] == ["8", "3", "4", "3", "15.5"]
+    assert rows["e4m3b11fnuz"][1:6] == ["8", "4", "3", "11", "30"]
+    assert rows["int2"][5] == "1" and rows["uint2"][5] == "3"
+
+
+def test_table_csv_ieee_e4m3(capsys):
+    rc, out, _ = run(capsys, "table", "float8_e4m3", "--csv")
+    lines = out.strip().splitlines()
+    assert rc == 0 and len(lines) == 257
+    assert lines[1 + 0x77] == "0x77,0.1110.111,normal,0x1.ep+7,240"
+    assert lines[1 + 0x78] == "0x78,0.1111.000,inf,inf,inf"
+    assert lines[1 + 0x79].split(",")[2] == "nan"
+
+
 def test_table_csv(capsys):
     rc, out, _ = run(capsys, "table", "e2m1", "--csv")
     lines = out.strip().splitlines()

@@ -13,7 +13,7 @@ from fmtsim.oracle import encode_one
 from fmtsim.policy import resolve
 from fmtsim.rounding import encode_f64, table_f32
 
-from .conftest import ALL_FORMATS, slow_unless
+from .conftest import ALL_FORMATS, heavy_formats, slow_unless
 
 MODES = ["rne", "rna", "rtz", "rup", "rdn"]
 
@@ -48,7 +48,7 @@ def oracle_codes(xs, name, mode, ov, nan=None, src="float64"):
     return np.array(codes, dtype=np.uint8), np.array(flags, dtype=np.uint8)
 
 
-@pytest.mark.parametrize("name", ALL_FORMATS)
+@pytest.mark.parametrize("name", heavy_formats())
 @pytest.mark.parametrize("dtype", slow_unless([np.float16, ml_dtypes.bfloat16, np.float32, np.float64],
                                               keep={np.float32}), ids=["f16", "bf16", "f32", "f64"])
 def test_midpoints_and_neighbours_all_modes(name, dtype):

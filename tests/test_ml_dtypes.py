@@ -79,3 +79,17 @@ def test_decode_every_code_bit_identical(name):
         ref = c.view(f.ml_dtype).astype(dt)
         ours = fmtsim.decode(c, name, dt)
         assert np.array_equal(ref.view(np.uint8), ours.view(np.uint8))
+
+
+@pytest.mark.parametrize("name", [n for n, f in fmtsim.FORMATS.items()
+                                  if f.kind == "int" and f.ml_dtype is not None and f.bits < 8])
+def test_narrow_integers_truncate_like_ml_dtypes_inside_the_range(name):
+    # ml_dtypes 0.6 casts float -> int2/uint2/int4/uint4 by truncation, wrapping out-of-range values modulo 2^bits
+    # (fmtsim saturates: there is no wrapping policy), so the comparison keeps to inputs whose truncation fits
+    f = fmtsim.get_format(name)
+    for dt in (np.float16, ml_dtypes.bfloat16, np.float32, np.float64):
+        x = boundary_points(name, dt)
+        wide = x.astype(np.float64)
+        x = x[np.isfinite(wide) & (wide > float(f.min_finite) - 1) & (wide < float(f.max_finite) + 1)]
+        theirs = x.astype(f.ml_dtype).view(np.uint8) & (f.n_codes - 1)
+        assert np.array_equal(fmtsim.encode(x, name, rounding="rtz"), theirs), (name, dt)

@@ -137,3 +137,32 @@ def test_project_cites_only_itself():
         text = p.read_text()
         for word in ("SPEC_NOTES", "../shared", "shared/DESIGN"):
             assert word not in text, f"{p.relative_to(root)} cites {word}"
+
+
+def _number(cell: str):
+    from fractions import Fraction
+
+    cell = cell.split(" step")[0].strip()
+    if cell.startswith("2^"):
+        return Fraction(2) ** int(cell[2:])
+    return Fraction(cell)
+
+
+def test_format_table_agrees_with_the_records():
+    """The README's format table is typed by hand: its numbers must be the records' derived ones."""
+    import fmtsim
+
+    section = README.read_text().split("## Formats\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in section.splitlines() if ln.startswith("| ")]
+    checked = set()
+    for name_cell, _bits, mx, mn, sub, *_ in rows[1:]:
+        name = name_cell.split()[0].rstrip(",")
+        if name not in fmtsim.FORMATS or "," in name_cell:
+            continue
+        f = fmtsim.FORMATS[name]
+        assert _number(mx) == f.max_finite, name
+        assert (mn == "-" and f.min_normal is None) or _number(mn) == f.min_normal, name
+        if f.kind == "float":
+            assert (sub == "-" and f.min_subnormal is None) or _number(sub) == f.min_subnormal, name
+        checked.add(name)
+    assert {"e4m3", "e4m3ieee", "e3m4", "e4m3b11fnuz", "e8m0"} <= checked

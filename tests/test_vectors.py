@@ -34,6 +34,16 @@ def test_encode_lines_agree_with_the_oracle():
         assert (int(code, 16), int(flags, 16)) == (c, fl), line
 
 
+@pytest.mark.parametrize("fmt", ["e4m3ieee", "e3m4", "e4m3b11fnuz"])
+def test_new_fp8_vector_lines_agree_with_the_oracle(fmt):
+    for ov in ("satfinite", "nonsat"):
+        for line in (VEC / f"f32_to_{fmt}.rne.{ov}.encode_ties.tv").read_text().splitlines()[::5]:
+            x_hex, code, flags = line.split()
+            x = float(np.array([int(x_hex, 16)], np.uint32).view(np.float32)[0])
+            c, fl = encode_one(x, fmt, "rne", ov, negative_nan=x_hex[0] in "89ABCDEF")
+            assert (int(code, 16), int(flags, 16)) == (c, fl), (ov, line)
+
+
 def test_ver_accepts_own_output_and_reports_failures(tmp_path, capsys):
     name = "f32_to_e2m1.rne.satfinite.encode_ties.tv"
     good = (VEC / name).read_text()
@@ -108,7 +118,9 @@ def test_c_consumer_reads_the_vectors(tmp_path):
 
 
 @pytest.mark.parametrize("src,dst", [("e5m2", "e4m3"), ("e4m3", "e5m2"), ("e4m3", "e4m3fnuz"),
-                                     ("e5m2", "e5m2fnuz"), ("e4m3fnuz", "e4m3"), ("e5m2fnuz", "e5m2")])
+                                     ("e5m2", "e5m2fnuz"), ("e4m3fnuz", "e4m3"), ("e5m2fnuz", "e5m2"),
+                                     ("e4m3", "e4m3ieee"), ("e4m3ieee", "e4m3"), ("e4m3", "e3m4"),
+                                     ("e4m3fnuz", "e4m3b11fnuz")])
 def test_fmt2fmt_nonsat_files_agree_with_ml_dtypes_casts(src, dst):
     """An independent source: ml_dtypes' own FP8 -> FP8 casts (non-saturating, NaN keeps sign)."""
     lines = (VEC / f"{src}_to_{dst}.rne.nonsat.fmt2fmt.tv").read_text().split("\n")[:-1]

@@ -91,7 +91,8 @@ DIVERGENCES = [
     Divergence(
         "ml_dtypes.float64_double_rounding",
         "ml_dtypes",
-        ("e2m1", "e3m2", "e2m3", "e4m3", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0"),
+        ("e2m1", "e3m2", "e2m3", "e4m3", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0", "e4m3ieee", "e3m4",
+         "e4m3b11fnuz"),
         ("float64",),
         "ml_dtypes casts float64 arrays through float32 (two roundings); its scalar "
         "constructor rounds once. Example: 1.0625 + 2^-40 -> E4M3 gives 1.0, exact is 1.125.",

@@ -164,7 +164,8 @@ def _double_rounding_f32(fmt: str) -> np.ndarray:
     return np.concatenate([near, -near])
 
 
-SCALAR_FORMATS = ["e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m1", "e3m2", "e2m3", "e8m0", "ue4m3", "mxint8"]
+SCALAR_FORMATS = ["e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m1", "e3m2", "e2m3", "e8m0", "ue4m3", "mxint8",
+                  "e4m3ieee", "e3m4", "e4m3b11fnuz"]
 
 
 def scalar_files(level: int = 1, seed: int = 1) -> Iterator[VectorFile]:
@@ -212,7 +213,8 @@ def scalar_files(level: int = 1, seed: int = 1) -> Iterator[VectorFile]:
 
 FMT2FMT = [("e5m2", "e4m3"), ("e4m3", "e5m2"), ("e4m3", "e2m1"), ("e5m2", "e2m1"), ("e4m3", "e2m3"),
            ("e4m3", "e3m2"), ("e5m2", "e3m2"), ("e4m3", "e4m3fnuz"), ("e5m2", "e5m2fnuz"), ("e4m3fnuz", "e4m3"),
-           ("e5m2fnuz", "e5m2")]
+           ("e5m2fnuz", "e5m2"), ("e4m3", "e4m3ieee"), ("e4m3ieee", "e4m3"), ("e4m3", "e3m4"),
+           ("e4m3fnuz", "e4m3b11fnuz")]
 
 
 def fmt2fmt_files() -> Iterator[VectorFile]:
