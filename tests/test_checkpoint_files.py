@@ -159,6 +159,7 @@ def test_config_groups_with_different_block_shapes_follow_their_targets(tmp_path
     assert all(np.array_equal(got[n], w) for n, w in want.items())
 
 
+@pytest.mark.slow  # importing compressed-tensors (and transformers) takes seconds
 def test_ct_config_is_what_compressed_tensors_writes():
     ct = pytest.importorskip("compressed_tensors", reason="compressed-tensors is not installed: its own config "
                              "dump cannot be compared")
@@ -173,6 +174,7 @@ def test_ct_config_is_what_compressed_tensors_writes():
     assert ct.__version__.startswith("0.")
 
 
+@pytest.mark.slow
 def test_ct_compressor_output_dequantizes_as_compressed_tensors_does(tmp_path):
     pytest.importorskip("compressed_tensors", reason="compressed-tensors is not installed: its compressor "
                         "cannot write the fixture")
@@ -262,11 +264,26 @@ def test_fnuz_convert_mxfp8_doubles_e8m0_scales_exactly(tmp_path):
         fnuz = got[layer + ".weight"].astype(np.float64) * np.repeat(np.exp2(new_s.astype(np.float64) - 127), 32, 1)
         fin = np.isfinite(ocp) & np.repeat(old_s != 0xFF, 32, 1)
         assert np.array_equal(ocp[fin], fnuz[fin])
+
+
+@pytest.mark.slow
+def test_fnuz_mxfp8_loads_with_torch_as_float8_e4m3fnuz(tmp_path):
     torch = pytest.importorskip("torch", reason="torch is not installed: the FNUZ tag cannot be loaded by torch")
     from safetensors.torch import load_file
 
-    tt = load_file(str(tmp_path / "fnuz" / "model-00002-of-00002.safetensors"))
-    assert any(v.dtype == torch.float8_e4m3fnuz for v in tt.values())
+    ck = make("modelopt-mxfp8", tmp_path)
+    convert(ck, tmp_path / "fnuz")
+    L = "model.layers.0.mlp.down_proj"
+    src = load(ck / "model-00001-of-00002.safetensors") | load(ck / "model-00002-of-00002.safetensors")
+    tt = load_file(str(tmp_path / "fnuz" / "model-00001-of-00002.safetensors")) | load_file(
+        str(tmp_path / "fnuz" / "model-00002-of-00002.safetensors"))
+    assert tt[L + ".weight"].dtype == torch.float8_e4m3fnuz and tt[L + ".weight_scale"].dtype == torch.uint8
+    # torch's own FNUZ decode times the doubled E8M0 scale gives every original value
+    theirs = tt[L + ".weight"].to(torch.float64) * torch.exp2(
+        tt[L + ".weight_scale"].to(torch.float64) - 127).repeat_interleave(32, dim=1)
+    ours = src[L + ".weight"].astype(np.float64) * np.repeat(np.exp2(src[L + ".weight_scale"].astype(np.float64)
+                                                                     - 127), 32, 1)
+    assert np.array_equal(theirs.numpy(), ours)
 
 
 def test_fnuz_convert_refuses_e8m0_0xfe_naming_tensor_and_block(tmp_path, capsys):

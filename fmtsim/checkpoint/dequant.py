@@ -257,7 +257,9 @@ def _declared(obj: Any, dotted: str) -> list[tuple[str, Any, Any]]:
 
 def _group_applies(group: Any, layer: str) -> bool | None:
     """Does a compressed-tensors config group target this layer? None: its targets say nothing fmtsim
-    can match (a class name other than Linear). Targets are module names, "re:" regexes or class names."""
+    can match (a class name other than Linear). Targets are module names, "re:" regexes or class names,
+    matched as compressed-tensors 0.19 ``utils/match.py`` ``match_name`` does (``re.match`` for "re:",
+    equality otherwise)."""
     if not isinstance(group, dict) or not isinstance(group.get("targets"), list):
         return None
     known = False
@@ -294,7 +296,13 @@ def block_shape(m: LayerMatch, codes: tuple[int, int], scale: tuple[int, ...], c
                 ) -> tuple[tuple[int, int], str]:
     """The (rows, cols) block of a 2-D block scale and where it came from: the key the producer writes
     it under (the record's ``block_keys``), else the record's fixed block, else inferred from the scale's
-    shape only when exactly one block shape fits it. Anything else is a CheckpointError: never a guess."""
+    shape only when exactly one block shape fits it. Anything else is a CheckpointError: never a guess.
+
+    compressed-tensors 0.19 (checked in its source): FP8_BLOCK keeps ``block_structure`` in each config
+    group's weight ``QuantizationArgs``; ``quantization/lifecycle/initialize.py`` sizes the scale
+    [ceil(rows / b0), ceil(cols / b1)], and ``compressors/naive_quantized/base.py`` pads the weight to
+    whole blocks before quantizing and cuts the codes back, so the last blocks are partial. A 320-wide
+    layer under 128x128 blocks has 3 scale columns, which 107..159-wide blocks would fit as well."""
     p = m.producer
     where = f"{m.codes} ({p.name})"
     declared: dict[tuple[int, int], list[str]] = {}
@@ -326,14 +334,14 @@ def block_shape(m: LayerMatch, codes: tuple[int, int], scale: tuple[int, ...], c
                               f"gives {list(scale)} scales over {list(codes)}")
     if r_lo > r_hi or c_lo > c_hi:
         raise CheckpointError(f"{where}: scale {m.scale} {list(scale)} cannot cover {list(codes)} in any blocks")
-    keys = "; ".join(f"{f} {k}" for f, k in p.block_keys) or "none"
+    read = "; ".join(f"{f} {k}" for f, k in p.block_keys) or "none"
 
     def span(lo: int, hi: int) -> str:
         return str(lo) if lo == hi else f"{lo}..{hi}"
 
     raise CheckpointError(f"{where}: unknown block shape: scale {m.scale} {list(scale)} over {list(codes)} fits "
                           f"blocks of {span(r_lo, r_hi)} rows x {span(c_lo, c_hi)} columns and no config says "
-                          f"which (keys this record reads: {keys}); refusing to guess")
+                          f"which (keys this record reads: {read}); refusing to guess")
 
 
 def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]) -> TensorJob:

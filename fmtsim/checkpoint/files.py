@@ -174,13 +174,13 @@ def read_header(path: str | Path) -> Header:
     # the data section is the tensors, back to back in offset order (safetensors' own rule): a hole
     # or trailing bytes are data no tensor owns, and other readers refuse the file
     pos, prev = 0, None
-    for e in sorted(entries.values(), key=lambda e: (e.begin, e.end)):
-        if e.begin < pos and prev is not None:
-            raise CheckpointError(f"{p}: tensors {prev.name!r} and {e.name!r} overlap")
-        if e.begin > pos:
-            raise CheckpointError(f"{p}: a hole of {e.begin - pos} bytes before tensor {e.name!r} (data bytes "
-                                  f"[{pos}, {e.begin}) belong to no tensor)")
-        pos, prev = e.end, e
+    for t in sorted(entries.values(), key=lambda t: (t.begin, t.end)):
+        if t.begin < pos and prev is not None:
+            raise CheckpointError(f"{p}: tensors {prev.name!r} and {t.name!r} overlap")
+        if t.begin > pos:
+            raise CheckpointError(f"{p}: a hole of {t.begin - pos} bytes before tensor {t.name!r} (data bytes "
+                                  f"[{pos}, {t.begin}) belong to no tensor)")
+        pos, prev = t.end, t
     if pos != data_size:
         raise CheckpointError(f"{p}: {data_size - pos} trailing bytes after the last tensor (the data section is "
                               f"{data_size} bytes, the tensors cover {pos}): the header does not cover the file")
