@@ -99,6 +99,25 @@ def test_ct_fp8_block_reads_block_structure_and_dequantizes_exactly(tmp_path):
     assert got[DOWN + ".weight"][0, 107] == F32(v * float(c[DOWN + ".weight_scale"][0, 0]))
     rep = inspect(ck)
     assert rep.errors == 0 and {tuple(t.block) for t in rep.tensors} == {(128, 128)}
+    # bfloat16: the exact float64 product rounded once to 8 significant bits, by integer arithmetic
+    dequantize(ck, tmp_path / "bf16", dtype="bfloat16")
+    got16 = load(tmp_path / "bf16" / "model.safetensors")
+    for name in want:
+        codes = c[name].view(np.uint8)
+        vals = np.asarray(fmtsim.decode(codes, "e4m3", np.float64)) * np.repeat(np.repeat(
+            c[name + "_scale"].astype(np.float64), 128, 0), 128, 1)[: codes.shape[0], : codes.shape[1]]
+        assert np.array_equal(got16[name].view(np.uint16), _bf16_rne(vals)), name
+
+
+def _bf16_rne(x: np.ndarray) -> np.ndarray:
+    """float64 (normal in bfloat16's range, or zero) -> bfloat16 bits, rounded to nearest even once."""
+    b = x.view(np.uint64)
+    keep = b >> np.uint64(45)  # sign, 11 exponent bits, 7 of the 52 fraction bits
+    rest = b & np.uint64((1 << 45) - 1)
+    half = np.uint64(1 << 44)
+    keep = keep + ((rest > half) | ((rest == half) & ((keep & np.uint64(1)) == 1))).astype(np.uint64)
+    f64 = (keep << np.uint64(45)).view(np.float64)
+    return (f64.astype(F32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)  # exact: 8 significant bits
 
 
 def test_unknown_block_shape_is_refused_and_flagged(tmp_path, capsys):
@@ -119,6 +138,16 @@ def test_unknown_block_shape_is_refused_and_flagged(tmp_path, capsys):
     (ck / "config.json").unlink()
     with pytest.raises(CheckpointError, match="unknown block shape"):
         dequantize(ck, tmp_path / "out2")
+
+
+def test_inspect_flags_a_layout_dequantize_refuses(tmp_path):
+    f = tmp_path / "m.safetensors"
+    save_file({"l.weight": np.full((8, 16), 0x38, np.uint8).view(E4M3), "l.weight_scale": np.ones(7, F32)}, str(f))
+    with pytest.raises(CheckpointError, match="cannot tell how scale l.weight_scale"):
+        dequantize(f, tmp_path / "o.safetensors")
+    rep = inspect(f)
+    assert [(x.severity, x.code, x.tensor) for x in rep.findings] == [("error", "layout", "l.weight")]
+    assert "dequantize refuses it" in rep.findings[0].message
 
 
 def test_block_shape_inferred_only_when_one_fits_and_said(tmp_path, capsys):
