@@ -150,6 +150,21 @@ def test_inspect_flags_a_layout_dequantize_refuses(tmp_path):
     assert "dequantize refuses it" in rep.findings[0].message
 
 
+@pytest.mark.parametrize("value,message", [
+    ([128], r"config.json quantization_config.config_groups.group_0.weights.block_structure is \[128\]; a block "
+            "shape is two positive integers"),
+    ([64, 64], r"scale model.layers.0.mlp.down_proj.weight_scale \[2, 3\] does not cover \[192, 320\] in 64x64 "
+               "blocks"),
+])
+def test_a_wrong_declared_block_shape_is_refused(tmp_path, value, message):
+    cfg = json.loads(json.dumps(CT_FP8_BLOCK_CONFIG))
+    cfg["config_groups"]["group_0"]["weights"]["block_structure"] = value
+    ck, _ = _ct_fp8_block(tmp_path / "ct", config=cfg)
+    with pytest.raises(CheckpointError, match=message):
+        dequantize(ck, tmp_path / "out")
+    assert ("error", "block-shape") in {(f.severity, f.code) for f in inspect(ck).findings}
+
+
 def test_block_shape_inferred_only_when_one_fits_and_said(tmp_path, capsys):
     # [3, 3] codes under [2, 2] scales: ceil(3 / b) = 2 only for b = 2
     codes = np.array([[0x38, 0x40, 0x30], [0x38, 0x38, 0x38], [0x44, 0x30, 0x38]], np.uint8)

@@ -70,7 +70,8 @@ from .files import (
 )
 from .producers import Detection, LayerMatch, detect, read_configs
 
-__all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape"]
+__all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape",
+           "BlockShapeError"]
 
 META_KEY = "fmtsim_dequantize"
 TARGETS: dict[str, tuple[str, np.dtype, np.dtype]] = {
@@ -237,6 +238,10 @@ def _out_name(m: LayerMatch) -> str:
     return m.layer + ".weight"
 
 
+class BlockShapeError(CheckpointError):
+    """The block shape of a block scale is unknown, ambiguous, or does not fit the scale's shape."""
+
+
 def _declared(obj: Any, dotted: str) -> list[tuple[str, Any, Any]]:
     """(key path, value, the '*' entry it sits in or None) for a dotted key; a '*' part stands for
     every entry of that object (compressed-tensors' config_groups)."""
@@ -311,7 +316,7 @@ def block_shape(m: LayerMatch, codes: tuple[int, int], scale: tuple[int, ...], c
             if val is None:
                 continue
             if not (isinstance(val, list) and len(val) == 2 and all(type(v) is int and v > 0 for v in val)):
-                raise CheckpointError(f"{where}: {file} {key} is {val!r}; a block shape is two positive integers")
+                raise BlockShapeError(f"{where}: {file} {key} is {val!r}; a block shape is two positive integers")
             if group is not None and _group_applies(group, m.layer) is False:
                 continue  # a config group that targets other layers
             declared.setdefault((val[0], val[1]), []).append(f"{file} {key}")
@@ -324,7 +329,7 @@ def block_shape(m: LayerMatch, codes: tuple[int, int], scale: tuple[int, ...], c
         if len(fits) == 1:
             return fits[0], f"from {declared[fits[0]][0]}: of the block shapes the config declares ({shapes}), " \
                 f"the only one that fits the scale's shape"
-        raise CheckpointError(f"{where}: the config declares block shapes {shapes} and {len(fits)} of them fit "
+        raise BlockShapeError(f"{where}: the config declares block shapes {shapes} and {len(fits)} of them fit "
                               f"scale {m.scale} {list(scale)}; cannot tell which this layer uses")
     if p.block is not None:
         return p.block, f"the {p.name} record's fixed {p.block[0]}x{p.block[1]} (no block shape in the config)"
@@ -333,13 +338,13 @@ def block_shape(m: LayerMatch, codes: tuple[int, int], scale: tuple[int, ...], c
         return (r_lo, c_lo), (f"inferred from the scale's shape: {r_lo}x{c_lo} is the only block shape that "
                               f"gives {list(scale)} scales over {list(codes)}")
     if r_lo > r_hi or c_lo > c_hi:
-        raise CheckpointError(f"{where}: scale {m.scale} {list(scale)} cannot cover {list(codes)} in any blocks")
+        raise BlockShapeError(f"{where}: scale {m.scale} {list(scale)} cannot cover {list(codes)} in any blocks")
     read = "; ".join(f"{f} {k}" for f, k in p.block_keys) or "none"
 
     def span(lo: int, hi: int) -> str:
         return str(lo) if lo == hi else f"{lo}..{hi}"
 
-    raise CheckpointError(f"{where}: unknown block shape: scale {m.scale} {list(scale)} over {list(codes)} fits "
+    raise BlockShapeError(f"{where}: unknown block shape: scale {m.scale} {list(scale)} over {list(codes)} fits "
                           f"blocks of {span(r_lo, r_hi)} rows x {span(c_lo, c_hi)} columns and no config says "
                           f"which (keys this record reads: {read}); refusing to guess")
 
@@ -361,7 +366,7 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
         elif len(s.shape) == 2:
             block, source = block_shape(m, (rows, cols), s.shape, configs)
             if s.shape != (-(-rows // block[0]), -(-cols // block[1])):
-                raise CheckpointError(f"{where}: scale {m.scale} {list(s.shape)} does not cover {list(c.shape)} "
+                raise BlockShapeError(f"{where}: scale {m.scale} {list(s.shape)} does not cover {list(c.shape)} "
                                       f"in {block[0]}x{block[1]} blocks (the block shape {source})")
             return TensorJob(m, _out_name(m), c.shape, c.dtype, s.shape, block, source)
         else:

@@ -37,7 +37,7 @@ from ..codec import decode
 from ..formats import get_format
 from ..layout import unswizzle_scales
 from .conversion import ATTENTION_SUFFIXES, is_scale_like
-from .dequant import FP8_ELEMENT, _scan, layer_plan
+from .dequant import FP8_ELEMENT, BlockShapeError, _scan, layer_plan
 from .files import DTYPES, CheckpointError, Header, read_array
 from .producers import LayerMatch
 
@@ -283,7 +283,7 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
             tj = layer_plan(m, entries, configs)
         except CheckpointError as err:
             msg = str(err).split(": ", 1)[1] if str(err).startswith(name) else str(err)
-            code = "block-shape" if "block shape" in msg else "layout"
+            code = "block-shape" if isinstance(err, BlockShapeError) else "layout"
             rep.findings.append(Finding("error", code, name, msg + " (dequantize refuses it)"))
         else:
             if tj.block_source:
