@@ -14,6 +14,17 @@ from .files import CheckpointError
 __all__ = ["add_checkpoint_parser", "add_fnuz_convert_arguments", "cmd_fnuz_convert"]
 
 
+def _warn_without_safetensors() -> None:
+    """Every checkpoint command says so when headers cannot be cross-checked with the safetensors parser."""
+    import warnings
+
+    from .files import NO_CROSSCHECK, CrosscheckSkipped, crosscheck_available
+
+    if not crosscheck_available():
+        print(f"fmtsim: warning: {NO_CROSSCHECK}", file=sys.stderr)
+        warnings.simplefilter("ignore", CrosscheckSkipped)  # said once, here, not again per file
+
+
 def _usage_error(msg: str) -> Exception:
     from ..cli import UsageError  # imported late: fmtsim.cli imports this module
 
@@ -52,6 +63,7 @@ def add_fnuz_convert_arguments(c: argparse.ArgumentParser) -> None:
 
 
 def cmd_fnuz_convert(args: argparse.Namespace) -> int:
+    _warn_without_safetensors()
     from .conversion import convert
 
     try:
@@ -115,6 +127,8 @@ def cmd_checkpoint_convert(args: argparse.Namespace) -> int:
         return cmd_fnuz_convert(args)
     from .recast import recast
 
+    _warn_without_safetensors()
+
     fnuz_only = [flag for flag, on in (("--inf", args.inf), ("--allow-unscaled", args.allow_unscaled),
                                        ("--keep-scale", args.keep_scale), ("--double-scale", args.double_scale),
                                        ("--no-verify", args.no_verify), ("--jobs", args.jobs != 1)) if on]
@@ -158,6 +172,7 @@ def add_checkpoint_parser(sub: Any) -> None:
 
 
 def cmd_dequantize(args: argparse.Namespace) -> int:
+    _warn_without_safetensors()
     from .dequant import dequantize
 
     try:
@@ -205,6 +220,7 @@ def _fmt_num(v: Any) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    _warn_without_safetensors()
     import json
 
     from .inspection import inspect
@@ -251,6 +267,7 @@ def _add_inspect(csub: Any) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    _warn_without_safetensors()
     from .explain import explain
 
     try:
@@ -274,10 +291,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
                   f"found {m.found_scale}; {where}")
         if r.unexplained > len(r.misses):
             print(f"  ... and {r.unexplained - len(r.misses)} more unexplained block(s) in {r.tensor}")
-    return 1 if any(r.unexplained for r in rows) else 0
+    # a tensor with no block compared ("0 of 0": no recipe, or absent from the original) is not explained
+    unexamined = [r for r in rows if not r.blocks]
+    for r in unexamined:
+        print(f"  NOT EXAMINED {r.tensor}: " + ("; ".join(r.notes) or "no block compared"))
+    if unexamined:
+        print(f"{len(unexamined)} of {len(rows)} quantized tensor(s) not examined: nothing says which recipe made "
+              "them")
+    return 1 if any(r.unexplained for r in rows) or unexamined else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    _warn_without_safetensors()
     from .explain import diff
 
     try:

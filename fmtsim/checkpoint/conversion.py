@@ -11,7 +11,10 @@ Which scales are doubled, and why (a scale ``s`` multiplies FP8 codes ``q``:
 
     <fp8 tensor>_scale          weight scales: compressed-tensors / llm-compressor,
     (.weight_scale)             NVIDIA ModelOpt, FBGEMM, AMD Quark (per tensor,
-                                per channel [out, 1] or per block)
+                                per channel [out, 1] or per block); MXFP8's U8 E8M0
+                                exponents [out, in/32] double as code + 1 (0xFF, NaN,
+                                stays; 0xFE = 2^127 cannot double and is refused,
+                                naming the tensor and the block)
     <fp8 tensor>_scale_inv      DeepSeek-V3 128x128 block scales
     (.weight_scale_inv)         [ceil(out/128), ceil(in/128)]: despite the name they
                                 multiply (w = q * s; deepseek-ai/DeepSeek-V3
@@ -94,6 +97,32 @@ LAYER_WEIGHT_SCALES = (".weights_scaling_factor", ".qscale_weight")  # L.<this> 
 ACTIVATION_SUFFIXES = (".input_scale", ".output_scale", ".activation_scaling_factor", ".qscale_act")
 ATTENTION_SUFFIXES = (".k_scale", ".v_scale", ".kv_scale", ".q_scale", ".prob_scale", ".kv_cache_scaling_factor")
 UNCHANGED_SUFFIXES = (".input_scale_ub",)
+E8M0_TAGS = {"U8", "F8_E8M0"}  # how MXFP8 checkpoints store their power-of-two block scales
+
+
+def _check_e8m0_layout(name: str, scale: tuple[int, ...], weight: tuple[int, ...]) -> None:
+    """A U8 weight scale is read as E8M0 exponents only in the MX block layout: the weight's shape with the
+    last dimension divided into whole blocks ([out, in/32] for MXFP8)."""
+    if len(scale) != len(weight) or scale[:-1] != weight[:-1] or not scale[-1] or weight[-1] % scale[-1]:
+        raise CheckpointError(f"{name}: a U8 scale of shape {list(scale)} is not an E8M0 block scale of an FP8 "
+                              f"weight of shape {list(weight)} (expected [..., in / block]); cannot tell how to "
+                              "double it")
+
+
+def double_e8m0(codes: np.ndarray, name: str, weight_cols: int | None = None) -> np.ndarray:
+    """E8M0 scale bytes doubled: code + 1 (the value is 2^(code - 127)); 0xFF (NaN) stays NaN. 0xFE is
+    2^127, the largest E8M0 value: it cannot double, and a ValueError names the tensor and the block."""
+    c = np.ascontiguousarray(codes).view(np.uint8)
+    top = c == 0xFE
+    if top.any():
+        at = [int(i) for i in np.argwhere(top)[0]] if c.ndim else []
+        cols = ""
+        if weight_cols is not None and c.ndim:
+            per = weight_cols // c.shape[-1]
+            cols = f" (weight columns {at[-1] * per}..{at[-1] * per + per - 1})" if at else ""
+        raise ValueError(f"{name}: E8M0 scale byte 0xFE (2^127) at block {at}{cols} cannot double: 2^128 is not an "
+                         f"E8M0 value ({int(np.count_nonzero(top))} such block(s))")
+    return np.where(c == 0xFF, c, c + np.uint8(1)).astype(np.uint8)
 
 
 def is_scale_like(name: str) -> bool:
@@ -113,6 +142,7 @@ class ConversionPlan:
     doubled: dict[str, str] = field(default_factory=dict)  # scale -> why
     unchanged_scales: dict[str, str] = field(default_factory=dict)
     unscaled: list[str] = field(default_factory=list)
+    e8m0: set[str] = field(default_factory=set)  # doubled scales that are E8M0 exponent bytes (MXFP8)
     inf_codes: dict[str, int] = field(default_factory=dict)  # E5M2 tensor -> Inf codes (dry run)
     problems: list[str] = field(default_factory=list)  # what a real run would refuse (dry run)
 
@@ -213,8 +243,14 @@ def plan(
             continue
         if why is None:
             continue
-        if dt not in SCALE_FLOATS:
-            raise CheckpointError(f"{name}: a scale stored as {dt}; only F64/F32/F16/BF16 scales can be doubled")
+        if dt in E8M0_TAGS and target is not None:
+            _check_e8m0_layout(name, headers[where[name]].entries[name].shape,
+                               headers[where[target]].entries[target].shape)
+            p.e8m0.add(name)
+            why += " (E8M0 exponents: doubled as code + 1)"
+        elif dt not in SCALE_FLOATS:
+            raise CheckpointError(f"{name}: a scale stored as {dt}; only F64/F32/F16/BF16 scales, and E8M0 (U8) "
+                                  "block scales of an FP8 weight, can be doubled")
         p.doubled[name] = why
     if unknown:
         raise CheckpointError(
@@ -247,12 +283,24 @@ def _check_scales(p: ConversionPlan, raise_now: bool) -> None:
                 e = h.entries[n]
                 arr = read_tensor(fh, h, e).view(DTYPES[e.dtype]).reshape(e.shape)
                 try:
-                    scale_by_power_of_two(arr, 2.0, n)
+                    if n in p.e8m0:
+                        double_e8m0(arr, n, _weight_cols(p, n))
+                    else:
+                        scale_by_power_of_two(arr, 2.0, n)
                 except (OverflowError, ValueError) as err:
                     msg = f"{shard}: cannot double scale {err}; keep it with --keep-scale if it is not a multiplier"
                     if raise_now:
                         raise CheckpointError(msg) from None
                     p.problems.append(msg)
+
+
+def _weight_cols(p: ConversionPlan, scale: str) -> int | None:
+    """Columns of the FP8 weight an E8M0 scale multiplies (to name a block's columns in errors)."""
+    for suffix in WEIGHT_SCALE_SUFFIXES:
+        w = scale[: -len(suffix)] if scale.endswith(suffix) else None
+        if w in p.fp8:
+            return p.headers[p.where[w]].entries[w].shape[-1]
+    return None
 
 
 def _scan_inf(p: ConversionPlan) -> None:
@@ -325,6 +373,7 @@ class _Job:
     out_path: Path
     plan_fp8: dict[str, str]
     plan_doubled: dict[str, str]
+    plan_e8m0: set[str]
     inf: str | None
     verify: bool
     options: dict[str, Any]
@@ -408,7 +457,8 @@ def _convert_shard(job: _Job, progress: Callable[[int], None] | None = None) -> 
             elif e.name in job.plan_doubled:
                 raw = read_tensor(src, h, e).view(DTYPES[e.dtype])
                 try:
-                    doubled = scale_by_power_of_two(raw, 2.0, e.name)
+                    doubled = double_e8m0(raw.reshape(e.shape), e.name) if e.name in job.plan_e8m0 else \
+                        scale_by_power_of_two(raw, 2.0, e.name)
                 except (OverflowError, ValueError) as err:
                     raise CheckpointError(f"{job.shard}: cannot double scale {err}") from None
                 dst.write(doubled.tobytes())
@@ -449,6 +499,12 @@ def _verify_shard(h: Header, out_path: Path, job: _Job, luts: dict[str, np.ndarr
             if (oe.shape, oe.begin, oe.end) != (e.shape, e.begin, e.end):
                 raise CheckpointError(f"{out_path}: verification failed: {e.name!r} moved or reshaped")
             if e.name in job.plan_doubled:
+                if e.name in job.plan_e8m0:  # exponent bytes: one step up, NaN (0xFF) kept
+                    old_u8, new_u8 = read_tensor(a, h, e), read_tensor(b, o, oe)
+                    want = np.where(old_u8 == 0xFF, old_u8, old_u8.astype(np.int64) + 1)
+                    if oe.dtype != e.dtype or not np.array_equal(new_u8, want):
+                        raise CheckpointError(f"{out_path}: verification failed: E8M0 scale {e.name!r} is not 2x")
+                    continue
                 old = read_tensor(a, h, e).view(DTYPES[e.dtype]).astype(np.float64)
                 new = read_tensor(b, o, oe).view(DTYPES[oe.dtype]).astype(np.float64)
                 if oe.dtype != e.dtype or not np.array_equal(new, old * 2, equal_nan=True):
@@ -529,7 +585,8 @@ def convert(
     notes = [f"removed {q.name} (left by a killed run)" for q in remove_stale_temps(out_dir)]
     jobs_list = [
         _Job(s, (out_p / s.name) if is_dir else out_p, {n: f for n, f in p.fp8.items() if p.where[n] == s},
-             {n: w for n, w in p.doubled.items() if p.where[n] == s}, inf, verify, p.options)
+             {n: w for n, w in p.doubled.items() if p.where[n] == s}, {n for n in p.e8m0 if p.where[n] == s},
+             inf, verify, p.options)
         for s in p.shards
     ]
     bar = _progress_bar(p.total_bytes, "fnuz convert", progress)

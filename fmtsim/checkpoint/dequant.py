@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 import zlib
 from collections.abc import Callable
@@ -69,7 +70,8 @@ from .files import (
 )
 from .producers import Detection, LayerMatch, detect, read_configs
 
-__all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan"]
+__all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape",
+           "BlockShapeError"]
 
 META_KEY = "fmtsim_dequantize"
 TARGETS: dict[str, tuple[str, np.dtype, np.dtype]] = {
@@ -226,6 +228,7 @@ class TensorJob:
     codes_dtype: str
     scale_shape: tuple[int, ...]
     block: tuple[int, int] | None = None  # FP8: rows x cols one scale covers
+    block_source: str = ""  # where a 2-D block shape came from (a config key, the record, or inferred)
 
 
 def _out_name(m: LayerMatch) -> str:
@@ -233,6 +236,117 @@ def _out_name(m: LayerMatch) -> str:
     if p.codes in ("_blocks", ".blocks"):
         return m.layer
     return m.layer + ".weight"
+
+
+class BlockShapeError(CheckpointError):
+    """The block shape of a block scale is unknown, ambiguous, or does not fit the scale's shape."""
+
+
+def _declared(obj: Any, dotted: str) -> list[tuple[str, Any, Any]]:
+    """(key path, value, the '*' entry it sits in or None) for a dotted key; a '*' part stands for
+    every entry of that object (compressed-tensors' config_groups)."""
+    head, star, tail = dotted.partition(".*.")
+    node: Any = obj
+    for k in head.split("."):
+        node = node.get(k) if isinstance(node, dict) else None
+    if not star:
+        return [(dotted, node, None)] if node is not None else []
+    out = []
+    for g, entry in sorted(node.items()) if isinstance(node, dict) else []:
+        val: Any = entry
+        for k in tail.split("."):
+            val = val.get(k) if isinstance(val, dict) else None
+        out.append((f"{head}.{g}.{tail}", val, entry))
+    return out
+
+
+def _group_applies(group: Any, layer: str) -> bool | None:
+    """Does a compressed-tensors config group target this layer? None: its targets say nothing fmtsim
+    can match (a class name other than Linear). Targets are module names, "re:" regexes or class names,
+    matched as compressed-tensors 0.19 ``utils/match.py`` ``match_name`` does (``re.match`` for "re:",
+    equality otherwise)."""
+    if not isinstance(group, dict) or not isinstance(group.get("targets"), list):
+        return None
+    known = False
+    for t in group["targets"]:
+        if not isinstance(t, str):
+            continue
+        if t == "Linear":  # every quantized weight fmtsim reads belongs to a Linear module
+            return True
+        if t.startswith("re:"):
+            known = True
+            try:
+                if re.match(t[3:], layer):
+                    return True
+            except re.error:
+                return None
+        elif "." in t or t == layer:
+            known = True
+            if t == layer:
+                return True
+    return False if known else None
+
+
+def _fitting(n: int, count: int) -> tuple[int, int]:
+    """The block lengths b (a range lo..hi, empty when lo > hi) with ceil(n / b) == count; every
+    length >= n is the same single block, counted once as n."""
+    if count == 1:
+        return (n, n)
+    if count < 1 or count > n:
+        return (1, 0)
+    return (-(-n // count), min(n - 1, -(-n // (count - 1)) - 1))
+
+
+def block_shape(m: LayerMatch, codes: tuple[int, int], scale: tuple[int, ...], configs: dict[str, Any]
+                ) -> tuple[tuple[int, int], str]:
+    """The (rows, cols) block of a 2-D block scale and where it came from: the key the producer writes
+    it under (the record's ``block_keys``), else the record's fixed block, else inferred from the scale's
+    shape only when exactly one block shape fits it. Anything else is a CheckpointError: never a guess.
+
+    compressed-tensors 0.19 (checked in its source): FP8_BLOCK keeps ``block_structure`` in each config
+    group's weight ``QuantizationArgs``; ``quantization/lifecycle/initialize.py`` sizes the scale
+    [ceil(rows / b0), ceil(cols / b1)], and ``compressors/naive_quantized/base.py`` pads the weight to
+    whole blocks before quantizing and cuts the codes back, so the last blocks are partial. A 320-wide
+    layer under 128x128 blocks has 3 scale columns, which 107..159-wide blocks would fit as well."""
+    p = m.producer
+    where = f"{m.codes} ({p.name})"
+    declared: dict[tuple[int, int], list[str]] = {}
+    for file, dotted in p.block_keys:
+        for key, val, group in _declared(configs.get(file), dotted):
+            if val is None:
+                continue
+            if not (isinstance(val, list) and len(val) == 2 and all(type(v) is int and v > 0 for v in val)):
+                raise BlockShapeError(f"{where}: {file} {key} is {val!r}; a block shape is two positive integers")
+            if group is not None and _group_applies(group, m.layer) is False:
+                continue  # a config group that targets other layers
+            declared.setdefault((val[0], val[1]), []).append(f"{file} {key}")
+    if len(declared) == 1:
+        (b, keys), = declared.items()
+        return b, f"from {keys[0]}"
+    if len(declared) > 1:
+        fits = [b for b in declared if scale == (-(-codes[0] // b[0]), -(-codes[1] // b[1]))]
+        shapes = ", ".join(f"{b[0]}x{b[1]} ({declared[b][0]})" for b in declared)
+        if len(fits) == 1:
+            return fits[0], f"from {declared[fits[0]][0]}: of the block shapes the config declares ({shapes}), " \
+                f"the only one that fits the scale's shape"
+        raise BlockShapeError(f"{where}: the config declares block shapes {shapes} and {len(fits)} of them fit "
+                              f"scale {m.scale} {list(scale)}; cannot tell which this layer uses")
+    if p.block is not None:
+        return p.block, f"the {p.name} record's fixed {p.block[0]}x{p.block[1]} (no block shape in the config)"
+    (r_lo, r_hi), (c_lo, c_hi) = _fitting(codes[0], scale[0]), _fitting(codes[1], scale[1])
+    if r_lo == r_hi and c_lo == c_hi:
+        return (r_lo, c_lo), (f"inferred from the scale's shape: {r_lo}x{c_lo} is the only block shape that "
+                              f"gives {list(scale)} scales over {list(codes)}")
+    if r_lo > r_hi or c_lo > c_hi:
+        raise BlockShapeError(f"{where}: scale {m.scale} {list(scale)} cannot cover {list(codes)} in any blocks")
+    read = "; ".join(f"{f} {k}" for f, k in p.block_keys) or "none"
+
+    def span(lo: int, hi: int) -> str:
+        return str(lo) if lo == hi else f"{lo}..{hi}"
+
+    raise BlockShapeError(f"{where}: unknown block shape: scale {m.scale} {list(scale)} over {list(codes)} fits "
+                          f"blocks of {span(r_lo, r_hi)} rows x {span(c_lo, c_hi)} columns and no config says "
+                          f"which (keys this record reads: {read}); refusing to guess")
 
 
 def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]) -> TensorJob:
@@ -250,17 +364,11 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
         elif s.shape in ((rows, 1), (rows,)):
             block = (1, cols)
         elif len(s.shape) == 2:
-            b = p.block
-            cfg = configs.get("config.json") or {}
-            wbs = (cfg.get("quantization_config") or {}).get("weight_block_size") if isinstance(cfg, dict) else None
-            if isinstance(wbs, list) and len(wbs) == 2:
-                b = (int(wbs[0]), int(wbs[1]))
-            if b is None:
-                b = (-(-rows // s.shape[0]), -(-cols // s.shape[1]))
-            if s.shape != (-(-rows // b[0]), -(-cols // b[1])):
-                raise CheckpointError(f"{where}: scale {m.scale} {list(s.shape)} does not cover {list(c.shape)} "
-                                      f"in {b[0]}x{b[1]} blocks")
-            block = b
+            block, source = block_shape(m, (rows, cols), s.shape, configs)
+            if s.shape != (-(-rows // block[0]), -(-cols // block[1])):
+                raise BlockShapeError(f"{where}: scale {m.scale} {list(s.shape)} does not cover {list(c.shape)} "
+                                      f"in {block[0]}x{block[1]} blocks (the block shape {source})")
+            return TensorJob(m, _out_name(m), c.shape, c.dtype, s.shape, block, source)
         else:
             raise CheckpointError(f"{where}: cannot tell how scale {m.scale} {list(s.shape)} covers {list(c.shape)}")
         return TensorJob(m, _out_name(m), c.shape, c.dtype, s.shape, block)
@@ -721,6 +829,8 @@ def dequantize(
     out_dir = out_p if is_dir else out_p.parent
     make_output_dir(out_dir)
     notes = [f"removed {q.name} (left by a killed run)" for q in remove_stale_temps(out_dir)]
+    notes += [f"{n}: block shape {tj.block_source}" for n, tj in sorted(plans.items())
+              if tj.block_source.startswith("inferred")]
     options = {"dtype": dtype, "producer": producer}
     job_list = [_Job(s, (out_p / s.name) if is_dir else out_p, dtype,
                      {n: tj for n, tj in plans.items() if where[n] == s},

@@ -229,6 +229,10 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
         else:
             out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0,
                                          notes=[f"{m.producer.scheme}: no recipe model yet"]))
+    if not any(r.blocks for r in out) and all(_out_name(layers[r.tensor]) not in orig for r in out):
+        first = _out_name(layers[out[0].tensor])
+        raise CheckpointError(f"{original}: holds none of the {len(out)} quantized tensors of {quant} (no "
+                              f"{first!r}, ...): not its original; nothing was compared")
     return out
 
 

@@ -7,8 +7,11 @@ A checkpoint is one ``.safetensors`` file, a directory with
 file), or a Hugging Face cache entry (``models--ORG--NAME`` with ``refs/main`` and
 ``snapshots/REV``).
 
-Reading: every header is parsed and validated here (sizes, offsets, duplicate
-names) and cross-checked with the ``safetensors`` package's own parser; data are
+Reading: every header is parsed and validated here, by the format's own rules (sizes,
+dtype tags, duplicate names, tensors covering the data section exactly: no hole, no
+overlap, no trailing byte), and cross-checked with the ``safetensors`` package's own
+parser when it is installed (a warning says so when it is not); an index must map every
+tensor of its shards, each to a plain file name in the folder; data are
 read in bounded chunks with ``readinto``. safetensors 0.8's numpy loader cannot
 return FP8 tensors (it asks numpy for ``float8_e4m3fn``), and a memory map would
 count the whole shard in the resident set.
@@ -28,6 +31,7 @@ import os
 import re
 import struct
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -40,7 +44,7 @@ import numpy as np
 __all__ = ["CheckpointError", "DTYPES", "Entry", "Header", "INDEX_NAME", "read_header", "crosscheck",
            "chunks", "read_tensor", "Source", "find_source", "load", "header_bytes", "ShardWriter",
            "remove_stale_temps", "check_output", "copy_side_files", "write_chunk", "read_headers", "check_paths",
-           "worker_count", "run_shards"]
+           "worker_count", "run_shards", "crosscheck_available", "CrosscheckSkipped", "NO_CROSSCHECK"]
 
 INDEX_NAME = "model.safetensors.index.json"
 CHUNK_BYTES = 1 << 19  # 512 KiB: measured ~8% faster than 1 MiB here (the work stays in L2)
@@ -55,6 +59,11 @@ DTYPES: dict[str, np.dtype] = {
     "F8_E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz), "F8_E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
     "F8_E8M0": np.dtype(ml_dtypes.float8_e8m0fnu),
 }
+# every dtype tag the safetensors format defines (safetensors 0.8's Dtype enum, as its parser lists them)
+SAFETENSORS_TAGS = frozenset({"BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
+                              "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32",
+                              "C64", "F64", "I64", "U64"})
+MAX_HEADER_BYTES = 100_000_000  # safetensors' limit on the JSON header
 _TMP_RE = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)(?:-[0-9a-f]+)?$")
 
 
@@ -99,7 +108,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_header(path: str | Path) -> Header:
-    """Parse and validate a safetensors header; CheckpointError names the file and the problem."""
+    """Parse and validate a safetensors header; CheckpointError names the file and the problem.
+
+    The rules are the safetensors format's own (checked against safetensors 0.8's parser, which
+    applies them too): a header of at most 100,000,000 bytes holding a UTF-8 JSON object; known
+    dtype tags; sizes that match shape x dtype; and tensors that cover the data section exactly,
+    in offset order, with no hole, no overlap and no trailing byte. They hold whether or not the
+    safetensors package is installed."""
     p = Path(path)
     try:
         if not p.is_file():
@@ -110,11 +125,14 @@ def read_header(path: str | Path) -> Header:
             if len(head) < 8:
                 raise CheckpointError(f"{p}: truncated file ({size} bytes, no header length)")
             (n,) = struct.unpack("<Q", head)
-            if n > size - 8:
-                raise CheckpointError(f"{p}: truncated file: header of {n} bytes, file has {size}")
+            if n > size - 8 or n > MAX_HEADER_BYTES:
+                raise CheckpointError(_not_safetensors(p, head, n, size))
             raw = fh.read(n)
     except OSError as e:
         raise CheckpointError(f"{p}: cannot read: {e.strerror}") from None
+    if not raw.lstrip(b" \t\r\n").startswith(b"{"):
+        raise CheckpointError(f"{p}: not a safetensors file: the header does not begin with a JSON object "
+                              f"(it begins {raw[:16]!r})")
     try:
         obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except CheckpointError as e:
@@ -135,10 +153,14 @@ def read_header(path: str | Path) -> Header:
             # JSON integers only: 1.5 or true is not a dimension, and a negative one is no size
             if not all(type(d) is int and d >= 0 for d in [*raw_shape, *raw_offsets]) or len(raw_offsets) != 2:
                 raise ValueError
+            if not isinstance(dtype, str):
+                raise ValueError
             shape = tuple(raw_shape)
             begin, end = raw_offsets
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(f"{p}: corrupt header entry for tensor {name!r}: {str(info)[:200]}") from None
+        if dtype not in SAFETENSORS_TAGS:
+            raise CheckpointError(f"{p}: tensor {name!r} has dtype {dtype!r}, which is not a safetensors dtype")
         if not 0 <= begin <= end <= data_size:
             raise CheckpointError(
                 f"{p}: tensor {name!r} offsets [{begin}, {end}] out of range (data section is {data_size} bytes)"
@@ -149,18 +171,57 @@ def read_header(path: str | Path) -> Header:
                 raise CheckpointError(f"{p}: tensor {name!r} {dtype}{list(shape)} needs {want} bytes, "
                                       f"header gives {end - begin}")
         entries[name] = Entry(name, dtype, shape, begin, end)
-    ordered = sorted(entries.values(), key=lambda e: e.begin)
-    for a, b in zip(ordered, ordered[1:], strict=False):
-        if b.begin < a.end:
-            raise CheckpointError(f"{p}: tensors {a.name!r} and {b.name!r} overlap")
+    # the data section is the tensors, back to back in offset order (safetensors' own rule): a hole
+    # or trailing bytes are data no tensor owns, and other readers refuse the file
+    pos, prev = 0, None
+    for t in sorted(entries.values(), key=lambda t: (t.begin, t.end)):
+        if t.begin < pos and prev is not None:
+            raise CheckpointError(f"{p}: tensors {prev.name!r} and {t.name!r} overlap")
+        if t.begin > pos:
+            raise CheckpointError(f"{p}: a hole of {t.begin - pos} bytes before tensor {t.name!r} (data bytes "
+                                  f"[{pos}, {t.begin}) belong to no tensor)")
+        pos, prev = t.end, t
+    if pos != data_size:
+        raise CheckpointError(f"{p}: {data_size - pos} trailing bytes after the last tensor (the data section is "
+                              f"{data_size} bytes, the tensors cover {pos}): the header does not cover the file")
     return Header(p, entries, dict(meta), 8 + n, size, raw)
 
 
+def _not_safetensors(p: Path, head: bytes, n: int, size: int) -> str:
+    """Why the first 8 bytes cannot be a safetensors header length, for the error message."""
+    text = head.decode("ascii", "replace")
+    looks_text = all(32 <= b < 127 or b in (9, 10, 13) for b in head)
+    what = f"it starts with the text {text!r}" if looks_text else f"it starts with the bytes {head.hex(' ')}"
+    limit = f" (safetensors allows at most {MAX_HEADER_BYTES})" if n > MAX_HEADER_BYTES else ""
+    return (f"{p}: not a safetensors file: its first 8 bytes give a header length of {n} bytes{limit}, "
+            f"the file has {size}; {what}")
+
+
+NO_CROSSCHECK = ("safetensors is not installed (pip install 'fmtsim[checkpoint]'): headers are checked by "
+                 "fmtsim's own reader only, not cross-checked with the safetensors parser")
+
+
+class CrosscheckSkipped(UserWarning):
+    """The safetensors package is missing, so headers were not cross-checked with its parser."""
+
+
+def crosscheck_available() -> bool:
+    """Is the safetensors parser there to cross-check headers with?"""
+    try:
+        import safetensors  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def crosscheck(h: Header) -> None:
-    """The reference parser must accept the file and agree on names, dtypes and shapes."""
+    """The reference parser must accept the file and agree on names, dtypes and shapes. Without the
+    safetensors package this warns (CrosscheckSkipped; the CLI prints it on every command) and
+    relies on :func:`read_header`'s own validation."""
     try:
         from safetensors import safe_open
-    except ImportError:  # pragma: no cover - safetensors is a declared dependency of this module
+    except ImportError:
+        warnings.warn(NO_CROSSCHECK, CrosscheckSkipped, stacklevel=2)
         return
     try:
         with safe_open(str(h.path), framework="np") as f:
@@ -236,6 +297,48 @@ def _hf_snapshot(path: Path) -> Path | None:
                           "refs/main; name the snapshot directory")
 
 
+def _plain_name(name: str) -> bool:
+    """A file name in the checkpoint's own folder: no directory part, no '..', not absolute."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name \
+        and "\0" not in name and not Path(name).is_absolute() and Path(name).name == name
+
+
+def _read_index(index_path: Path) -> tuple[dict[str, Any], list[str]]:
+    """The index as JSON and the shard names it lists; CheckpointError names the file and the problem."""
+    try:
+        data = index_path.read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"{index_path}: cannot read: {e.strerror}") from None
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in data[:64]:  # a byte-order mark, or NULs
+        raise CheckpointError(f"{index_path}: the index is UTF-16 text; a checkpoint's JSON files are UTF-8 "
+                              "(save it as UTF-8)")
+    try:
+        index = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{index_path}: the index is not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                              f"offset {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{index_path}: corrupt index: not valid JSON: {e}") from None
+    if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
+        raise CheckpointError(f"{index_path}: corrupt index: no \"weight_map\" object mapping tensor names to "
+                              "shard file names")
+    weight_map = index["weight_map"]
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str):
+            raise CheckpointError(f"{index_path}: weight_map maps {name!r} to {shard!r} "
+                                  f"({type(shard).__name__}), not to a shard file name")
+        if not _plain_name(shard):
+            raise CheckpointError(f"{index_path}: weight_map maps {name!r} to {shard!r}, which is not a plain "
+                                  "file name in the checkpoint's folder; refused (a path outside it would be "
+                                  "read but never written to the output)")
+    if not weight_map:
+        found = sorted(q.name for q in index_path.parent.glob("*.safetensors"))
+        have = f"the folder holds {len(found)} .safetensors file(s): {', '.join(found[:5])}" if found else \
+            "and the folder holds no .safetensors file"
+        raise CheckpointError(f"{index_path}: weight_map is empty (it names no tensor); {have}")
+    return index, sorted(set(weight_map.values()))
+
+
 def find_source(path: str | Path) -> Source:
     """Resolve a checkpoint path; CheckpointError says what is wrong with it."""
     if not str(path):
@@ -252,12 +355,7 @@ def find_source(path: str | Path) -> Source:
         p = snap
     index_path = p / INDEX_NAME
     if index_path.exists():
-        try:
-            index = json.loads(index_path.read_text())
-            weight_map = index["weight_map"]
-            names = sorted(set(weight_map.values()))
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-            raise CheckpointError(f"{index_path}: corrupt index: {e}") from None
+        index, names = _read_index(index_path)
         missing = [n for n in names if not (p / n).is_file()]
         if missing:
             raise CheckpointError(f"{index_path}: shard(s) listed but missing: {', '.join(missing)}")
@@ -283,9 +381,17 @@ def read_headers(src: Source) -> tuple[dict[Path, Header], dict[str, Path]]:
                 raise CheckpointError(f"duplicated tensor name {name!r} in {where[name].name} and {s.name}")
             where[name] = s
     if src.index is not None:
-        for name, shard in src.index["weight_map"].items():
+        weight_map = src.index["weight_map"]
+        for name, shard in weight_map.items():
             if where.get(name) != src.path / shard:
                 raise CheckpointError(f"{INDEX_NAME}: {name!r} is listed in {shard} but that shard lacks it")
+        unlisted = sorted(n for n in where if n not in weight_map)
+        if unlisted:
+            # loaders find tensors through the index: an unlisted one is invisible to them, and an output
+            # index written from this one would drop it
+            raise CheckpointError(f"{where[unlisted[0]]}: tensor {unlisted[0]!r} is not in {INDEX_NAME}'s "
+                                  f"weight_map ({len(unlisted)} such tensor(s)); add it to the index or remove it "
+                                  "from the shard")
     return headers, where
 
 

@@ -9,13 +9,16 @@ scale statistics, and findings:
              uninitialised), e8m0-nan (E8M0 byte 0xFF), global-direction (an NVFP4 global scale
              whose magnitude fits the other convention: multiplier vs divisor), missing-scale (FP8
              or packed FP4 weights with no scale a record knows), ambiguous (several records with
-             different rules fit and no config says which)
+             different rules fit and no config says which), block-shape (block scales whose block
+             shape no config states and several shapes fit, or that do not cover the codes in the
+             stated blocks), layout (any other geometry dequantize refuses)
     warning  e8m0-linear (E8M0 bytes that look like small linear integers), swizzled-scales (the
              scale matrix is far smoother read through the 128x4 swizzle), nibble-order (packed FP4
              whose neighbour differences say the two nibbles of each byte are swapped),
              fused-global-scales (gate/up or q/k/v with different NVFP4 global scales), unmatched
              (a scale-like tensor no record claims), zero-scale-empty (a zero scale over all-zero
-             codes)
+             codes), block-inferred (a block shape no config states, inferred because it is the
+             only one that fits the scale's shape)
 
 The heuristics (direction, swizzle, nibble order, linear E8M0) judge distributions, so they
 say "looks"; the others are facts. Exit status 1 when any error is found.
@@ -34,8 +37,8 @@ from ..codec import decode
 from ..formats import get_format
 from ..layout import unswizzle_scales
 from .conversion import ATTENTION_SUFFIXES, is_scale_like
-from .dequant import FP8_ELEMENT, _scan
-from .files import DTYPES, Header, read_array
+from .dequant import FP8_ELEMENT, BlockShapeError, _scan, layer_plan
+from .files import DTYPES, CheckpointError, Header, read_array
 from .producers import LayerMatch
 
 __all__ = ["Finding", "TensorReport", "InspectReport", "inspect"]
@@ -61,6 +64,8 @@ class TensorReport:
     codes: dict[str, Any] = field(default_factory=dict)
     scales: dict[str, Any] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    block: list[int] | None = None  # FP8 2-D block scales: rows x cols one scale covers
+    block_source: str = ""  # the config key it was read from, the record, or "inferred ..."
 
 
 @dataclass
@@ -274,6 +279,18 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
         label = m.producer.name if (m.producer.name in det.config_producers or len(m.candidates) == 1) else \
             " | ".join(m.candidates)
         rep = TensorReport(name, label, list(m.candidates), m.producer.scheme, element, e.dtype, list(e.shape))
+        try:  # the geometry dequantize would use: a layout it refuses is an error here, not "clean"
+            tj = layer_plan(m, entries, configs)
+        except CheckpointError as err:
+            msg = str(err).split(": ", 1)[1] if str(err).startswith(name) else str(err)
+            code = "block-shape" if isinstance(err, BlockShapeError) else "layout"
+            rep.findings.append(Finding("error", code, name, msg + " (dequantize refuses it)"))
+        else:
+            if tj.block_source:
+                rep.block, rep.block_source = list(tj.block or ()), tj.block_source
+            if tj.block_source.startswith("inferred"):
+                rep.findings.append(Finding("warning", "block-inferred", name, f"block shape {tj.block_source}; "
+                                            "no config key states it"))
         _lint_tensor(rep, m, read, entries)
         cache.clear()
         reports.append(rep)

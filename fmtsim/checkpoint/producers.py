@@ -68,13 +68,17 @@ class Producer:
     extra: tuple[str, ...] = ()  # other suffixes of L this producer writes (activation / KV scales)
     config: tuple[tuple[str, str, str], ...] = ()  # (file, dotted key, value) markers
     value: str = ""  # the dequantization rule, for people
+    # where the producer writes the block shape of 2-D block scales: (file, dotted key); a '*' key
+    # part is every entry of that object (compressed-tensors' config_groups); read before ``block``
+    block_keys: tuple[tuple[str, str], ...] = ()
 
 
 PRODUCERS: tuple[Producer, ...] = (
     Producer("deepseek-fp8-block", "DeepSeek-V3/R1, Qwen3-FP8 128x128 block FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale_inv", ("F32", "BF16"), "e4m3", "float", "byte", (128, 128),
              config=(("config.json", "quantization_config.quant_method", "fp8"),),
-             value="w = q * s_block (despite 'inv'); blocks of 128x128"),
+             value="w = q * s_block (despite 'inv'); blocks of 128x128",
+             block_keys=(("config.json", "quantization_config.weight_block_size"),)),
     Producer("modelopt-fp8", "NVIDIA ModelOpt FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32",), "e4m3", "float", "byte", None,
              extra=(".input_scale", ".k_scale", ".v_scale"),
@@ -86,7 +90,8 @@ PRODUCERS: tuple[Producer, ...] = (
              extra=(".input_scale",),
              config=(("config.json", "quantization_config.format", "float-quantized"),
                      ("config.json", "quantization_config.quant_method", "compressed-tensors")),
-             value="w = q * s (per tensor [1] or per channel [out, 1])"),
+             value="w = q * s (per tensor [1], per channel [out, 1] or per block: FP8_BLOCK)",
+             block_keys=(("config.json", "quantization_config.config_groups.*.weights.block_structure"),)),
     Producer("fbgemm-fp8", "FBGEMM FP8 rowwise", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
              extra=(".input_scale_ub",),
@@ -109,7 +114,8 @@ PRODUCERS: tuple[Producer, ...] = (
              value="w = q * s"),
     Producer("modelopt-nvfp4", "NVIDIA ModelOpt NVFP4", "nvfp4",
              ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
-             global_scale=".weight_scale_2", global_direction="multiplier", extra=(".input_scale",),
+             # AMD Quark's NVFP4 export has this layout too and adds the activations' second-level input_scale_2
+             global_scale=".weight_scale_2", global_direction="multiplier", extra=(".input_scale", ".input_scale_2"),
              config=(("hf_quant_config.json", "quantization.quant_algo", "NVFP4"),
                      ("config.json", "quantization_config.quant_algo", "NVFP4")),
              value="w = e2m1 * s_block * weight_scale_2"),
@@ -127,6 +133,7 @@ PRODUCERS: tuple[Producer, ...] = (
              value="w = e2m1 * 2^(scale - 127); [..., G, 16] bytes -> [..., G * 32] values"),
     Producer("quark-mxfp4", "AMD Quark MXFP4", "mxfp4",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
+             extra=(".input_scale", ".output_scale"),
              config=(("config.json", "quantization_config.quant_method", "quark"),),
              value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales"),
     Producer("modelopt-mxfp8", "MXFP8 (E4M3 elements, E8M0 scales per 32; as fmtsim writes it)", "fp8",
