@@ -67,6 +67,7 @@ from .files import (
     remove_stale_temps,
     run_shards,
 )
+from .intcodes import group_layout, int_values
 from .producers import Detection, LayerMatch, detect, read_configs
 
 __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan"]
@@ -249,6 +250,8 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
             block = (rows, cols)
         elif s.shape in ((rows, 1), (rows,)):
             block = (1, cols)
+        elif len(s.shape) == 4:
+            block = _fp8_4d_block(where, m.scale, c.shape, s.shape)
         elif len(s.shape) == 2:
             b = p.block
             cfg = configs.get("config.json") or {}
@@ -281,11 +284,66 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
             raise CheckpointError(f"{where}: global scale {m.global_scale} has {list(entries[m.global_scale].shape)} "
                                   "elements; one per tensor is expected")
         return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape)
+    if p.packing in INT_PACKINGS:
+        return _int_plan(m, entries, configs, where)
     if p.scheme == "w4a16":
         if len(c.shape) != 2:
             raise CheckpointError(f"{where}: packed int4 weights are 2-D, got {list(c.shape)}")
         return TensorJob(m, _out_name(m), (c.shape[0], c.shape[1] * 8), c.dtype, s.shape)
     raise CheckpointError(f"{where}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
+
+
+INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t")  # integer codes decoded by intcodes (with "byte": int8)
+
+
+def _fp8_4d_block(where: str, scale: str, codes: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, int]:
+    """ModelOpt FP8_2D_BLOCKWISE_WEIGHT_ONLY writes its scale [out/b0, 1, in/b1, 1] (a view that
+    broadcasts over the weight reshaped [out/b0, b0, in/b1, b1]): the blocks must divide the weight."""
+    rows, cols = codes
+    if shape[1] != 1 or shape[3] != 1 or rows % shape[0] or cols % shape[2]:
+        raise CheckpointError(f"{where}: scale {scale} {list(shape)} is not [out/b0, 1, in/b1, 1] over {list(codes)}")
+    return rows // shape[0], cols // shape[2]
+
+
+def _int_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any], where: str) -> TensorJob:
+    p = m.producer
+    if p.scheme not in ("int8", "w4a16"):
+        raise CheckpointError(f"{where}: {p.packing} codes under scheme {p.scheme}")  # pragma: no cover
+    c, s = entries[m.codes], entries[m.scale]
+    if len(c.shape) != 2:
+        raise CheckpointError(f"{where}: integer weights are 2-D, got {list(c.shape)}")
+    if p.packing == "byte":
+        out_shape = (c.shape[0], c.shape[1])
+    elif p.packing == "int4-rows":
+        out_shape = (c.shape[0] * 2, c.shape[1])
+    else:
+        out_shape = (c.shape[1] * 8, c.shape[0])
+    group = group_layout(p.packing, out_shape, s.shape, configs, where)
+    return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape, (1, group))
+
+
+def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
+                emit: Callable[[Any], None], cache: dict[Path, Header], res: ShardResult,
+                progress: Callable[[int], None] | None) -> None:
+    """int8 / int4 layouts (see intcodes): exact values in float64, rounded once."""
+    m, target = tj.match, job.target
+    assert tj.block is not None
+    zp = _read_named(job, m.zero_point, cache) if m.zero_point else None
+    pre = _read_named(job, m.pre_scale, cache) if m.pre_scale else None
+    vals64, sticky = int_values(m.producer.packing, read_array(src, h, e), scale, tj.block[1], zp, pre)
+    if vals64.shape != tuple(tj.out_shape):  # pragma: no cover - layer_plan checked the shapes
+        raise CheckpointError(f"{e.name}: decoded {list(vals64.shape)}, expected {list(tj.out_shape)}")
+    out_bits = _bits(vals64, target, sticky)
+    res.values += out_bits.size
+    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
+    res.nan += int(np.count_nonzero(np.isnan(got)))
+    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals64)))
+    if target == "float32":
+        inexact = (got != vals64) | ((sticky != 0) if sticky is not None else False)
+        res.rounded += int(np.count_nonzero(np.isfinite(got) & inexact))
+    emit(np.ascontiguousarray(out_bits).data)
+    if progress:
+        progress(e.nbytes)
 
 
 # ---- computing -----------------------------------------------------------------------------
@@ -518,6 +576,11 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
     m, target = tj.match, job.target
     p = m.producer
     scale = _read_named(job, m.scale, cache)
+    if p.packing in INT_PACKINGS and p.scheme != "fp8":
+        _stream_int(job, tj, scale, src, h, e, emit, cache, res, progress)
+        return
+    if scale.ndim == 4:  # ModelOpt 2-D blocks [out/b0, 1, in/b1, 1]
+        scale = scale.reshape(scale.shape[0], scale.shape[2])
     if p.scheme == "fp8" and p.scale_format == "e8m0":
         _stream_mxfp8(tj, scale, src, h, e, target, emit, res, progress)
         return
@@ -706,7 +769,7 @@ def dequantize(
     plans = {n: layer_plan(m, entries, configs) for n, m in det.layers.items()}
     dropped: set[str] = set()
     for m in det.layers.values():
-        for extra in (m.scale, m.global_scale, m.zero_point, m.shape_tensor):
+        for extra in (m.scale, m.global_scale, m.zero_point, m.shape_tensor, m.pre_scale):
             if extra:
                 dropped.add(extra)
         for suffix in m.producer.extra:

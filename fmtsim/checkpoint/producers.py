@@ -52,22 +52,54 @@ class Producer:
 
     name: str
     title: str
-    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16
+    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | int8
     codes: str  # suffix appended to L
     codes_dtypes: tuple[str, ...]
     scale: str
     scale_dtypes: tuple[str, ...]
     element: str  # fmtsim format of the elements
     scale_format: str  # 'float' (stored float), 'ue4m3', 'e8m0'
-    packing: str  # 'byte' (one code per byte), 'fp4' (two per byte, low nibble first), 'int4x8' (eight per I32)
+    # 'byte' (one code per byte; I8: two's complement), 'fp4' (two per byte, low nibble first),
+    # 'int4x8' (eight per I32 along a row, +8 offset), 'int4-rows' (U8 [out/2, in]: rows 2r / 2r+1 in the
+    # low / high nibble, two's complement), 'int4x8-reorder-t' (I32 [in, out/8]: stored transposed,
+    # nibbles 0,2,4,6,1,3,5,7 of eight outputs, two's complement; scales [in/group, out])
+    packing: str
     block: tuple[int, int] | None  # (rows, cols) one scale covers; None: from the scale's shape
     global_scale: str | None = None  # suffix of a per-tensor second-level scale
     global_direction: str | None = None  # 'multiplier' | 'divisor'
     zero_point: str | None = None
     shape_tensor: str | None = None
     extra: tuple[str, ...] = ()  # other suffixes of L this producer writes (activation / KV scales)
-    config: tuple[tuple[str, str, str], ...] = ()  # (file, dotted key, value) markers
+    # config markers: any one alternative marks the checkpoint; an alternative is one (file, dotted key,
+    # value) condition or a tuple of conditions that must all hold; '*' in a key matches any dict entry
+    config: tuple[Any, ...] = ()
     value: str = ""  # the dequantization rule, for people
+    pre_scale: str | None = None  # suffix of a per-input-column multiplier of the input (AWQ), folded in
+    writers: tuple[str, ...] = ()  # libraries known to write this layout (with the version checked)
+
+
+CT = ("llm-compressor 0.14 / compressed-tensors 0.19",)
+MODELOPT = ("nvidia-modelopt 0.47 export_hf_checkpoint",)
+QUARK = ("amd-quark 0.13 export_safetensors",)
+
+
+def _ct_format(fmt: str) -> tuple[Any, ...]:
+    """compressed-tensors names its format at the top of quantization_config, or per config group when
+    the groups differ ('mixed-precision')."""
+    return (("config.json", "quantization_config.format", fmt),
+            ("config.json", "quantization_config.config_groups.*.format", fmt))
+
+
+def _modelopt(*algos: str) -> tuple[Any, ...]:
+    return tuple((f, k, a) for a in algos for f, k in (("hf_quant_config.json", "quantization.quant_algo"),
+                                                       ("config.json", "quantization_config.quant_algo")))
+
+
+def _quark(*dtypes: str) -> tuple[Any, ...]:
+    """Quark declares the weight dtype per model (global_quant_config) or per layer pattern."""
+    return tuple((("config.json", "quantization_config.quant_method", "quark"), ("config.json", key, d))
+                 for d in dtypes for key in ("quantization_config.global_quant_config.weight.dtype",
+                                             "quantization_config.layer_quant_config.*.weight.dtype"))
 
 
 PRODUCERS: tuple[Producer, ...] = (
@@ -78,15 +110,15 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("modelopt-fp8", "NVIDIA ModelOpt FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32",), "e4m3", "float", "byte", None,
              extra=(".input_scale", ".k_scale", ".v_scale"),
-             config=(("hf_quant_config.json", "quantization.quant_algo", "FP8"),
-                     ("config.json", "quantization_config.quant_method", "modelopt")),
-             value="w = q * s (per tensor)"),
+             config=_modelopt("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"),
+             value="w = q * s (per tensor [], per channel [out, 1], or 2-D blocks [out/128, 1, in/128, 1])",
+             writers=MODELOPT),
     Producer("compressed-tensors-fp8", "compressed-tensors / llm-compressor FP8 (float-quantized)", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16", "F16"), "e4m3", "float", "byte", None,
              extra=(".input_scale",),
-             config=(("config.json", "quantization_config.format", "float-quantized"),
-                     ("config.json", "quantization_config.quant_method", "compressed-tensors")),
-             value="w = q * s (per tensor [1] or per channel [out, 1])"),
+             config=_ct_format("float-quantized"),
+             value="w = q * s (per tensor [1], per channel [out, 1], or blocks: block_structure in the config)",
+             writers=CT),
     Producer("fbgemm-fp8", "FBGEMM FP8 rowwise", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
              extra=(".input_scale_ub",),
@@ -95,8 +127,8 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("quark-fp8", "AMD Quark FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
              extra=(".input_scale", ".output_scale"),
-             config=(("config.json", "quantization_config.quant_method", "quark"),),
-             value="w = q * s"),
+             config=_quark("fp8_e4m3"),
+             value="w = q * s", writers=QUARK),
     Producer("trtllm-fp8", "TensorRT-LLM FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weights_scaling_factor", ("F32",), "e4m3", "float", "byte", None,
              extra=(".activation_scaling_factor",),
@@ -110,14 +142,13 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("modelopt-nvfp4", "NVIDIA ModelOpt NVFP4", "nvfp4",
              ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
              global_scale=".weight_scale_2", global_direction="multiplier", extra=(".input_scale",),
-             config=(("hf_quant_config.json", "quantization.quant_algo", "NVFP4"),
-                     ("config.json", "quantization_config.quant_algo", "NVFP4")),
-             value="w = e2m1 * s_block * weight_scale_2"),
+             config=_modelopt("NVFP4", "NVFP4_AWQ"),
+             value="w = e2m1 * s_block * weight_scale_2", writers=MODELOPT),
     Producer("compressed-tensors-nvfp4", "compressed-tensors NVFP4 (nvfp4-pack-quantized)", "nvfp4",
              ".weight_packed", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
              global_scale=".weight_global_scale", global_direction="divisor", extra=(".input_global_scale",),
-             config=(("config.json", "quantization_config.format", "nvfp4-pack-quantized"),),
-             value="w = e2m1 * s_block / weight_global_scale"),
+             config=_ct_format("nvfp4-pack-quantized"),
+             value="w = e2m1 * s_block / weight_global_scale", writers=CT),
     Producer("gpt-oss-mxfp4", "gpt-oss MXFP4 experts (Hugging Face names)", "mxfp4",
              "_blocks", ("U8",), "_scales", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
              config=(("config.json", "quantization_config.quant_method", "mxfp4"),),
@@ -127,17 +158,51 @@ PRODUCERS: tuple[Producer, ...] = (
              value="w = e2m1 * 2^(scale - 127); [..., G, 16] bytes -> [..., G * 32] values"),
     Producer("quark-mxfp4", "AMD Quark MXFP4", "mxfp4",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
-             config=(("config.json", "quantization_config.quant_method", "quark"),),
-             value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales"),
-    Producer("modelopt-mxfp8", "MXFP8 (E4M3 elements, E8M0 scales per 32; as fmtsim writes it)", "fp8",
+             config=_quark("fp4"),
+             value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=QUARK),
+    Producer("modelopt-mxfp4", "NVIDIA ModelOpt MXFP4 (the layout Quark MXFP4 writes too)", "mxfp4",
+             ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
+             config=_modelopt("MXFP4"),
+             value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=MODELOPT),
+    Producer("compressed-tensors-mxfp4", "compressed-tensors MXFP4 (mxfp4-pack-quantized)", "mxfp4",
+             ".weight_packed", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
+             config=_ct_format("mxfp4-pack-quantized"),
+             value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=CT),
+    Producer("modelopt-mxfp8", "NVIDIA ModelOpt MXFP8 (E4M3 elements, E8M0 scales per 32)", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("U8",), "e4m3", "e8m0", "byte", (1, 32),
-             config=(("hf_quant_config.json", "quantization.quant_algo", "MXFP8"),),
-             value="w = q * 2^(scale - 127), 32 values per scale"),
+             config=_modelopt("MXFP8"),
+             value="w = q * 2^(scale - 127), 32 values per scale", writers=MODELOPT),
+    Producer("compressed-tensors-mxfp8", "compressed-tensors MXFP8 (mxfp8-quantized; ModelOpt's layout)", "fp8",
+             ".weight", ("F8_E4M3",), ".weight_scale", ("U8",), "e4m3", "e8m0", "byte", (1, 32),
+             config=_ct_format("mxfp8-quantized"),
+             value="w = q * 2^(scale - 127), 32 values per scale", writers=CT),
+    Producer("quark-nvfp4", "AMD Quark NVFP4 (ModelOpt's layout)", "nvfp4",
+             ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
+             global_scale=".weight_scale_2", global_direction="multiplier",
+             extra=(".input_scale", ".input_scale_2"), config=_quark("fp4"),
+             value="w = e2m1 * s_block * weight_scale_2", writers=QUARK),
+    Producer("compressed-tensors-int8", "compressed-tensors W8A8 int8 (int-quantized)", "int8",
+             ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
+             extra=(".input_scale", ".input_zero_point"), config=_ct_format("int-quantized"),
+             value="w = q * s (per channel [out, 1] or per tensor)", writers=CT),
+    Producer("modelopt-w4a16-awq", "NVIDIA ModelOpt W4A16_AWQ (int4 per group, AWQ pre_quant_scale)", "w4a16",
+             ".weight", ("U8",), ".weight_scale", ("F32", "BF16", "F16"), "int4", "float", "int4-rows", None,
+             pre_scale=".pre_quant_scale", extra=(".input_scale",), config=_modelopt("W4A16_AWQ"),
+             value="w = q * s_group * pre_quant_scale[column] (the input's AWQ multiplier folded in, rounded once)",
+             writers=MODELOPT),
+    Producer("quark-int4", "AMD Quark int4 weight-only per group (pack_method reorder)", "w4a16",
+             ".weight", ("I32",), ".weight_scale", ("F32", "BF16", "F16"), "int4", "float", "int4x8-reorder-t",
+             None, zero_point=".weight_zero_point", config=_quark("int4", "uint4"),
+             value="w = (q - zero_point) * s_group; stored transposed, nibbles 0,2,4,6,1,3,5,7", writers=QUARK),
+    Producer("quark-int8", "AMD Quark int8", "int8",
+             ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
+             zero_point=".weight_zero_point", extra=(".input_scale", ".input_zero_point", ".output_scale"),
+             config=_quark("int8"), value="w = (q - zero_point) * s", writers=QUARK),
     Producer("compressed-tensors-w4a16", "compressed-tensors W4A16 (pack-quantized)", "w4a16",
              ".weight_packed", ("I32",), ".weight_scale", ("BF16", "F16", "F32"), "int4", "float", "int4x8", None,
              zero_point=".weight_zero_point", shape_tensor=".weight_shape",
-             config=(("config.json", "quantization_config.format", "pack-quantized"),),
-             value="w = (q - zero_point) * s_group; eight int4 (+8) per int32, element i at bits 4i"),
+             config=_ct_format("pack-quantized"),
+             value="w = (q - zero_point) * s_group; eight int4 (+8) per int32, element i at bits 4i", writers=CT),
 )
 
 
@@ -148,12 +213,19 @@ def get_producer(name: str) -> Producer:
     raise ValueError(f"unknown producer {name!r}; choose from {', '.join(p.name for p in PRODUCERS)}")
 
 
-def _lookup(obj: Any, dotted: str) -> Any:
+def _lookup(obj: Any, dotted: str) -> list[Any]:
+    """Every value at ``dotted`` ('*' stands for any entry of a dict)."""
+    found = [obj]
     for key in dotted.split("."):
-        if not isinstance(obj, dict) or key not in obj:
-            return None
-        obj = obj[key]
-    return obj
+        nxt: list[Any] = []
+        for o in found:
+            if isinstance(o, dict):
+                if key == "*":
+                    nxt += list(o.values())
+                elif key in o:
+                    nxt.append(o[key])
+        found = nxt
+    return found
 
 
 def read_configs(directory: Path | None) -> dict[str, Any]:
@@ -171,10 +243,16 @@ def read_configs(directory: Path | None) -> dict[str, Any]:
     return out
 
 
+def _condition(cond: tuple[str, str, str], configs: dict[str, Any]) -> bool:
+    file, key, value = cond
+    return any(isinstance(got, str) and got.lower() == value.lower() for got in _lookup(configs.get(file), key))
+
+
 def config_matches(p: Producer, configs: dict[str, Any]) -> bool:
-    for file, key, value in p.config:
-        got = _lookup(configs.get(file), key)
-        if isinstance(got, str) and got.lower() == value.lower():
+    """Whether a config file marks ``p`` (the scheme it declares, not only the producer)."""
+    for alt in p.config:
+        conds = (alt,) if isinstance(alt[0], str) else alt
+        if all(_condition(c, configs) for c in conds):
             return True
     return False
 
@@ -191,6 +269,7 @@ class LayerMatch:
     zero_point: str | None = None
     shape_tensor: str | None = None
     candidates: tuple[str, ...] = ()  # every record that fits the tensor names and dtypes
+    pre_scale: str | None = None  # a per-input-column multiplier (AWQ pre_quant_scale) folded into the weight
 
 
 @dataclass
@@ -207,10 +286,12 @@ def _fits(p: Producer, layer: str, dtypes: dict[str, str]) -> bool:
     return p.global_scale is None or layer + p.global_scale in dtypes
 
 
-def _rule(p: Producer) -> tuple[Any, ...]:
-    """What dequantization does; records with equal rules may be confused harmlessly."""
+def _rule(p: Producer, layer: str, dtypes: dict[str, str]) -> tuple[Any, ...]:
+    """What dequantization does; records with equal rules may be confused harmlessly (a zero point
+    or input multiplier the layer does not have changes nothing)."""
+    side = tuple(s if s and layer + s in dtypes else None for s in (p.zero_point, p.pre_scale))
     return (p.scheme, p.codes, p.scale, p.element, p.scale_format, p.packing, p.block, p.global_scale,
-            p.global_direction)
+            p.global_direction, side)
 
 
 def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None = None) -> Detection:
@@ -232,7 +313,7 @@ def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None
         if not fits:
             continue
         chosen = [p for p in fits if p.name in marked] or fits
-        rules = {_rule(p) for p in chosen}
+        rules = {_rule(p, name[: -len(p.codes)], dtypes) for p in chosen}
         if len(rules) > 1:
             ambiguous[name] = tuple(p.name for p in chosen)
             continue
@@ -243,7 +324,8 @@ def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None
             layer + best.global_scale if best.global_scale else None,
             layer + best.zero_point if best.zero_point and layer + best.zero_point in dtypes else None,
             layer + best.shape_tensor if best.shape_tensor and layer + best.shape_tensor in dtypes else None,
-            tuple(p.name for p in fits))
+            tuple(p.name for p in fits),
+            layer + best.pre_scale if best.pre_scale and layer + best.pre_scale in dtypes else None)
     count: dict[str, int] = {}
     for m in layers.values():
         count[m.producer.name] = count.get(m.producer.name, 0) + 1
