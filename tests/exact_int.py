@@ -17,12 +17,20 @@ def mantissa24(x):
     return big, (e - 24).astype(np.int64)
 
 
-def round_scaled(n, e, target):
-    """n * 2^e (int64 arrays, |n| < 2^62) rounded to nearest even in target -> float64 (exact value of the result)."""
+def round_scaled(n, e, target, d=None, neg=None):
+    """n / d * 2^e (int64 arrays, |n| < 2^62; d > 0 or None for 1) rounded to nearest even in target ->
+    float64 (the exact value of the result); ``neg`` gives zeros their sign."""
     p, emin, emax = TARGETS[target]
-    n = np.asarray(n, np.int64)
-    e = np.asarray(e, np.int64)
+    n, e = np.broadcast_arrays(np.asarray(n, np.int64), np.asarray(e, np.int64))
     a = np.abs(n)
+    sticky = np.zeros(a.shape, bool)
+    if d is not None:  # a quotient: 54 more bits than the target needs, and whether anything is left
+        d = np.broadcast_to(np.asarray(d, np.int64), a.shape)
+        assert (a < 2**8).all(), "quotients are taken of FP4 x UE4M3 products only"
+        a = a << 54
+        e = e - 54
+        a, r = np.divmod(a, d)
+        sticky = r != 0
     bl = np.zeros(a.shape, np.int64)
     for k in range(63):
         bl += (a >> k) > 0
@@ -34,12 +42,27 @@ def round_scaled(n, e, target):
     k = np.where(exact, a, np.where(shift > 62, 0, a >> sh))
     rem = a & ((np.int64(1) << sh) - 1)
     half = np.int64(1) << (sh - 1)
-    up = ~exact & (shift <= 62) & ((rem > half) | ((rem == half) & (k % 2 == 1)))
+    assert not (exact & sticky).any()
+    up = ~exact & (shift <= 62) & ((rem > half) | ((rem == half) & (sticky | (k % 2 == 1))))
     k = k + up
     kk, uu = k, np.where(exact, e, u)
     val = np.ldexp(kk.astype(np.float64), uu)
     val = np.where(val >= 2.0 ** (emax + 1), np.inf, val)
-    return np.where(n < 0, -val, val)
+    negative = (n < 0) if neg is None else np.asarray(neg, bool)
+    return np.where(negative, -val, val)
+
+
+def e4m3(c):
+    """OCP E4M3 codes -> (int64 M, int64 E, NaN mask, negative), value M * 2^E."""
+    c = np.asarray(c).astype(np.int64)
+    e, m = (c >> 3) & 15, c & 7
+    return np.where(e == 0, m, 8 + m), np.where(e == 0, -9, e - 10), (c & 0x7F) == 0x7F, (c & 0x80) != 0
+
+
+def e2m1(c):
+    c = np.asarray(c).astype(np.int64)
+    e, m = (c >> 1) & 3, c & 1
+    return np.where(e == 0, m, 2 + m), np.where(e == 0, -1, e - 2), np.zeros(c.shape, bool), (c & 8) != 0
 
 
 def unpack_nibbles(u, order=None):

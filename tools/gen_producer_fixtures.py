@@ -134,6 +134,7 @@ def _llmcompressor(orig: Path, schemes: list[str] | None) -> dict[str, str]:
             _prune(out)
             done[scheme] = "written"
         except Exception as e:  # noqa: BLE001 - record why a scheme is not on CPU
+            shutil.rmtree(out, ignore_errors=True)
             done[scheme] = f"not written: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             traceback.print_exc()
     return done
@@ -142,11 +143,12 @@ def _llmcompressor(orig: Path, schemes: list[str] | None) -> dict[str, str]:
 LLMCOMPRESSOR_SCHEMES = ("FP8", "FP8_DYNAMIC", "FP8_BLOCK", "NVFP4", "NVFP4A16", "MXFP4", "MXFP4A16", "MXFP8",
                          "MXFP8A16", "W4A16", "W4A16_ASYM", "W8A16", "W8A8", "INT8")
 GROUP_128 = ("W4A16", "W4A16_ASYM", "W8A16")
+MODELOPT_GROUP_128 = ("INT4_AWQ_CFG", "INT4_BLOCKWISE_WEIGHT_ONLY_CFG", "W4A8_AWQ_BETA_CFG")
 MODELOPT_CONFIGS = ("FP8_DEFAULT_CFG", "FP8_PER_CHANNEL_PER_TOKEN_CFG", "FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG",
                     "NVFP4_DEFAULT_CFG", "NVFP4_AWQ_LITE_CFG", "MXFP4_DEFAULT_CFG", "MXFP8_DEFAULT_CFG",
                     "INT4_AWQ_CFG", "INT4_BLOCKWISE_WEIGHT_ONLY_CFG", "INT8_DEFAULT_CFG", "INT8_SMOOTHQUANT_CFG",
                     "W4A8_AWQ_BETA_CFG", "W4A8_MXFP4_FP8_CFG", "MXFP6_DEFAULT_CFG", "NVFP4_MLP_WEIGHT_ONLY_CFG",
-                    "INT8_WEIGHT_ONLY_CFG", "FP8_PB_WO_CFG")
+                    "INT8_WEIGHT_ONLY_CFG")
 
 
 def _modelopt(orig: Path, schemes: list[str] | None) -> dict[str, str]:
@@ -171,14 +173,18 @@ def _modelopt(orig: Path, schemes: list[str] | None) -> dict[str, str]:
             continue
         out = OUT / f"modelopt-{name.removesuffix('_CFG').lower()}"
         try:
+            cfg = copy.deepcopy(cfg)
+            if name in MODELOPT_GROUP_128:  # ModelOpt refuses partial int4 blocks (down_proj: 320 columns)
+                cfg["quant_cfg"].append({"quantizer_name": "*down_proj*", "enable": False})
             model = _load(orig)
-            model = mtq.quantize(model, copy.deepcopy(cfg), loop)
+            model = mtq.quantize(model, cfg, loop)
             if out.exists():
                 shutil.rmtree(out)
             export_hf_checkpoint(model, export_dir=out)
             _prune(out)
             done[name] = "written"
         except Exception as e:  # noqa: BLE001
+            shutil.rmtree(out, ignore_errors=True)
             done[name] = f"not written: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             traceback.print_exc()
     return done

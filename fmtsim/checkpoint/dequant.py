@@ -296,13 +296,18 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
 INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t")  # integer codes decoded by intcodes (with "byte": int8)
 
 
+MODELOPT_FP8_BLOCK = 128  # FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG block_sizes {-1: 128, -2: 128} (ModelOpt 0.47 presets)
+
+
 def _fp8_4d_block(where: str, scale: str, codes: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, int]:
-    """ModelOpt FP8_2D_BLOCKWISE_WEIGHT_ONLY writes its scale [out/b0, 1, in/b1, 1] (a view that
-    broadcasts over the weight reshaped [out/b0, b0, in/b1, b1]): the blocks must divide the weight."""
+    """ModelOpt FP8_2D_BLOCKWISE_WEIGHT_ONLY writes its scale [ceil(out/128), 1, ceil(in/128), 1] (the
+    weight padded to whole 128x128 blocks); the last blocks of a row or column may be partial."""
     rows, cols = codes
-    if shape[1] != 1 or shape[3] != 1 or rows % shape[0] or cols % shape[2]:
-        raise CheckpointError(f"{where}: scale {scale} {list(shape)} is not [out/b0, 1, in/b1, 1] over {list(codes)}")
-    return rows // shape[0], cols // shape[2]
+    b = MODELOPT_FP8_BLOCK
+    if shape[1] != 1 or shape[3] != 1 or shape[0] != -(-rows // b) or shape[2] != -(-cols // b):
+        raise CheckpointError(f"{where}: scale {scale} {list(shape)} is not [ceil(out/{b}), 1, ceil(in/{b}), 1] "
+                              f"over {list(codes)}")
+    return b, b
 
 
 def _int_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any], where: str) -> TensorJob:
