@@ -200,21 +200,26 @@ def _quark(orig: Path, schemes: list[str] | None) -> dict[str, str]:
     done = {}
     for scheme in names:
         out = OUT / f"quark-{scheme.lower()}"
-        try:
-            model = _load(orig)
-            config = template.get_config(scheme=scheme)
-            q = ModelQuantizer(config)
-            model = q.quantize_model(model, calib)
-            model = q.freeze(model)
-            if out.exists():
-                shutil.rmtree(out)
-            with torch.no_grad():
-                export_safetensors(model, output_dir=str(out))
-            _prune(out)
-            done[scheme] = "written"
-        except Exception as e:  # noqa: BLE001
-            done[scheme] = f"not written: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-            traceback.print_exc()
+        why = ""
+        for exclude in (["lm_head"], ["lm_head", "*down_proj*"]):  # then without down_proj's 320 columns
+            try:
+                model = _load(orig)
+                config = template.get_config(scheme=scheme, exclude_layers=exclude)
+                q = ModelQuantizer(config)
+                model = q.quantize_model(model, calib)
+                model = q.freeze(model)
+                if out.exists():
+                    shutil.rmtree(out)
+                with torch.no_grad():
+                    export_safetensors(model, output_dir=str(out))
+                _prune(out)
+                why = "written" + (" (down_proj left unquantized)" if len(exclude) > 1 else "")
+                break
+            except Exception as e:  # noqa: BLE001
+                shutil.rmtree(out, ignore_errors=True)
+                why = f"not written: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                traceback.print_exc()
+        done[scheme] = why
     return done
 
 

@@ -257,8 +257,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         rows = explain(args.input, args.original, producer=args.producer)
     except CheckpointError as e:
         raise _usage_error(str(e)) from None
-    table = [[r.tensor, r.producer, r.best, f"{r.by_recipe.get(r.best.split(' = ')[0], 0)} of {r.blocks}",
-              str(r.unexplained)] for r in rows]
+    table = [[r.tensor, r.producer, r.best, f"{r.by_recipe.get(r.best.split(' = ')[0], 0)} of {r.blocks}"
+              if r.blocks else "not compared", str(r.unexplained) if r.blocks else "-"] for r in rows]
     print(_table(table, ["tensor", "producer", "recipe (most blocks)", "blocks explained", "unexplained"]))
     for r in rows:
         others = ", ".join(f"{k}: {v}" for k, v in r.by_recipe.items() if k not in r.best.split(" = "))
@@ -274,7 +274,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
                   f"found {m.found_scale}; {where}")
         if r.unexplained > len(r.misses):
             print(f"  ... and {r.unexplained - len(r.misses)} more unexplained block(s) in {r.tensor}")
-    return 1 if any(r.unexplained for r in rows) else 0
+    uncompared = [r for r in rows if not r.blocks]
+    if uncompared:  # nothing compared is never an explanation
+        print(f"fmtsim: {len(uncompared)} of {len(rows)} quantized tensor(s) were not compared (see the notes)")
+    return 1 if any(r.unexplained for r in rows) or uncompared else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
