@@ -65,17 +65,18 @@ def e2m1(c):
     return np.where(e == 0, m, 2 + m), np.where(e == 0, -1, e - 2), np.zeros(c.shape, bool), (c & 8) != 0
 
 
-def unpack_nibbles(u, order=None):
-    """uint32 [..., n] -> int64 [..., 8n] signed nibbles; element 8j + order[k] from nibble k (bits 4k)."""
+def unpack_nibbles(u, order=None, signed=True):
+    """uint32 [..., n] -> int64 [..., 8n] nibbles (two's complement if signed); element 8j + order[k] from
+    nibble k (bits 4k)."""
     order = order or tuple(range(8))
     out = np.zeros(u.shape[:-1] + (u.shape[-1], 8), np.int64)
     for k in range(8):
         nib = ((u >> np.uint32(4 * k)) & np.uint32(0xF)).astype(np.int64)
-        out[..., order[k]] = np.where(nib >= 8, nib - 16, nib)
+        out[..., order[k]] = np.where(signed & (nib >= 8), nib - 16, nib)
     return out.reshape(u.shape[:-1] + (-1,))
 
 
-def int_codes(packing, raw):
+def int_codes(packing, raw, signed=True):
     """The producers' int layouts -> int64 [out, in]."""
     if packing == "byte":
         return raw.view(np.int8).astype(np.int64)
@@ -87,13 +88,13 @@ def int_codes(packing, raw):
         out[1::2] = np.where(hi >= 8, hi - 16, hi)
         return out
     if packing == "int4x8-reorder-t":
-        return unpack_nibbles(raw.view(np.uint32), REORDER).T
+        return unpack_nibbles(raw.view(np.uint32), REORDER, signed).T
     raise AssertionError(packing)
 
 
-def expected_int(packing, codes, scale, zp, pre, target, group):
+def expected_int(packing, codes, scale, zp, pre, target, group, signed=True):
     """The exact values rounded once: float64 [out, in] (then cast exactly to the target dtype)."""
-    q = int_codes(packing, codes)
+    q = int_codes(packing, codes, signed)
     rows, cols = q.shape
     s = np.asarray(scale).astype(np.float64)
     if s.size == 1:
@@ -103,7 +104,12 @@ def expected_int(packing, codes, scale, zp, pre, target, group):
     s = s.reshape(rows, -1)
     if zp is not None:
         z = np.asarray(zp)
-        z = int_codes(packing, z) if packing != "byte" and z.size > 1 else z.astype(np.int64).reshape(rows, -1)
+        if z.size == 1:
+            z = np.full((rows, 1), int(z.reshape(-1)[0]), np.int64)
+        elif packing != "byte":
+            z = int_codes(packing, z, signed)
+        else:
+            z = z.astype(np.int64).reshape(rows, -1)
         q = q - np.repeat(z, group if z.shape[1] > 1 else cols, axis=1)[:, :cols]
     s_full = np.repeat(s, group if s.shape[1] > 1 else cols, axis=1)[:, :cols]
     ms, es = mantissa24(s_full)

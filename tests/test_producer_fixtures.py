@@ -43,7 +43,10 @@ EXPECTED = {
     "modelopt-mxfp4_default": "modelopt-mxfp4", "modelopt-w4a8_mxfp4_fp8": "modelopt-mxfp4",
     "modelopt-mxfp8_default": "modelopt-mxfp8", "modelopt-nvfp4_default": "modelopt-nvfp4",
     "modelopt-nvfp4_mlp_weight_only": "modelopt-w4a16-nvfp4", "modelopt-int4_awq": "modelopt-w4a16-awq",
-    "modelopt-int4_blockwise_weight_only": "modelopt-w4a16-awq", "modelopt-w4a8_awq_beta": "modelopt-w4a16-awq",
+    "modelopt-int4_blockwise_weight_only": "modelopt-w4a16-awq",
+    "quark-fp8": "quark-fp8", "quark-ptpc_fp8": "quark-fp8", "quark-int8": "quark-int8",
+    "quark-int4_wo_128": "quark-int4", "quark-int4_wo_32": "quark-int4", "quark-uint4_wo_128": "quark-uint4",
+    "quark-mxfp4": "quark-mxfp4", "quark-mxfp4_fp8": "quark-mxfp4", "quark-nvfp4": "quark-nvfp4",
 }
 TARGET_DTYPE = {"float32": (np.float32, np.uint32), "bfloat16": (None, np.uint16)}
 
@@ -161,7 +164,7 @@ def _expected(name, before, tj, target):
         return _ct_w4a16_expected(codes, scale, zp, shape, target, _num_bits(name)), None
     pre = before[m.pre_scale] if m.pre_scale else None
     group = tj.block[1]
-    return expected_int(rec.packing, codes, scale, zp, pre, target, group), None
+    return expected_int(rec.packing, codes, scale, zp, pre, target, group, rec.element != "uint4"), None
 
 
 def _bits_of(values64, target):

@@ -335,7 +335,8 @@ def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
     assert tj.block is not None
     zp = _read_named(job, m.zero_point, cache) if m.zero_point else None
     pre = _read_named(job, m.pre_scale, cache) if m.pre_scale else None
-    vals64, sticky = int_values(m.producer.packing, read_array(src, h, e), scale, tj.block[1], zp, pre)
+    vals64, sticky = int_values(m.producer.packing, read_array(src, h, e), scale, tj.block[1], zp, pre,
+                                signed=m.producer.element != "uint4")
     if vals64.shape != tuple(tj.out_shape):  # pragma: no cover - layer_plan checked the shapes
         raise CheckpointError(f"{e.name}: decoded {list(vals64.shape)}, expected {list(tj.out_shape)}")
     out_bits = _bits(vals64, target, sticky)

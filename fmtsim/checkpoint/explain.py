@@ -311,7 +311,7 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
         q = np.stack([(u >> np.uint32(4 * i)) & np.uint32(0xF) for i in range(8)], axis=-1)
         q = q.reshape(u.shape[0], -1).astype(np.int64)[: tj.out_shape[0], : tj.out_shape[1]] - 8
     else:
-        q = unpack_codes(p.packing, read(m.codes))
+        q = unpack_codes(p.packing, read(m.codes), p.element != "uint4")
     raw = read(m.scale)
     rows, cols = q.shape
     group = tj.block[1]

@@ -106,7 +106,7 @@ def _code_stats(codes: np.ndarray, element: str) -> dict[str, Any]:
 
 def _int_code_stats(q: np.ndarray, element: str) -> dict[str, Any]:
     """Histogram summary of signed integer codes (int4: -8..7, int8: -128..127)."""
-    lo, hi = (-8, 7) if element == "int4" else (-128, 127)
+    lo, hi = {"int4": (-8, 7), "uint4": (0, 15)}.get(element, (-128, 127))
     hist = np.bincount((q.reshape(-1) - lo).astype(np.int64), minlength=hi - lo + 1)
     n = int(q.size)
     return {"values": n, "at_min": int(hist[0]), "at_max": int(hist[-1]), "zero": int(hist[-lo]),
@@ -171,7 +171,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
         codes = _unpack_fp4(raw_codes.view(np.uint8))
         rep.codes = _code_stats(codes, "e2m1")
     elif p.packing in INT_PACKINGS:
-        rep.codes = _int_code_stats(unpack_codes(p.packing, raw_codes), p.element)
+        rep.codes = _int_code_stats(unpack_codes(p.packing, raw_codes, p.element != "uint4"), p.element)
         codes = None
     else:
         packed = raw_codes.view(np.uint32)

@@ -33,13 +33,14 @@ __all__ = ["REORDER", "unpack_codes", "group_layout", "int_values", "config_grou
 REORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # output j of eight sits in nibble REORDER.index(j)
 
 
-def _signed4(n: np.ndarray) -> np.ndarray:
+def _signed4(n: np.ndarray, signed: bool = True) -> np.ndarray:
     n = n.astype(np.int64)
-    return (n ^ 8) - 8
+    return (n ^ 8) - 8 if signed else n
 
 
-def unpack_codes(packing: str, raw: np.ndarray) -> np.ndarray:
-    """Stored codes -> int64 [out, in] (transposed layouts are turned back)."""
+def unpack_codes(packing: str, raw: np.ndarray, signed: bool = True) -> np.ndarray:
+    """Stored codes -> int64 [out, in] (transposed layouts are turned back); ``signed``: two's
+    complement nibbles (int4), else 0..15 (uint4, with a zero point)."""
     if packing == "byte":
         return raw.view(np.int8).astype(np.int64)
     if packing == "int4-rows":
@@ -52,7 +53,7 @@ def unpack_codes(packing: str, raw: np.ndarray) -> np.ndarray:
         u = raw.view(np.uint32)
         if u.ndim != 2:
             raise CheckpointError(f"reorder-packed int4 is 2-D [in, out/8], got {list(u.shape)}")
-        nib = _signed4((u[:, :, None] >> (4 * np.arange(8, dtype=np.uint32))) & 0xF)  # [in, out/8, nibble k]
+        nib = _signed4((u[:, :, None] >> (4 * np.arange(8, dtype=np.uint32))) & 0xF, signed)  # [in, out/8, k]
         q = np.empty_like(nib)
         q[:, :, list(REORDER)] = nib  # nibble k holds output REORDER[k] of the eight
         return q.reshape(u.shape[0], -1).T.copy()
@@ -137,14 +138,14 @@ def _per_column(a: np.ndarray, packing: str, rows: int, cols: int, group: int) -
 
 
 def int_values(packing: str, codes: np.ndarray, scale: np.ndarray, group: int, zero_point: np.ndarray | None,
-               pre_scale: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+               pre_scale: np.ndarray | None, signed: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Exact float64 values [out, in] and, with a pre-scale, the sign of the part below float64."""
-    q = unpack_codes(packing, codes)
+    q = unpack_codes(packing, codes, signed)
     rows, cols = q.shape
     if zero_point is not None:
         zp = np.asarray(zero_point)
         if packing != "byte" and zp.size > 1:  # packed like the weight: unpacking turns it to [out, groups]
-            q = q - _per_column(unpack_codes(packing, zp), "byte", rows, cols, group)
+            q = q - _per_column(unpack_codes(packing, zp, signed), "byte", rows, cols, group)
         else:
             q = q - _per_column(zp.astype(np.int64), packing, rows, cols, group)
     s = _per_column(np.asarray(scale).astype(np.float64), packing, rows, cols, group)

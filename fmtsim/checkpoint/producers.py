@@ -31,6 +31,25 @@ What each record was checked against (the producer's own loader or exporter):
   multiplier), asserts ``weight_scale`` is F8_E4M3 with 16 values per scale, and swizzles it
   only after loading (the checkpoint stores it plain). That ``max()`` over fused shards is why
   differing gate/up or q/k/v global scales are a lint finding.
+- compressed-tensors 0.19 MXFP4 / MXFP8: ``compressors/mxfp4/base.py`` (``MXFP4PackedCompressor``: the
+  NVFP4 packing, ``weight_packed`` + ``weight_scale``, no global scale) and ``compressors/mx_utils.py``
+  (``compress_mx_scale``: E8M0 byte ``127 + floor(log2(scale))``); int8 W8A8 is ``int-quantized``
+  (``compressors/naive_quantized/base.py``: ``weight`` cast to int8, ``weight_scale`` [out, 1]).
+- ModelOpt 0.47 (``torch/export/quant_utils.py``): ``pack_int4_in_uint8`` (W4A16_AWQ: transposed to
+  [in, out/2, 2], ``val0 | val1 << 4``, back to [out/2, in]: rows 2r / 2r+1 in the low / high nibble,
+  ``clamp(-8, 7)``); ``to_quantized_weight`` (int8: ``round().clamp(-128, 127)`` of ``w / s[:, None]``;
+  FP8_PB_WO: ``FP8QTensor.quantize`` with 128x128 blocks, the preset
+  ``configs/ptq/presets/model/fp8_2d_blockwise_weight_only``); ``get_weight_scaling_factor`` (MXFP4 and
+  W4A8_MXFP4_FP8: ``MXFP4QTensor``); the ``quant_algo`` names (``W4A16_AWQ``, ``W8A8_SQ_PER_CHANNEL``,
+  ``W8A16``, ``W4A16_NVFP4``, ``fp8_pb_wo``, ``mxfp4``, ...) from its per-layer config builder. AWQ and
+  SmoothQuant write ``pre_quant_scale`` [in], a multiplier of the input; on the CPU runs AWQ folded it
+  into the preceding norm instead.
+- Quark 0.13 ``torch/utils/pack.py`` (``Pack_4_bits.pack``): transposed, eight values per int32 with
+  ``order_map = [0, 2, 4, 6, 1, 3, 5, 7]`` (nibble i holds value ``order_map[i]``), int4 masked to four
+  bits (two's complement), uint4 not; the zero point is packed the same way; the config names the
+  weight dtype in ``global_quant_config.weight.dtype`` (``fp8_e4m3``, ``fp4``, ``int4``, ``uint4``, ``int8``).
+- Every record above marked with ``writers`` was read back from checkpoints the library itself wrote
+  (tests/fixtures/producers, tools/gen_producer_fixtures.py).
 - ModelOpt / Quark / FBGEMM / TensorRT-LLM / Mistral FP8 (``w = q * s``), Quark MXFP4 and the MXFP8
   record: layouts as the vLLM ``quantization/{modelopt,quark,fbgemm_fp8}.py`` loaders are
   documented; not re-read in source for this module.
@@ -95,11 +114,17 @@ def _modelopt(*algos: str) -> tuple[Any, ...]:
                                                        ("config.json", "quantization_config.quant_algo")))
 
 
-def _quark(*dtypes: str) -> tuple[Any, ...]:
-    """Quark declares the weight dtype per model (global_quant_config) or per layer pattern."""
-    return tuple((("config.json", "quantization_config.quant_method", "quark"), ("config.json", key, d))
-                 for d in dtypes for key in ("quantization_config.global_quant_config.weight.dtype",
-                                             "quantization_config.layer_quant_config.*.weight.dtype"))
+def _quark(*dtypes: str, **also: str) -> tuple[Any, ...]:
+    """Quark declares the weight dtype (and group size, scale format) per model (global_quant_config)
+    or per layer pattern (layer_quant_config)."""
+    alts = []
+    for d in dtypes:
+        for where in ("quantization_config.global_quant_config.weight",
+                      "quantization_config.layer_quant_config.*.weight"):
+            alts.append((("config.json", "quantization_config.quant_method", "quark"),
+                         ("config.json", f"{where}.dtype", d),
+                         *(("config.json", f"{where}.{k}", v) for k, v in also.items())))
+    return tuple(alts)
 
 
 PRODUCERS: tuple[Producer, ...] = (
@@ -158,7 +183,7 @@ PRODUCERS: tuple[Producer, ...] = (
              value="w = e2m1 * 2^(scale - 127); [..., G, 16] bytes -> [..., G * 32] values"),
     Producer("quark-mxfp4", "AMD Quark MXFP4", "mxfp4",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
-             config=_quark("fp4"),
+             config=_quark("fp4", group_size="32"),
              value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=QUARK),
     Producer("modelopt-mxfp4", "NVIDIA ModelOpt MXFP4 (the layout Quark MXFP4 writes too)", "mxfp4",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
@@ -179,7 +204,7 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("quark-nvfp4", "AMD Quark NVFP4 (ModelOpt's layout)", "nvfp4",
              ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
              global_scale=".weight_scale_2", global_direction="multiplier",
-             extra=(".input_scale", ".input_scale_2"), config=_quark("fp4"),
+             extra=(".input_scale", ".input_scale_2"), config=_quark("fp4", group_size="16"),
              value="w = e2m1 * s_block * weight_scale_2", writers=QUARK),
     Producer("compressed-tensors-int8", "compressed-tensors W8A8 int8 (int-quantized)", "int8",
              ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
@@ -201,8 +226,13 @@ PRODUCERS: tuple[Producer, ...] = (
              value="w = e2m1 * s_block * weight_scale_2, one UE4M3 scale per 32 values", writers=MODELOPT),
     Producer("quark-int4", "AMD Quark int4 weight-only per group (pack_method reorder)", "w4a16",
              ".weight", ("I32",), ".weight_scale", ("F32", "BF16", "F16"), "int4", "float", "int4x8-reorder-t",
-             None, zero_point=".weight_zero_point", config=_quark("int4", "uint4"),
+             None, zero_point=".weight_zero_point", config=_quark("int4"),
              value="w = (q - zero_point) * s_group; stored transposed, nibbles 0,2,4,6,1,3,5,7", writers=QUARK),
+    Producer("quark-uint4", "AMD Quark uint4 weight-only per group (pack_method reorder, asymmetric)", "w4a16",
+             ".weight", ("I32",), ".weight_scale", ("F32", "BF16", "F16"), "uint4", "float", "int4x8-reorder-t",
+             None, zero_point=".weight_zero_point", config=_quark("uint4"),
+             value="w = (q - zero_point) * s_group, q and zero point 0..15; stored transposed, nibbles 0,2,4,6,1,3,5,7",
+             writers=QUARK),
     Producer("quark-int8", "AMD Quark int8", "int8",
              ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
              zero_point=".weight_zero_point", extra=(".input_scale", ".input_zero_point", ".output_scale"),
@@ -254,7 +284,8 @@ def read_configs(directory: Path | None) -> dict[str, Any]:
 
 def _condition(cond: tuple[str, str, str], configs: dict[str, Any]) -> bool:
     file, key, value = cond
-    return any(isinstance(got, str) and got.lower() == value.lower() for got in _lookup(configs.get(file), key))
+    return any(isinstance(got, (str, int)) and not isinstance(got, bool) and str(got).lower() == value.lower()
+               for got in _lookup(configs.get(file), key))
 
 
 def config_matches(p: Producer, configs: dict[str, Any]) -> bool:
