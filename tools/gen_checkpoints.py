@@ -136,7 +136,7 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
             cfg["quantization_config"] = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}
         elif producer == "quark-fp8":
             cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {
-                "weight": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}}}
+                "weight": {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_scale_quant": False}}}
         elif producer == "trtllm-fp8":
             cfg = {"architecture": "LlamaForCausalLM", "quantization": {"quant_algo": "FP8"}}
         elif producer == "mistral-fp8":

@@ -316,39 +316,75 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
     rows, cols = q.shape
     group = tj.block[1]
     s = raw.astype(F32)
-    s = s.T if p.packing == "int4x8-reorder-t" and s.size > rows else s
-    s = s.reshape(rows, -1)
+    per_tensor = s.size == 1
+    if per_tensor:
+        s = s.reshape(1, 1)
+    else:
+        s = s.T if p.packing == "int4x8-reorder-t" and s.size > rows else s
+        s = s.reshape(rows, -1)
     ng = s.shape[1]
-    if m.zero_point or m.pre_scale:
-        note = "zero point" if m.zero_point else "pre_quant_scale"
-        return TensorExplanation(m.codes, p.name, 0, {}, "-", 0, notes=[f"{note}: no recipe model"])
-    qmax, qmin = (127, -128) if p.element == "int8" else (7, -8)
-    xpad = np.pad(w.astype(F32), ((0, 0), (0, ng * group - cols)))
-    qpad = np.pad(q, ((0, 0), (0, ng * group - cols)))
-    xb = xpad.reshape(rows * ng, group)
-    qb = qpad.reshape(rows * ng, group)
-    sb = s.reshape(-1)
-    amax = np.max(np.abs(xb), axis=1)
+    signed = p.element != "uint4"
+    qmax, qmin = {"int8": (127, -128), "int4": (7, -8), "uint4": (15, 0)}[p.element]
+    zp = np.zeros((1, 1) if per_tensor else (rows, ng), np.int64)
+    if m.zero_point:
+        z = np.asarray(read(m.zero_point))
+        if z.size == 1:
+            zp[:] = int(z.reshape(-1)[0])
+        elif p.packing == "byte":
+            zp = z.astype(np.int64).reshape(rows, -1)
+        else:
+            zp = unpack_codes(p.packing, z, signed)
+    weights = {"w": w.astype(F32)}
+    notes = []
+    if m.pre_scale:  # SmoothQuant / AWQ: the input is multiplied by pre, so the weight was divided by it
+        pre = np.asarray(read(m.pre_scale)).astype(F32).reshape(1, -1)
+        weights = {"w / pre_quant_scale": (w.astype(F32) / pre).astype(F32),
+                   "bfloat16(w / pre_quant_scale)": (w.astype(F32) / pre).astype(BF16).astype(F32),
+                   "w * bfloat16(1 / pre_quant_scale)": (w.astype(F32) * (F32(1) / pre).astype(BF16).astype(F32)
+                                                         ).astype(F32)}
+        notes.append("weights divided by pre_quant_scale (the input's multiplier) before quantizing")
+    if per_tensor:
+        sb = s.reshape(1)
+        zb = zp.reshape(1)
+        qb = q.reshape(1, -1)
+        blocks = {k: v.reshape(1, -1) for k, v in weights.items()}
+        n_rows = 1
+    else:
+        width = ng * group
+        qb = np.pad(q, ((0, 0), (0, width - cols))).reshape(rows * ng, group)
+        sb = s.reshape(-1)
+        zb = zp.reshape(-1)
+        blocks = {k: np.pad(v, ((0, 0), (0, width - cols))).reshape(rows * ng, group) for k, v in weights.items()}
+        n_rows = rows
     cands = {}
     sdt = raw.dtype
     with np.errstate(divide="ignore", invalid="ignore"):
-        for d in sorted({qmax, qmax + 1, (qmax - qmin) / 2}):
-            for aname, sc in (("float32", (amax / F32(d)).astype(F32)),
-                              ("bfloat16", (amax.astype(BF16).astype(F32) / F32(d)).astype(BF16).astype(F32))):
-                sc = sc.astype(sdt).astype(F32)
-                for qname, y in (("float32", xb / sb[:, None]),
-                                 ("bfloat16", (xb / sb[:, None]).astype(F32).astype(BF16).astype(F32))):
-                    c = np.clip(np.rint(y), qmin, qmax)
-                    c = np.where(sb[:, None] == 0, 0, c).astype(np.int64)
-                    cands[f"scale amax/{d:g} in {aname}, codes rint(x / s) in {qname}"] = (
-                        sc.view(np.uint32), c)
+        for wname, xb in blocks.items():
+            hi = np.max(xb, axis=1)
+            lo = np.min(xb, axis=1)
+            amax = np.max(np.abs(xb), axis=1)
+            spans = {f"amax/{d:g}": (amax, F32(d)) for d in sorted({qmax, qmax + 1, (qmax - qmin) / 2})}
+            if not signed:
+                spans = {"(max - min)/15": ((np.maximum(hi, 0) - np.minimum(lo, 0)).astype(F32), F32(15))}
+            for spname, (num, d) in spans.items():
+                for aname, sc in (("float32", (num / d).astype(F32)),
+                                  ("bfloat16", (num.astype(BF16).astype(F32) / d).astype(BF16).astype(F32))):
+                    sc = sc.astype(sdt).astype(F32)
+                    for qname, y in (("float32", xb / sb[:, None]),
+                                     ("bfloat16", (xb / sb[:, None]).astype(F32).astype(BF16).astype(F32)),
+                                     ("float32 x * (1 / s)", xb * (F32(1) / sb[:, None]).astype(F32))):
+                        c = np.clip(np.rint(y) + zb[:, None], qmin, qmax)
+                        c = np.where(sb[:, None] == 0, 0, c).astype(np.int64)
+                        label = f"scale {spname} in {aname}, codes rint(x / s){' + zp' if not signed else ''} " \
+                                f"in {qname}" + (f", {wname}" if len(blocks) > 1 else "")
+                        cands[label] = (sc.view(np.uint32), c)
 
     def coords(b: int) -> list[int]:
-        return [b // ng, b % ng]
+        return [b // ng, b % ng] if n_rows > 1 else [0, 0]
 
     by, best, miss, misses = _compare(sb.astype(F32).view(np.uint32), qb, cands, coords,
                                       lambda k: repr(float(np.uint32(k).view(F32))))
-    return TensorExplanation(m.codes, p.name, int(sb.size), by, best, int(np.count_nonzero(miss)), misses)
+    return TensorExplanation(m.codes, p.name, int(sb.size), by, best, int(np.count_nonzero(miss)), misses, notes)
 
 
 def explain(quant: str | Path, original: str | Path, producer: str | None = None) -> list[TensorExplanation]:

@@ -115,16 +115,12 @@ def _modelopt(*algos: str) -> tuple[Any, ...]:
 
 
 def _quark(*dtypes: str, **also: str) -> tuple[Any, ...]:
-    """Quark declares the weight dtype (and group size, scale format) per model (global_quant_config)
-    or per layer pattern (layer_quant_config)."""
-    alts = []
-    for d in dtypes:
-        for where in ("quantization_config.global_quant_config.weight",
-                      "quantization_config.layer_quant_config.*.weight"):
-            alts.append((("config.json", "quantization_config.quant_method", "quark"),
-                         ("config.json", f"{where}.dtype", d),
-                         *(("config.json", f"{where}.{k}", v) for k, v in also.items())))
-    return tuple(alts)
+    """Quark declares the weight spec (dtype, group size, ...) per model (global_quant_config) or per
+    layer pattern (layer_quant_config); a two-level scheme lists two specs, each matched whole."""
+    return tuple((("config.json", "quantization_config.quant_method", "quark"),
+                  ("config.json", where, {"dtype": d, **also}))
+                 for d in dtypes for where in ("quantization_config.global_quant_config.weight",
+                                               "quantization_config.layer_quant_config.*.weight"))
 
 
 PRODUCERS: tuple[Producer, ...] = (
@@ -152,7 +148,7 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("quark-fp8", "AMD Quark FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
              extra=(".input_scale", ".output_scale"),
-             config=_quark("fp8_e4m3"),
+             config=_quark("fp8_e4m3", is_scale_quant="false"),
              value="w = q * s", writers=QUARK),
     Producer("trtllm-fp8", "TensorRT-LLM FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weights_scaling_factor", ("F32",), "e4m3", "float", "byte", None,
@@ -253,11 +249,12 @@ def get_producer(name: str) -> Producer:
 
 
 def _lookup(obj: Any, dotted: str) -> list[Any]:
-    """Every value at ``dotted`` ('*' stands for any entry of a dict)."""
+    """Every value at ``dotted`` ('*' stands for any entry of a dict; a list is searched item by item,
+    as Quark lists the weight specs of a two-level scheme)."""
     found = [obj]
     for key in dotted.split("."):
         nxt: list[Any] = []
-        for o in found:
+        for o in [i for f in found for i in (f if isinstance(f, list) else [f])]:
             if isinstance(o, dict):
                 if key == "*":
                     nxt += list(o.values())
@@ -282,10 +279,17 @@ def read_configs(directory: Path | None) -> dict[str, Any]:
     return out
 
 
-def _condition(cond: tuple[str, str, str], configs: dict[str, Any]) -> bool:
+def _same(got: Any, value: Any) -> bool:
+    if isinstance(got, list):
+        return any(_same(g, value) for g in got)
+    if isinstance(value, dict):  # every field of one object (one of Quark's weight specs)
+        return isinstance(got, dict) and all(_same(got.get(k), v) for k, v in value.items())
+    return isinstance(got, (str, int)) and str(got).lower() == str(value).lower()  # bool: "true" / "false"
+
+
+def _condition(cond: tuple[str, str, Any], configs: dict[str, Any]) -> bool:
     file, key, value = cond
-    return any(isinstance(got, (str, int)) and not isinstance(got, bool) and str(got).lower() == value.lower()
-               for got in _lookup(configs.get(file), key))
+    return any(_same(got, value) for got in _lookup(configs.get(file), key))
 
 
 def config_matches(p: Producer, configs: dict[str, Any]) -> bool:
