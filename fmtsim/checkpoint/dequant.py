@@ -289,8 +289,21 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
     if p.scheme == "w4a16":
         if len(c.shape) != 2:
             raise CheckpointError(f"{where}: packed int4 weights are 2-D, got {list(c.shape)}")
+        bits = _ct_num_bits(configs)
+        if bits not in (None, 4):
+            raise CheckpointError(f"{where}: the config declares {bits}-bit pack-quantized weights; "
+                                  "only 4-bit packing is read")
         return TensorJob(m, _out_name(m), (c.shape[0], c.shape[1] * 8), c.dtype, s.shape)
     raise CheckpointError(f"{where}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
+
+
+def _ct_num_bits(configs: dict[str, Any]) -> int | None:
+    """The weights' num_bits compressed-tensors declares (None if absent or mixed)."""
+    cfg = configs.get("config.json")
+    groups = ((cfg or {}).get("quantization_config") or {}).get("config_groups") if isinstance(cfg, dict) else None
+    bits = {g["weights"].get("num_bits") for g in (groups or {}).values()
+            if isinstance(g, dict) and isinstance(g.get("weights"), dict)}
+    return bits.pop() if len(bits) == 1 else None
 
 
 INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t")  # integer codes decoded by intcodes (with "byte": int8)

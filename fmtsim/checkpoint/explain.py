@@ -108,7 +108,8 @@ def _compare(found_s: np.ndarray, found_c: np.ndarray, cands: dict[str, tuple[np
     return by, best, ~any_ok, misses
 
 
-def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExplanation:
+def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray, fused_amax: float | None = None
+                 ) -> TensorExplanation:
     codes = read(m.codes).view(np.uint8)
     s_raw = read(m.scale)
     s = s_raw.astype(F32)
@@ -129,6 +130,8 @@ def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
     stored = s.reshape(-1).astype(F32)
     # candidates are rounded to the scale's stored dtype (BF16 scales are common), then compared in float32
     scale_cands = {"amax/max": (amax / fmax).astype(F32).astype(sdt).astype(F32)}
+    if fused_amax is not None and amax.size == 1:  # one scale for fused projections (ModelOpt's q/k/v, gate/up)
+        scale_cands["fused amax/max"] = (np.full(1, fused_amax, F32) / fmax).astype(F32).astype(sdt).astype(F32)
     elem_name = "e4m3" if element.startswith("e4m3") else "e5m2"
     for rule in MX_RULES:
         p2 = np.exp2(mx.scale_codes(amax, elem_name, rule).astype(np.float64) - 127)
@@ -240,14 +243,15 @@ def _explain_mxfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation
 def _explain_nvfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation:
     packed = read(m.codes).view(np.uint8)
     scales = read(m.scale).view(np.uint8).reshape(-1)
-    codes = _fp4_codes(packed).reshape(scales.size, 16)
+    per = m.producer.block[1] if m.producer.block else 16
+    codes = _fp4_codes(packed).reshape(scales.size, per)
     assert m.global_scale is not None and m.producer.global_direction is not None
     g_found = read(m.global_scale).astype(F32).reshape(-1)[0]
     x = w.astype(F32)
     cands = {}
     notes = []
     amax = F32(np.max(np.abs(x)))
-    for recipe in nvfp4.RECIPES:
+    for recipe in nvfp4.RECIPES if per == 16 else ():  # fmtsim's NVFP4 recipes are 16 per scale
         q = nvfp4.quantize(x, recipe=recipe)
         stored = {"1/G": nvfp4.global_scale_to_stored(float(q.global_scale), m.producer.global_direction)}
         if m.producer.global_direction == "divisor":
@@ -262,7 +266,7 @@ def _explain_nvfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation
                          f"({', '.join(f'{k} = {float(v)!r}' for k, v in stored.items())})")
             label += " (global scale differs)"
         cands[label] = (np.asarray(q.scales, np.uint8).reshape(-1), q.codes.reshape(-1, 16))
-    cands.update(_nvfp4_stored_global(x, 16, F32(g_found), m.producer.global_direction))
+    cands.update(_nvfp4_stored_global(x, per, F32(g_found), m.producer.global_direction))
     groups = scales.size // max(1, x.shape[0])
 
     def coords(b: int) -> list[int]:
@@ -314,7 +318,11 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
         q = unpack_codes(p.packing, read(m.codes), p.element != "uint4")
     raw = read(m.scale)
     rows, cols = q.shape
-    group = tj.block[1]
+    if tj.block is not None:
+        group = tj.block[1]
+    else:  # compressed-tensors: [out, groups]
+        g = raw.shape[-1] if raw.ndim == 2 and raw.shape[0] == rows else 1
+        group = -(-cols // g)
     s = raw.astype(F32)
     per_tensor = s.size == 1
     if per_tensor:
@@ -332,6 +340,10 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
             zp[:] = int(z.reshape(-1)[0])
         elif p.packing == "byte":
             zp = z.astype(np.int64).reshape(rows, -1)
+        elif p.packing == "int4x8":  # compressed-tensors packs the zero point (+8) along the rows
+            zu = z.view(np.uint32)
+            zs = np.stack([(zu >> np.uint32(4 * i)) & np.uint32(0xF) for i in range(8)], axis=1)
+            zp = zs.reshape(-1, zu.shape[1])[:rows].astype(np.int64) - 8
         else:
             zp = unpack_codes(p.packing, z, signed)
     weights = {"w": w.astype(F32)}
@@ -364,8 +376,11 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
             lo = np.min(xb, axis=1)
             amax = np.max(np.abs(xb), axis=1)
             spans = {f"amax/{d:g}": (amax, F32(d)) for d in sorted({qmax, qmax + 1, (qmax - qmin) / 2})}
+            span = ((np.maximum(hi, 0) - np.minimum(lo, 0)).astype(F32), F32(qmax - qmin))
             if not signed:
-                spans = {"(max - min)/15": ((np.maximum(hi, 0) - np.minimum(lo, 0)).astype(F32), F32(15))}
+                spans = {f"(max - min)/{qmax - qmin}": span}
+            elif m.zero_point:  # asymmetric int4 (compressed-tensors W4A16_ASYM)
+                spans[f"(max - min)/{qmax - qmin}"] = span
             for spname, (num, d) in spans.items():
                 for aname, sc in (("float32", (num / d).astype(F32)),
                                   ("bfloat16", (num.astype(BF16).astype(F32) / d).astype(BF16).astype(F32))):
@@ -374,8 +389,13 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
                                      ("bfloat16", (xb / sb[:, None]).astype(F32).astype(BF16).astype(F32)),
                                      ("float32 x * (1 / s)", xb * (F32(1) / sb[:, None]).astype(F32))):
                         c = np.clip(np.rint(y) + zb[:, None], qmin, qmax)
+                        if m.zero_point and qname == "bfloat16":  # the zero point added in bfloat16 too
+                            yz = (y + zb[:, None]).astype(F32).astype(BF16).astype(F32)
+                            cz = np.where(sb[:, None] == 0, 0, np.clip(np.rint(yz), qmin, qmax)).astype(np.int64)
+                            cands[f"scale {spname} in {aname}, codes rint(x / s + zp) in bfloat16"
+                                  + (f", {wname}" if len(blocks) > 1 else "")] = (sc.view(np.uint32), cz)
                         c = np.where(sb[:, None] == 0, 0, c).astype(np.int64)
-                        label = f"scale {spname} in {aname}, codes rint(x / s){' + zp' if not signed else ''} " \
+                        label = f"scale {spname} in {aname}, codes rint(x / s){' + zp' if m.zero_point else ''} " \
                                 f"in {qname}" + (f", {wname}" if len(blocks) > 1 else "")
                         cands[label] = (sc.view(np.uint32), c)
 
@@ -385,6 +405,20 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
     by, best, miss, misses = _compare(sb.astype(F32).view(np.uint32), qb, cands, coords,
                                       lambda k: repr(float(np.uint32(k).view(F32))))
     return TensorExplanation(m.codes, p.name, int(sb.size), by, best, int(np.count_nonzero(miss)), misses, notes)
+
+
+FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def _fused_amax(target: str, orig: Any) -> float | None:
+    """The largest |w| over the projections fused with ``target`` (q/k/v, gate/up), or None."""
+    for group in FUSED:
+        for name in group:
+            if f".{name}." in target:
+                sib = [target.replace(f".{name}.", f".{o}.") for o in group]
+                if all(t in orig for t in sib):
+                    return float(max(np.max(np.abs(np.asarray(orig[t]).astype(F32))) for t in sib))
+    return None
 
 
 def explain(quant: str | Path, original: str | Path, producer: str | None = None) -> list[TensorExplanation]:
@@ -404,16 +438,12 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
             out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0,
                                          notes=[f"no tensor {target!r} in the original"]))
             continue
-        if m.producer.scheme == "nvfp4" and m.producer.block != (1, 16):
-            out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0,
-                                         notes=[f"NVFP4 with {m.producer.block[1]} values per scale: no recipe model"]))
-            continue
         w = np.asarray(orig[target]).astype(np.float32)
         if tuple(w.shape) != tuple(tj.out_shape):
             raise CheckpointError(f"{target}: original is {list(w.shape)}, the quantized tensor holds "
                                   f"{list(tj.out_shape)}")
         if m.producer.scheme == "fp8" and m.producer.scale_format == "float":
-            out.append(_explain_fp8(m, tj, read, w))
+            out.append(_explain_fp8(m, tj, read, w, _fused_amax(target, orig)))
         elif m.producer.scheme == "fp8" and m.producer.scale_format == "e8m0":
             out.append(_explain_mxfp8(m, tj, read, w))
         elif m.producer.scheme in ("int8", "w4a16"):
