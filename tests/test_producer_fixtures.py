@@ -18,7 +18,6 @@ from fmtsim.checkpoint import load  # noqa: E402
 from fmtsim.checkpoint.dequant import dequantize  # noqa: E402
 from fmtsim.checkpoint.explain import explain  # noqa: E402
 from fmtsim.checkpoint.inspection import inspect  # noqa: E402
-from fmtsim.checkpoint.producers import get_producer  # noqa: E402
 from fmtsim.cli import main  # noqa: E402
 
 from .conftest import slow_unless  # noqa: E402
@@ -36,7 +35,7 @@ EXPECTED = {
     "llmcompressor-mxfp4a16": "compressed-tensors-mxfp4", "llmcompressor-mxfp8": "compressed-tensors-mxfp8",
     "llmcompressor-mxfp8a16": "compressed-tensors-mxfp8", "llmcompressor-nvfp4": "compressed-tensors-nvfp4",
     "llmcompressor-nvfp4a16": "compressed-tensors-nvfp4", "llmcompressor-w4a16": "compressed-tensors-w4a16",
-    "llmcompressor-w4a16_asym": "compressed-tensors-w4a16", "llmcompressor-w8a16": "compressed-tensors-w4a16",  # 8-bit: refused
+    "llmcompressor-w4a16_asym": "compressed-tensors-w4a16", "llmcompressor-w8a16": "compressed-tensors-w4a16",
     "modelopt-fp8_default": "modelopt-fp8", "modelopt-fp8_per_channel_per_token": "modelopt-fp8",
     "modelopt-fp8_2d_blockwise_weight_only": "modelopt-fp8", "modelopt-int8_default": "modelopt-int8",
     "modelopt-int8_smoothquant": "modelopt-int8", "modelopt-int8_weight_only": "modelopt-int8",

@@ -292,6 +292,7 @@ def _nvfp4_stored_global(x: np.ndarray, per: int, g: np.float32, direction: str
             sv = (a6 / g if direction == "multiplier" else a6 * g).astype(F32)
             sc = np.asarray(encode(sv, "e4m3"), np.uint8)
             sval = np.asarray(decode(sc, "e4m3", np.float32), F32)[:, None]
+            ys: dict[str, np.ndarray]
             if direction == "multiplier":
                 ys = {"x / (s * g)": xb / (sval * g).astype(F32)}
             else:

@@ -35,8 +35,8 @@ from ..formats import get_format
 from ..layout import unswizzle_scales
 from .conversion import ATTENTION_SUFFIXES, is_scale_like
 from .dequant import FP8_ELEMENT, INT_PACKINGS, _scan
-from .intcodes import unpack_codes
 from .files import DTYPES, Header, read_array
+from .intcodes import unpack_codes
 from .producers import LayerMatch
 
 __all__ = ["Finding", "TensorReport", "InspectReport", "inspect"]
