@@ -226,12 +226,31 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
         orig = dict(load(src.parent / f"{base}.original.safetensors"))
         cfg, extra_cfg = dict(cfg, **config.get("config.json", {})), {k: v for k, v in config.items()
                                                                         if k != "config.json"}
-    elif producer in ("compressed-tensors-int8", "quark-int8", "modelopt-w4a16-awq", "quark-int4"):
+    elif producer == "modelopt-w4a16-nvfp4":  # NVFP4 elements and scales, 32 values per scale
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 32)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            g = F32(np.max(np.abs(w)) / F32(6 * 448))
+            blocks = w.reshape(shp[0], -1, 32)
+            sc = np.asarray(fmtsim.encode((np.max(np.abs(blocks), axis=2) / F32(6) / g).astype(F32), "e4m3"),
+                            np.uint8)
+            sv = np.asarray(fmtsim.decode(sc, "e4m3", np.float32), F32)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                y = np.where(sv[:, :, None] > 0, blocks / (sv[:, :, None] * g), 0).astype(F32)
+            codes = np.asarray(fmtsim.encode(y.reshape(shp), "e2m1"), np.uint8)
+            t[L + ".weight"], t[L + ".weight_scale"] = pack_fp4(codes), sc.view(E4M3)
+            t[L + ".weight_scale_2"] = np.array(g, F32)
+        extra_cfg["hf_quant_config.json"] = dict(MODELOPT_CFG, quantization={"quant_algo": "W4A16_NVFP4",
+                                                                             "group_size": 32})
+    elif producer in ("compressed-tensors-int8", "quark-int8", "modelopt-w4a16-awq", "quark-int4", "quark-uint4",
+                      "modelopt-int8"):
         from fmtsim.checkpoint.intcodes import pack_codes
         from fmtsim.checkpoint.producers import get_producer
 
         rec = get_producer(producer)
-        int4 = rec.element == "int4"
+        int4 = rec.element in ("int4", "uint4")
+        off = 8 if rec.element == "uint4" else 0  # uint4: codes 0..15 around a zero point of 8
         group = 32
         for L, shp in shapes.items():
             shp = (shp[0] - shp[0] % 8, shp[1] - shp[1] % group)
@@ -243,18 +262,19 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
             else:
                 s = (np.max(np.abs(w), axis=1, keepdims=True) / F32(127.0)).astype(ml_dtypes.bfloat16)
                 sf = s.astype(F32)
-            q = np.clip(np.rint(w / sf), -8 if int4 else -127, 7 if int4 else 127).astype(np.int64)
+            q = np.clip(np.rint(w / sf), -8 if int4 else -127, 7 if int4 else 127).astype(np.int64) + off
             t[L + ".weight"] = pack_codes(rec.packing, q)
             t[L + ".weight_scale"] = s.T.copy() if rec.packing == "int4x8-reorder-t" else s
-            if producer == "quark-int4":
-                t[L + ".weight_zero_point"] = pack_codes(rec.packing, np.zeros((shp[0], s.shape[1]), np.int64))
-            if producer == "modelopt-w4a16-awq":
+            if producer in ("quark-int4", "quark-uint4"):
+                t[L + ".weight_zero_point"] = pack_codes(rec.packing, np.full((shp[0], s.shape[1]), off, np.int64))
+            if producer in ("modelopt-w4a16-awq", "modelopt-int8"):
                 t[L + ".pre_quant_scale"] = (1 + rng.random(shp[1])).astype(ml_dtypes.bfloat16)
         if producer == "compressed-tensors-int8":
             cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "int-quantized"}
-        elif producer == "modelopt-w4a16-awq":
+        elif producer in ("modelopt-w4a16-awq", "modelopt-int8"):
+            algo = "W4A16_AWQ" if int4 else "W8A8_SQ_PER_CHANNEL"
             extra_cfg["hf_quant_config.json"] = {"producer": {"name": "modelopt"},
-                                                 "quantization": {"quant_algo": "W4A16_AWQ", "group_size": group}}
+                                                 "quantization": {"quant_algo": algo, "group_size": group}}
         else:
             cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
                 "dtype": rec.element, "qscheme": "per_group" if int4 else "per_channel", "group_size": group}}}
