@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "producers"
 PRODUCERS = ("llmcompressor", "modelopt", "quark")
-KEEP = ("config.json", "hf_quant_config.json", "quantization_config.json", "model.safetensors",
+KEEP = ("OWN_DEQUANT.json", "config.json", "hf_quant_config.json", "quantization_config.json", "model.safetensors",
         "model.safetensors.index.json")
 SEED = 20261201
 OUTLIER_ROWS = {"mlp.down_proj": (5, 200), "mlp.gate_proj": (17,), "self_attn.q_proj": (3,)}
@@ -223,6 +223,42 @@ def _quark(orig: Path, schemes: list[str] | None) -> dict[str, str]:
     return done
 
 
+def _ct_own_dequant(names: list[str] | None = None) -> None:
+    """compressed-tensors' own decompression of every llm-compressor fixture, in float32: the SHA-256 of
+    each dequantized weight's bytes goes to OWN_DEQUANT.json (the tests compare fmtsim's output)."""
+    import hashlib
+
+    import torch
+    from compressed_tensors.compressors.base import BaseCompressor
+    from compressed_tensors.quantization import QuantizationScheme
+    from safetensors.torch import load_file
+
+    for d in sorted(OUT.glob("llmcompressor-*")):
+        if names and d.name not in names:
+            continue
+        cfg = json.loads((d / "config.json").read_text())["quantization_config"]
+        tensors = load_file(str(d / "model.safetensors"))
+        out = {}
+        for group in cfg["config_groups"].values():
+            fmt = group.get("format") or cfg["format"]
+            scheme = QuantizationScheme(targets=group["targets"], weights=group.get("weights"),
+                                        input_activations=group.get("input_activations"))
+            comp = BaseCompressor.load_from_registry(fmt)
+            layers = sorted({k.rsplit(".", 1)[0] for k in tensors if k.endswith((".weight_scale",))})
+            for layer in layers:
+                local = {k[len(layer) + 1:]: v for k, v in tensors.items() if k.startswith(layer + ".")
+                         and "." not in k[len(layer) + 1:]}
+                try:
+                    dense = comp.decompress(local, scheme)
+                except Exception as e:  # noqa: BLE001
+                    out[layer + ".weight"] = f"not decompressed: {type(e).__name__}: {e}"[:200]
+                    continue
+                w = dense["weight"].to(torch.float32).contiguous().numpy()
+                out[layer + ".weight"] = hashlib.sha256(w.tobytes()).hexdigest()
+        (d / "OWN_DEQUANT.json").write_text(json.dumps({"float32_sha256": out}, indent=1, sort_keys=True) + "\n")
+        print(d.name, len(out))
+
+
 WORKERS = {"llmcompressor": (_llmcompressor, ("llmcompressor", "compressed-tensors", "transformers", "torch")),
            "modelopt": (_modelopt, ("nvidia-modelopt", "transformers", "torch")),
            "quark": (_quark, ("amd-quark", "transformers", "torch"))}
@@ -254,6 +290,9 @@ def main() -> int:
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     schemes = a.schemes.split(",") if a.schemes else None
+    if a.worker == "ct-own-dequant":
+        _ct_own_dequant(schemes)
+        return 0
     if a.worker:
         worker(a.worker, schemes)
         return 0
@@ -268,6 +307,9 @@ def main() -> int:
         cmd = [str(py), __file__, "--worker", name] + (["--schemes", a.schemes] if a.schemes else [])
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH="")
         if subprocess.run(cmd, env=env).returncode:
+            rc = 1
+        if name == "llmcompressor" and subprocess.run([str(py), __file__, "--worker", "ct-own-dequant"],
+                                                      env=env).returncode:
             rc = 1
     return rc
 
