@@ -18,6 +18,7 @@ from fmtsim.checkpoint import load  # noqa: E402
 from fmtsim.checkpoint.dequant import dequantize  # noqa: E402
 from fmtsim.checkpoint.explain import explain  # noqa: E402
 from fmtsim.checkpoint.inspection import inspect  # noqa: E402
+from fmtsim.checkpoint.producers import get_producer  # noqa: E402
 from fmtsim.cli import main  # noqa: E402
 
 from .conftest import slow_unless  # noqa: E402
@@ -303,3 +304,36 @@ def test_compressed_tensors_own_decompression_agrees_bit_for_bit(tmp_path, name)
     assert set(own) == {tj.out_name for tj in s.jobs.values()}
     for tensor, digest in own.items():
         assert hashlib.sha256(after[tensor].astype(np.float32).tobytes()).hexdigest() == digest, tensor
+
+
+# ---- conversion: OCP FP8 -> FNUZ keeps every value ------------------------------------------------
+
+
+FP8_FLOAT_SCALED = [n for n in FIXTURES if n in EXPECTED and get_producer(EXPECTED[n]).scheme == "fp8"
+                    and get_producer(EXPECTED[n]).scale_format == "float"]
+
+
+@pytest.mark.parametrize("name", slow_unless(FP8_FLOAT_SCALED, keep={n for n in FP8_FLOAT_SCALED
+                                                                    if n.endswith("-fp8")}))
+def test_fnuz_convert_keeps_every_value(tmp_path, name):
+    import ml_dtypes
+
+    from fmtsim.checkpoint.conversion import convert
+
+    if name in KNOWN_WRONG:
+        pytest.xfail(KNOWN_WRONG[name])
+    convert(HERE / name, tmp_path / "out")
+    before, after = load(HERE / name), load(tmp_path / "out")
+    det = dequantize(HERE / name, tmp_path / "deq", dtype="float32").jobs
+    for tj in det.values():
+        m = tj.match
+        assert after[m.codes].dtype == ml_dtypes.float8_e4m3fnuz
+        # a FNUZ code is worth half the OCP code of the same bits: the scale doubles, every product stays
+        v_in = before[m.codes].astype(np.float64) * before[m.scale].astype(np.float64).reshape(-1)[0]
+        v_out = after[m.codes].astype(np.float64) * after[m.scale].astype(np.float64).reshape(-1)[0]
+        if before[m.scale].size == 1:
+            assert np.array_equal(v_in, v_out), m.codes
+        else:
+            s_in, s_out = before[m.scale].astype(np.float64), after[m.scale].astype(np.float64)
+            assert np.array_equal(s_out, 2 * s_in), m.scale
+            assert np.array_equal(after[m.codes].astype(np.float64) * 2, before[m.codes].astype(np.float64))
