@@ -59,7 +59,11 @@ def test_fixtures_are_present_with_versions():
         assert (HERE / name / "config.json").is_file()
 
 
-@pytest.mark.parametrize("name", FIXTURES)
+FAST = {"llmcompressor-nvfp4", "modelopt-fp8_2d_blockwise_weight_only", "modelopt-int4_awq", "quark-int4_wo_32",
+        "quark-nvfp4"}  # the rest run with --full
+
+
+@pytest.mark.parametrize("name", slow_unless(FIXTURES, keep=FAST))
 def test_inspect_names_the_declared_scheme_without_false_errors(name):
     r = inspect(HERE / name)
     assert r.errors == 0, [f for f in r.findings if f.severity == "error"]
@@ -190,8 +194,7 @@ KNOWN_WRONG = {"llmcompressor-fp8_block": "block shape inferred from the scale, 
 
 
 @pytest.mark.parametrize("target", ["bfloat16", "float32"])
-@pytest.mark.parametrize("name", slow_unless(FIXTURES, keep={n for n in FIXTURES if n.endswith(
-    ("-fp8_block", "-mxfp4", "-nvfp4", "-int8", "-w4a16_awq", "-int4_wo_128", "-fp8_2d_blockwise_weight_only"))}))
+@pytest.mark.parametrize("name", slow_unless(FIXTURES, keep=FAST))
 def test_dequantize_equals_the_exact_values_of_the_raw_bytes(tmp_path, name, target):
     if name in REFUSED:
         pytest.skip(REFUSED[name])
@@ -246,8 +249,7 @@ def _round_frac(v, p):
 # ---- explain: every block by a named recipe ------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", slow_unless(FIXTURES, keep={n for n in FIXTURES if n.endswith(
-    ("-fp8", "-mxfp4", "-nvfp4", "-int8"))}))
+@pytest.mark.parametrize("name", slow_unless(FIXTURES, keep={"llmcompressor-nvfp4", "quark-int4_wo_32"}))
 def test_explain_names_a_recipe_for_every_block(name, capsys):
     if name in REFUSED:
         pytest.skip(REFUSED[name])
@@ -290,7 +292,8 @@ UNEXPLAINED = {
 # and kept the SHA-256 of each weight (its output is bfloat16, the scales' dtype, held as float32 bytes)
 
 
-@pytest.mark.parametrize("name", [n for n in FIXTURES if (HERE / n / "OWN_DEQUANT.json").is_file()])
+@pytest.mark.parametrize("name", slow_unless([n for n in FIXTURES if (HERE / n / "OWN_DEQUANT.json").is_file()],
+                                             keep={"llmcompressor-nvfp4", "llmcompressor-w4a16_asym"}))
 def test_compressed_tensors_own_decompression_agrees_bit_for_bit(tmp_path, name):
     import hashlib
 
@@ -313,8 +316,7 @@ FP8_FLOAT_SCALED = [n for n in FIXTURES if n in EXPECTED and get_producer(EXPECT
                     and get_producer(EXPECTED[n]).scale_format == "float"]
 
 
-@pytest.mark.parametrize("name", slow_unless(FP8_FLOAT_SCALED, keep={n for n in FP8_FLOAT_SCALED
-                                                                    if n.endswith("-fp8")}))
+@pytest.mark.parametrize("name", slow_unless(FP8_FLOAT_SCALED, keep={"quark-fp8"}))
 def test_fnuz_convert_keeps_every_value(tmp_path, name):
     import ml_dtypes
 
