@@ -339,3 +339,31 @@ def test_fnuz_convert_keeps_every_value(tmp_path, name):
             s_in, s_out = before[m.scale].astype(np.float64), after[m.scale].astype(np.float64)
             assert np.array_equal(s_out, 2 * s_in), m.scale
             assert np.array_equal(after[m.codes].astype(np.float64) * 2, before[m.codes].astype(np.float64))
+
+
+# ---- names: who writes a layout ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, both", [("quark-mxfp4", {"quark-mxfp4", "modelopt-mxfp4"}),
+                                        ("llmcompressor-mxfp8", {"compressed-tensors-mxfp8", "modelopt-mxfp8"}),
+                                        ("quark-nvfp4", {"quark-nvfp4", "modelopt-nvfp4"})])
+def test_a_shared_layout_without_its_config_names_both_producers(tmp_path, name, both):
+    import shutil
+
+    if name not in FIXTURES:
+        pytest.skip(f"no {name} fixture")
+    shutil.copy(HERE / name / "model.safetensors", tmp_path / "model.safetensors")
+    r = inspect(tmp_path / "model.safetensors")
+    assert r.errors == 0 and r.config_producers == []
+    for t in r.tensors:
+        assert both <= set(t.producer.split(" | ")), t.producer
+    # with its config, the headline names the scheme the config declares, and only that
+    assert inspect(HERE / name).config_producers == [EXPECTED[name]]
+
+
+def test_the_headline_names_the_declared_scheme(capsys):
+    for name in ("llmcompressor-nvfp4", "llmcompressor-int8", "modelopt-mxfp4_default", "quark-int4_wo_32"):
+        if name in FIXTURES:
+            main(["checkpoint", "inspect", str(HERE / name)])
+            head = capsys.readouterr().out.splitlines()[0]
+            assert f"config files name {EXPECTED[name]};" in head, head

@@ -95,6 +95,9 @@ class Producer:
     value: str = ""  # the dequantization rule, for people
     pre_scale: str | None = None  # suffix of a per-input-column multiplier of the input (AWQ), folded in
     writers: tuple[str, ...] = ()  # libraries known to write this layout (with the version checked)
+    # only with its config marker (its tensors look like another record's; shapes, which detection does
+    # not read, would tell them apart: ModelOpt's W4A16_NVFP4 is NVFP4 with 32 values per scale)
+    marker_required: bool = False
 
 
 CT = ("llm-compressor 0.14 / compressed-tensors 0.19",)
@@ -219,7 +222,8 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("modelopt-w4a16-nvfp4", "NVIDIA ModelOpt W4A16_NVFP4 (NVFP4 elements and scales, 32 per scale)",
              "nvfp4", ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 32),
              global_scale=".weight_scale_2", global_direction="multiplier", config=_modelopt("W4A16_NVFP4"),
-             value="w = e2m1 * s_block * weight_scale_2, one UE4M3 scale per 32 values", writers=MODELOPT),
+             value="w = e2m1 * s_block * weight_scale_2, one UE4M3 scale per 32 values", writers=MODELOPT,
+             marker_required=True),
     Producer("quark-int4", "AMD Quark int4 weight-only per group (pack_method reorder)", "w4a16",
              ".weight", ("I32",), ".weight_scale", ("F32", "BF16", "F16"), "int4", "float", "int4x8-reorder-t",
              None, zero_point=".weight_zero_point", config=_quark("int4"),
@@ -350,6 +354,8 @@ def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None
     for name in sorted(dtypes):
         fits = []
         for p in records:
+            if p.marker_required and not forced and p.name not in marked:
+                continue
             if name.endswith(p.codes):
                 layer = name[: -len(p.codes)]
                 if _fits(p, layer, dtypes):
