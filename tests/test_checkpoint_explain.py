@@ -40,7 +40,7 @@ def test_mx_rule_recovered(tmp_path, rng, rule):
 def test_nvfp4_recipe_recovered(tmp_path, producer, recipe):
     src = make(producer, tmp_path)
     for e in explain(src, tmp_path / f"{producer}.original.safetensors"):
-        assert e.best == f"nvfp4 {recipe}" and e.unexplained == 0
+        assert f"nvfp4 {recipe}" in e.best.split(" = ") and e.unexplained == 0  # ties with the stored-scale recipe
         other = "torchao" if recipe == "te" else "te"
         assert e.by_recipe[f"nvfp4 {other}"] < e.blocks  # the quiet rows tell them apart
 

@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -66,6 +67,19 @@ def _save(directory: Path, shards: dict[str, dict[str, np.ndarray]], configs: di
 
 def _layers() -> list[str]:
     return ["model.layers.0.self_attn.q_proj", "model.layers.0.mlp.down_proj"]
+
+
+MODELOPT_CFG = {"producer": {"name": "modelopt"}}
+SAME_LAYOUT: dict[str, tuple[str, tuple[tuple[str, str], ...], dict[str, Any]]] = {
+    "modelopt-mxfp4": ("quark-mxfp4", (), {"hf_quant_config.json": dict(MODELOPT_CFG, quantization={
+        "quant_algo": "MXFP4", "group_size": 32})}),
+    "compressed-tensors-mxfp4": ("quark-mxfp4", ((".weight", ".weight_packed"),), {"config.json": {
+        "quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized"}}}),
+    "compressed-tensors-mxfp8": ("modelopt-mxfp8", (), {"config.json": {
+        "quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp8-quantized"}}}),
+    "quark-nvfp4": ("modelopt-nvfp4", (), {"config.json": {"quantization_config": {
+        "quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp4", "group_size": 16}}}}}),
+}
 
 
 def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
@@ -121,7 +135,8 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
         elif producer == "fbgemm-fp8":
             cfg["quantization_config"] = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}
         elif producer == "quark-fp8":
-            cfg["quantization_config"] = {"quant_method": "quark"}
+            cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {
+                "weight": {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_scale_quant": False}}}
         elif producer == "trtllm-fp8":
             cfg = {"architecture": "LlamaForCausalLM", "quantization": {"quant_algo": "FP8"}}
         elif producer == "mistral-fp8":
@@ -199,6 +214,70 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
             t[L + ".weight_packed"], t[L + ".weight_scale"] = packed.view(np.int32), s
             t[L + ".weight_shape"] = np.array(shp, np.int64)
         cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized"}
+    elif producer in SAME_LAYOUT:  # another producer's layout under this producer's names and config
+        base, renames, config = SAME_LAYOUT[producer]
+        src = make(base, Path(out_dir) / ".same-layout", seed)
+        from fmtsim.checkpoint import load
+
+        for k, v in load(src).items():
+            for old, new in renames:  # a suffix renamed: the codes tensor of the layout
+                k = k[: -len(old)] + new if k.endswith(old) else k
+            t[k] = v
+        orig = dict(load(src.parent / f"{base}.original.safetensors"))
+        cfg, extra_cfg = dict(cfg, **config.get("config.json", {})), {k: v for k, v in config.items()
+                                                                        if k != "config.json"}
+    elif producer == "modelopt-w4a16-nvfp4":  # NVFP4 elements and scales, 32 values per scale
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 32)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            g = F32(np.max(np.abs(w)) / F32(6 * 448))
+            blocks = w.reshape(shp[0], -1, 32)
+            sc = np.asarray(fmtsim.encode((np.max(np.abs(blocks), axis=2) / F32(6) / g).astype(F32), "e4m3"),
+                            np.uint8)
+            sv = np.asarray(fmtsim.decode(sc, "e4m3", np.float32), F32)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                y = np.where(sv[:, :, None] > 0, blocks / (sv[:, :, None] * g), 0).astype(F32)
+            codes = np.asarray(fmtsim.encode(y.reshape(shp), "e2m1"), np.uint8)
+            t[L + ".weight"], t[L + ".weight_scale"] = pack_fp4(codes), sc.view(E4M3)
+            t[L + ".weight_scale_2"] = np.array(g, F32)
+        extra_cfg["hf_quant_config.json"] = dict(MODELOPT_CFG, quantization={"quant_algo": "W4A16_NVFP4",
+                                                                             "group_size": 32})
+    elif producer in ("compressed-tensors-int8", "quark-int8", "modelopt-w4a16-awq", "quark-int4", "quark-uint4",
+                      "modelopt-int8"):
+        from fmtsim.checkpoint.intcodes import pack_codes
+        from fmtsim.checkpoint.producers import get_producer
+
+        rec = get_producer(producer)
+        int4 = rec.element in ("int4", "uint4")
+        off = 8 if rec.element == "uint4" else 0  # uint4: codes 0..15 around a zero point of 8
+        group = 32
+        for L, shp in shapes.items():
+            shp = (shp[0] - shp[0] % 8, shp[1] - shp[1] % group)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            if int4:
+                s = (np.max(np.abs(w.reshape(shp[0], -1, group)), axis=2) / F32(7.0)).astype(F32)
+                sf = np.repeat(s, group, axis=1)
+            else:
+                s = (np.max(np.abs(w), axis=1, keepdims=True) / F32(127.0)).astype(ml_dtypes.bfloat16)
+                sf = s.astype(F32)
+            q = np.clip(np.rint(w / sf), -8 if int4 else -127, 7 if int4 else 127).astype(np.int64) + off
+            t[L + ".weight"] = pack_codes(rec.packing, q)
+            t[L + ".weight_scale"] = s.T.copy() if rec.packing == "int4x8-reorder-t" else s
+            if producer in ("quark-int4", "quark-uint4"):
+                t[L + ".weight_zero_point"] = pack_codes(rec.packing, np.full((shp[0], s.shape[1]), off, np.int64))
+            if producer in ("modelopt-w4a16-awq", "modelopt-int8"):
+                t[L + ".pre_quant_scale"] = (1 + rng.random(shp[1])).astype(ml_dtypes.bfloat16)
+        if producer == "compressed-tensors-int8":
+            cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "int-quantized"}
+        elif producer in ("modelopt-w4a16-awq", "modelopt-int8"):
+            algo = "W4A16_AWQ" if int4 else "W8A8_SQ_PER_CHANNEL"
+            extra_cfg["hf_quant_config.json"] = {"producer": {"name": "modelopt"},
+                                                 "quantization": {"quant_algo": algo, "group_size": group}}
+        else:
+            cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
+                "dtype": rec.element, "qscheme": "per_group" if int4 else "per_channel", "group_size": group}}}
     else:
         raise SystemExit(f"gen_checkpoints: no generator for producer {producer!r}")
     names = sorted(t)

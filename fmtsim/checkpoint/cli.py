@@ -274,8 +274,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         rows = explain(args.input, args.original, producer=args.producer)
     except CheckpointError as e:
         raise _usage_error(str(e)) from None
-    table = [[r.tensor, r.producer, r.best, f"{r.by_recipe.get(r.best.split(' = ')[0], 0)} of {r.blocks}",
-              str(r.unexplained)] for r in rows]
+    table = [[r.tensor, r.producer, r.best, f"{r.by_recipe.get(r.best.split(' = ')[0], 0)} of {r.blocks}"
+              if r.blocks else "not compared", str(r.unexplained) if r.blocks else "-"] for r in rows]
     print(_table(table, ["tensor", "producer", "recipe (most blocks)", "blocks explained", "unexplained"]))
     for r in rows:
         others = ", ".join(f"{k}: {v}" for k, v in r.by_recipe.items() if k not in r.best.split(" = "))

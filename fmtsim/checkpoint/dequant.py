@@ -68,6 +68,7 @@ from .files import (
     remove_stale_temps,
     run_shards,
 )
+from .intcodes import group_layout, int_values
 from .producers import Detection, LayerMatch, detect, read_configs
 
 __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape",
@@ -363,6 +364,8 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
             block = (rows, cols)
         elif s.shape in ((rows, 1), (rows,)):
             block = (1, cols)
+        elif len(s.shape) == 4:
+            block = _fp8_4d_block(where, m.scale, c.shape, s.shape)
         elif len(s.shape) == 2:
             block, source = block_shape(m, (rows, cols), s.shape, configs)
             if s.shape != (-(-rows // block[0]), -(-cols // block[1])):
@@ -389,11 +392,85 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
             raise CheckpointError(f"{where}: global scale {m.global_scale} has {list(entries[m.global_scale].shape)} "
                                   "elements; one per tensor is expected")
         return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape)
+    if p.packing in INT_PACKINGS:
+        return _int_plan(m, entries, configs, where)
     if p.scheme == "w4a16":
         if len(c.shape) != 2:
             raise CheckpointError(f"{where}: packed int4 weights are 2-D, got {list(c.shape)}")
+        bits = _ct_num_bits(configs)
+        if bits not in (None, 4):
+            raise CheckpointError(f"{where}: the config declares {bits}-bit pack-quantized weights; "
+                                  "only 4-bit packing is read")
         return TensorJob(m, _out_name(m), (c.shape[0], c.shape[1] * 8), c.dtype, s.shape)
     raise CheckpointError(f"{where}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
+
+
+def _ct_num_bits(configs: dict[str, Any]) -> int | None:
+    """The weights' num_bits compressed-tensors declares (None if absent or mixed)."""
+    cfg = configs.get("config.json")
+    groups = ((cfg or {}).get("quantization_config") or {}).get("config_groups") if isinstance(cfg, dict) else None
+    bits = {g["weights"].get("num_bits") for g in (groups or {}).values()
+            if isinstance(g, dict) and isinstance(g.get("weights"), dict)}
+    return bits.pop() if len(bits) == 1 else None
+
+
+INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t")  # integer codes decoded by intcodes (with "byte": int8)
+
+
+MODELOPT_FP8_BLOCK = 128  # FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG block_sizes {-1: 128, -2: 128} (ModelOpt 0.47 presets)
+
+
+def _fp8_4d_block(where: str, scale: str, codes: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, int]:
+    """ModelOpt FP8_2D_BLOCKWISE_WEIGHT_ONLY writes its scale [ceil(out/128), 1, ceil(in/128), 1] (the
+    weight padded to whole 128x128 blocks); the last blocks of a row or column may be partial."""
+    rows, cols = codes
+    b = MODELOPT_FP8_BLOCK
+    if shape[1] != 1 or shape[3] != 1 or shape[0] != -(-rows // b) or shape[2] != -(-cols // b):
+        raise CheckpointError(f"{where}: scale {scale} {list(shape)} is not [ceil(out/{b}), 1, ceil(in/{b}), 1] "
+                              f"over {list(codes)}")
+    return b, b
+
+
+def _int_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any], where: str) -> TensorJob:
+    p = m.producer
+    if p.scheme not in ("int8", "w4a16"):
+        raise CheckpointError(f"{where}: {p.packing} codes under scheme {p.scheme}")  # pragma: no cover
+    c, s = entries[m.codes], entries[m.scale]
+    if len(c.shape) != 2:
+        raise CheckpointError(f"{where}: integer weights are 2-D, got {list(c.shape)}")
+    if p.packing == "byte":
+        out_shape = (c.shape[0], c.shape[1])
+    elif p.packing == "int4-rows":
+        out_shape = (c.shape[0] * 2, c.shape[1])
+    else:
+        out_shape = (c.shape[1] * 8, c.shape[0])
+    group = group_layout(p.packing, out_shape, s.shape, configs, where)
+    return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape, (1, group))
+
+
+def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
+                emit: Callable[[Any], None], cache: dict[Path, Header], res: ShardResult,
+                progress: Callable[[int], None] | None) -> None:
+    """int8 / int4 layouts (see intcodes): exact values in float64, rounded once."""
+    m, target = tj.match, job.target
+    assert tj.block is not None
+    zp = _read_named(job, m.zero_point, cache) if m.zero_point else None
+    pre = _read_named(job, m.pre_scale, cache) if m.pre_scale else None
+    vals64, sticky = int_values(m.producer.packing, read_array(src, h, e), scale, tj.block[1], zp, pre,
+                                signed=m.producer.element != "uint4")
+    if vals64.shape != tuple(tj.out_shape):  # pragma: no cover - layer_plan checked the shapes
+        raise CheckpointError(f"{e.name}: decoded {list(vals64.shape)}, expected {list(tj.out_shape)}")
+    out_bits = _bits(vals64, target, sticky)
+    res.values += out_bits.size
+    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
+    res.nan += int(np.count_nonzero(np.isnan(got)))
+    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals64)))
+    if target == "float32":
+        inexact = (got != vals64) | ((sticky != 0) if sticky is not None else False)
+        res.rounded += int(np.count_nonzero(np.isfinite(got) & inexact))
+    emit(np.ascontiguousarray(out_bits).data)
+    if progress:
+        progress(e.nbytes)
 
 
 # ---- computing -----------------------------------------------------------------------------
@@ -626,6 +703,11 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
     m, target = tj.match, job.target
     p = m.producer
     scale = _read_named(job, m.scale, cache)
+    if p.packing in INT_PACKINGS and p.scheme != "fp8":
+        _stream_int(job, tj, scale, src, h, e, emit, cache, res, progress)
+        return
+    if scale.ndim == 4:  # ModelOpt 2-D blocks [out/b0, 1, in/b1, 1]
+        scale = scale.reshape(scale.shape[0], scale.shape[2])
     if p.scheme == "fp8" and p.scale_format == "e8m0":
         _stream_mxfp8(tj, scale, src, h, e, target, emit, res, progress)
         return
@@ -814,7 +896,7 @@ def dequantize(
     plans = {n: layer_plan(m, entries, configs) for n, m in det.layers.items()}
     dropped: set[str] = set()
     for m in det.layers.values():
-        for extra in (m.scale, m.global_scale, m.zero_point, m.shape_tensor):
+        for extra in (m.scale, m.global_scale, m.zero_point, m.shape_tensor, m.pre_scale):
             if extra:
                 dropped.add(extra)
         for suffix in m.producer.extra:

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .. import mx, nvfp4
-from ..codec import encode
+from ..codec import decode, encode
 from .dequant import FP8_ELEMENT, _out_name, _scan, layer_plan
 from .files import CheckpointError, Header, load, read_array
 from .producers import LayerMatch
@@ -38,6 +39,7 @@ from .producers import LayerMatch
 __all__ = ["explain", "diff", "TensorExplanation", "BlockMiss", "TensorDiff"]
 
 F32 = np.float32
+BF16 = np.dtype(ml_dtypes.bfloat16)
 MX_RULES = ("floor", "ceil", "even", "rceil")
 
 
@@ -106,7 +108,8 @@ def _compare(found_s: np.ndarray, found_c: np.ndarray, cands: dict[str, tuple[np
     return by, best, ~any_ok, misses
 
 
-def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExplanation:
+def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray, fused_amax: float | None = None
+                 ) -> TensorExplanation:
     codes = read(m.codes).view(np.uint8)
     s_raw = read(m.scale)
     s = s_raw.astype(F32)
@@ -127,6 +130,8 @@ def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
     stored = s.reshape(-1).astype(F32)
     # candidates are rounded to the scale's stored dtype (BF16 scales are common), then compared in float32
     scale_cands = {"amax/max": (amax / fmax).astype(F32).astype(sdt).astype(F32)}
+    if fused_amax is not None and amax.size == 1:  # one scale for fused projections (ModelOpt's q/k/v, gate/up)
+        scale_cands["fused amax/max"] = (np.full(1, fused_amax, F32) / fmax).astype(F32).astype(sdt).astype(F32)
     elem_name = "e4m3" if element.startswith("e4m3") else "e5m2"
     for rule in MX_RULES:
         p2 = np.exp2(mx.scale_codes(amax, elem_name, rule).astype(np.float64) - 127)
@@ -134,12 +139,17 @@ def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
     cands = {}
     sfull = stored[:, None]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        div = np.where(valid, np.asarray(encode((wb / sfull).astype(F32), element)), 0).astype(np.uint8)
+        q32 = (wb / sfull).astype(F32)
+        div = np.where(valid, np.asarray(encode(q32, element)), 0).astype(np.uint8)
         mul = np.where(valid, np.asarray(encode((wb * (F32(1) / sfull).astype(F32)).astype(F32), element)), 0
                        ).astype(np.uint8)
+        # torch divides a bfloat16 weight by a 0-d or bfloat16 scale in bfloat16: the quotient is rounded to
+        # bfloat16 before the E4M3 cast (compressed-tensors, Quark, ModelOpt per tensor)
+        bq = np.where(valid, np.asarray(encode(q32.astype(BF16).astype(F32), element)), 0).astype(np.uint8)
     for sname, sc in scale_cands.items():
-        for ename, c in (("divide", div), ("reciprocal", mul)):
+        for ename, c in (("divide", div), ("reciprocal", mul), ("bfloat16 quotient", bq)):
             cands[f"scale {sname}, codes {ename}"] = (sc.view(np.uint32), c)
+        cands[f"scale {sname}, codes bfloat16 quotient, no -0"] = (sc.view(np.uint32), _no_neg_zero(bq, 0x80))
 
     def coords(b: int) -> list[int]:
         return [b // ncb, b % ncb]
@@ -147,6 +157,67 @@ def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
     by, best, miss, misses = _compare(stored.view(np.uint32), np.where(valid, cb, 0).astype(np.uint8), cands, coords,
                                       lambda k: repr(float(np.uint32(k).view(F32))))
     return TensorExplanation(m.codes, m.producer.name, int(stored.size), by, best, int(np.count_nonzero(miss)), misses)
+
+
+def _no_neg_zero(codes: np.ndarray, sign: int) -> np.ndarray:
+    """Quark writes +0 where the rounded value is -0."""
+    return np.where(codes == sign, 0, codes).astype(np.uint8)
+
+
+def _ties_to_zero(y: np.ndarray, element: str) -> np.ndarray:
+    """Nearest, ties toward zero (ModelOpt MXFP4's elements): RNE codes, except at an exact midpoint."""
+    rne = np.asarray(encode(y, element), np.uint8)
+    rtz = np.asarray(encode(y, element, rounding="rtz"), np.uint8)
+    v_rne = np.asarray(decode(rne, element, np.float64))
+    v_rtz = np.asarray(decode(rtz, element, np.float64))
+    y64 = y.astype(np.float64)
+    tie = (v_rne != v_rtz) & (np.abs(y64 - v_rtz) == np.abs(v_rne - y64))
+    return np.where(tie, rtz, rne).astype(np.uint8)
+
+
+def _pow2_scale_rules(amax: np.ndarray, fmax: float, elem: str) -> dict[str, np.ndarray]:
+    """E8M0 codes per block: the OCP rules, and 2^floor / 2^ceil of amax / fmax computed in float32 or
+    bfloat16 (compressed-tensors: floor(log2(amax / max)); ModelOpt: ceil)."""
+    out = {f"mx {rule}": np.asarray(mx.scale_codes(amax, elem, rule), np.int64) for rule in MX_RULES}
+    for qname, q in (("float32", (amax.astype(F32) / F32(fmax)).astype(F32)),
+                     ("bfloat16", (amax.astype(BF16).astype(F32) / F32(fmax)).astype(BF16).astype(F32))):
+        mant, ex = np.frexp(q.astype(np.float64))  # q = mant * 2^ex, mant in [0.5, 1)
+        fl = ex - 1
+        ce = np.where(mant == 0.5, ex - 1, ex)
+        ok = q > 0
+        out[f"floor(log2(amax/{fmax:g})) in {qname}"] = np.where(ok, np.clip(fl + 127, 0, 254), 0)
+        out[f"ceil(log2(amax/{fmax:g})) in {qname}"] = np.where(ok, np.clip(ce + 127, 0, 254), 0)
+    return out
+
+
+def _mx_candidates(x: np.ndarray, per: int, element: str, fmax: float, neg_zero: int
+                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """x [B, per] blocks -> recipe -> (E8M0 codes [B], element codes [B, per])."""
+    amax = np.max(np.abs(x), axis=1)
+    cands = {}
+    for sname, k in _pow2_scale_rules(amax, fmax, element).items():
+        y = (x.astype(np.float64) * np.exp2(127 - k.astype(np.float64))[:, None]).astype(F32)
+        rne = np.asarray(encode(y, element), np.uint8)
+        cands[f"scale {sname}, RNE"] = (k.astype(np.uint8), rne)
+        cands[f"scale {sname}, RNE, no -0"] = (k.astype(np.uint8), _no_neg_zero(rne, neg_zero))
+        cands[f"scale {sname}, ties toward zero"] = (k.astype(np.uint8), _ties_to_zero(y, element))
+    return cands
+
+
+def _explain_mxfp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExplanation:
+    codes = read(m.codes).view(np.uint8)
+    scales = read(m.scale).view(np.uint8).reshape(-1)
+    per = tj.block[1]
+    element = FP8_ELEMENT[tj.codes_dtype]
+    x = w.astype(F32).reshape(-1, per)
+    cands = _mx_candidates(x, per, element, 448.0 if element == "e4m3" else 57344.0, 0x80)
+    groups = scales.size // max(1, w.shape[0])
+
+    def coords(b: int) -> list[int]:
+        return [b // groups, b % groups]
+
+    by, best, miss, misses = _compare(scales, codes.reshape(-1, per), cands, coords, lambda k: f"0x{int(k):02X}")
+    return TensorExplanation(m.codes, m.producer.name, int(scales.size), by, best, int(np.count_nonzero(miss)), misses)
 
 
 def _explain_mxfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation:
@@ -158,6 +229,8 @@ def _explain_mxfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation
     for rule in MX_RULES:
         q = mx.quantize(x, "mxfp4", axis=-1, block_size=32, scale_rule=rule)
         cands[f"mx scale {rule}, RNE"] = (np.asarray(q.scales, np.uint8).reshape(-1), q.codes.reshape(-1, 32))
+    for k, v in _mx_candidates(x.reshape(-1, 32), 32, "e2m1", 6.0, 0x8).items():
+        cands.setdefault(k, v)
     groups = scales.size // x.shape[0] if x.shape[0] else 1
 
     def coords(b: int) -> list[int]:
@@ -170,14 +243,15 @@ def _explain_mxfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation
 def _explain_nvfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation:
     packed = read(m.codes).view(np.uint8)
     scales = read(m.scale).view(np.uint8).reshape(-1)
-    codes = _fp4_codes(packed).reshape(scales.size, 16)
+    per = m.producer.block[1] if m.producer.block else 16
+    codes = _fp4_codes(packed).reshape(scales.size, per)
     assert m.global_scale is not None and m.producer.global_direction is not None
     g_found = read(m.global_scale).astype(F32).reshape(-1)[0]
     x = w.astype(F32)
     cands = {}
     notes = []
     amax = F32(np.max(np.abs(x)))
-    for recipe in nvfp4.RECIPES:
+    for recipe in nvfp4.RECIPES if per == 16 else ():  # fmtsim's NVFP4 recipes are 16 per scale
         q = nvfp4.quantize(x, recipe=recipe)
         stored = {"1/G": nvfp4.global_scale_to_stored(float(q.global_scale), m.producer.global_direction)}
         if m.producer.global_direction == "divisor":
@@ -192,6 +266,7 @@ def _explain_nvfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation
                          f"({', '.join(f'{k} = {float(v)!r}' for k, v in stored.items())})")
             label += " (global scale differs)"
         cands[label] = (np.asarray(q.scales, np.uint8).reshape(-1), q.codes.reshape(-1, 16))
+    cands.update(_nvfp4_stored_global(x, per, F32(g_found), m.producer.global_direction))
     groups = scales.size // max(1, x.shape[0])
 
     def coords(b: int) -> list[int]:
@@ -202,6 +277,151 @@ def _explain_nvfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation
                              misses, notes)
 
 
+def _nvfp4_stored_global(x: np.ndarray, per: int, g: np.float32, direction: str
+                         ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """NVFP4 from the global scale as stored (one scale may serve fused projections: gate/up, q/k/v):
+    block scale e4m3(amax / 6 / g) (a multiplier g: ModelOpt, Quark) or e4m3(amax / 6 * G) (a divisor
+    G: compressed-tensors, which stores G rounded to bfloat16), amax / 6 in float32 or bfloat16;
+    elements e2m1(x / (s * g)), e2m1(x / (s / G)) or e2m1(x * G / s), all float32 steps."""
+    xb = x.astype(F32).reshape(-1, per)
+    amax = np.max(np.abs(xb), axis=1)
+    cands = {}
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for aname, a6 in (("float32", (amax / F32(6)).astype(F32)),
+                          ("bfloat16", (amax.astype(BF16).astype(F32) / F32(6)).astype(BF16).astype(F32))):
+            sv = (a6 / g if direction == "multiplier" else a6 * g).astype(F32)
+            sc = np.asarray(encode(sv, "e4m3"), np.uint8)
+            sval = np.asarray(decode(sc, "e4m3", np.float32), F32)[:, None]
+            ys: dict[str, np.ndarray]
+            if direction == "multiplier":
+                ys = {"x / (s * g)": xb / (sval * g).astype(F32)}
+            else:
+                ys = {"x / (s / G)": xb / (sval / g).astype(F32), "x * G / s": (xb * g).astype(F32) / sval}
+            for yname, y in ys.items():
+                c = np.where(sval == 0, 0, np.asarray(encode(y.astype(F32), "e2m1"), np.uint8)).astype(np.uint8)
+                label = f"nvfp4 stored global scale, amax/6 in {aname}, elements {yname}"
+                cands[label] = (sc, c)
+                cands[label + ", no -0"] = (sc, _no_neg_zero(c, 0x8))
+    return cands
+
+
+def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExplanation:
+    """int8 / int4: scale amax / qmax (per row or per group; in float32 or bfloat16, stored in the scale's
+    dtype), codes round-half-even(x / s) clamped (torch.round), given the stored scale."""
+    from .intcodes import unpack_codes
+
+    p = m.producer
+    if p.packing == "int4x8":  # compressed-tensors: eight (q + 8) per int32 along a row, element i at bits 4i
+        u = read(m.codes).view(np.uint32)
+        q = np.stack([(u >> np.uint32(4 * i)) & np.uint32(0xF) for i in range(8)], axis=-1)
+        q = q.reshape(u.shape[0], -1).astype(np.int64)[: tj.out_shape[0], : tj.out_shape[1]] - 8
+    else:
+        q = unpack_codes(p.packing, read(m.codes), p.element != "uint4")
+    raw = read(m.scale)
+    rows, cols = q.shape
+    if tj.block is not None:
+        group = tj.block[1]
+    else:  # compressed-tensors: [out, groups]
+        g = raw.shape[-1] if raw.ndim == 2 and raw.shape[0] == rows else 1
+        group = -(-cols // g)
+    s = raw.astype(F32)
+    per_tensor = s.size == 1
+    if per_tensor:
+        s = s.reshape(1, 1)
+    else:
+        s = s.T if p.packing == "int4x8-reorder-t" and s.size > rows else s
+        s = s.reshape(rows, -1)
+    ng = s.shape[1]
+    signed = p.element != "uint4"
+    qmax, qmin = {"int8": (127, -128), "int4": (7, -8), "uint4": (15, 0)}[p.element]
+    zp = np.zeros((1, 1) if per_tensor else (rows, ng), np.int64)
+    if m.zero_point:
+        z = np.asarray(read(m.zero_point))
+        if z.size == 1:
+            zp[:] = int(z.reshape(-1)[0])
+        elif p.packing == "byte":
+            zp = z.astype(np.int64).reshape(rows, -1)
+        elif p.packing == "int4x8":  # compressed-tensors packs the zero point (+8) along the rows
+            zu = z.view(np.uint32)
+            zs = np.stack([(zu >> np.uint32(4 * i)) & np.uint32(0xF) for i in range(8)], axis=1)
+            zp = zs.reshape(-1, zu.shape[1])[:rows].astype(np.int64) - 8
+        else:
+            zp = unpack_codes(p.packing, z, signed)
+    weights = {"w": w.astype(F32)}
+    notes = []
+    if m.pre_scale:  # SmoothQuant / AWQ: the input is multiplied by pre, so the weight was divided by it
+        pre = np.asarray(read(m.pre_scale)).astype(F32).reshape(1, -1)
+        weights = {"w / pre_quant_scale": (w.astype(F32) / pre).astype(F32),
+                   "bfloat16(w / pre_quant_scale)": (w.astype(F32) / pre).astype(BF16).astype(F32),
+                   "w * bfloat16(1 / pre_quant_scale)": (w.astype(F32) * (F32(1) / pre).astype(BF16).astype(F32)
+                                                         ).astype(F32)}
+        notes.append("weights divided by pre_quant_scale (the input's multiplier) before quantizing")
+    if per_tensor:
+        sb = s.reshape(1)
+        zb = zp.reshape(1)
+        qb = q.reshape(1, -1)
+        blocks = {k: v.reshape(1, -1) for k, v in weights.items()}
+        n_rows = 1
+    else:
+        width = ng * group
+        qb = np.pad(q, ((0, 0), (0, width - cols))).reshape(rows * ng, group)
+        sb = s.reshape(-1)
+        zb = zp.reshape(-1)
+        blocks = {k: np.pad(v, ((0, 0), (0, width - cols))).reshape(rows * ng, group) for k, v in weights.items()}
+        n_rows = rows
+    cands = {}
+    sdt = raw.dtype
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for wname, xb in blocks.items():
+            hi = np.max(xb, axis=1)
+            lo = np.min(xb, axis=1)
+            amax = np.max(np.abs(xb), axis=1)
+            spans = {f"amax/{d:g}": (amax, F32(d)) for d in sorted({qmax, qmax + 1, (qmax - qmin) / 2})}
+            span = ((np.maximum(hi, 0) - np.minimum(lo, 0)).astype(F32), F32(qmax - qmin))
+            if not signed:
+                spans = {f"(max - min)/{qmax - qmin}": span}
+            elif m.zero_point:  # asymmetric int4 (compressed-tensors W4A16_ASYM)
+                spans[f"(max - min)/{qmax - qmin}"] = span
+            for spname, (num, d) in spans.items():
+                for aname, sc in (("float32", (num / d).astype(F32)),
+                                  ("bfloat16", (num.astype(BF16).astype(F32) / d).astype(BF16).astype(F32))):
+                    sc = sc.astype(sdt).astype(F32)
+                    for qname, y in (("float32", xb / sb[:, None]),
+                                     ("bfloat16", (xb / sb[:, None]).astype(F32).astype(BF16).astype(F32)),
+                                     ("float32 x * (1 / s)", xb * (F32(1) / sb[:, None]).astype(F32))):
+                        c = np.clip(np.rint(y) + zb[:, None], qmin, qmax)
+                        if m.zero_point and qname == "bfloat16":  # the zero point added in bfloat16 too
+                            yz = (y + zb[:, None]).astype(F32).astype(BF16).astype(F32)
+                            cz = np.where(sb[:, None] == 0, 0, np.clip(np.rint(yz), qmin, qmax)).astype(np.int64)
+                            cands[f"scale {spname} in {aname}, codes rint(x / s + zp) in bfloat16"
+                                  + (f", {wname}" if len(blocks) > 1 else "")] = (sc.view(np.uint32), cz)
+                        c = np.where(sb[:, None] == 0, 0, c).astype(np.int64)
+                        label = f"scale {spname} in {aname}, codes rint(x / s){' + zp' if m.zero_point else ''} " \
+                                f"in {qname}" + (f", {wname}" if len(blocks) > 1 else "")
+                        cands[label] = (sc.view(np.uint32), c)
+
+    def coords(b: int) -> list[int]:
+        return [b // ng, b % ng] if n_rows > 1 else [0, 0]
+
+    by, best, miss, misses = _compare(sb.astype(F32).view(np.uint32), qb, cands, coords,
+                                      lambda k: repr(float(np.uint32(k).view(F32))))
+    return TensorExplanation(m.codes, p.name, int(sb.size), by, best, int(np.count_nonzero(miss)), misses, notes)
+
+
+FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def _fused_amax(target: str, orig: Any) -> float | None:
+    """The largest |w| over the projections fused with ``target`` (q/k/v, gate/up), or None."""
+    for group in FUSED:
+        for name in group:
+            if f".{name}." in target:
+                sib = [target.replace(f".{name}.", f".{o}.") for o in group]
+                if all(t in orig for t in sib):
+                    return float(max(np.max(np.abs(np.asarray(orig[t]).astype(F32))) for t in sib))
+    return None
+
+
 def explain(quant: str | Path, original: str | Path, producer: str | None = None) -> list[TensorExplanation]:
     """Name the recipe of every quantized tensor of ``quant`` against ``original``; see the module docstring."""
     read, layers, (entries, configs) = _reader(quant, producer)
@@ -209,6 +429,9 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
     out: list[TensorExplanation] = []
     if not layers:
         raise CheckpointError(f"{quant}: no tensor matches a known producer layout")
+    if not any(_out_name(m) in orig for m in layers.values()):
+        raise CheckpointError(f"{original}: holds none of the {len(layers)} quantized tensors' originals "
+                              f"(e.g. {_out_name(next(iter(layers.values())))!r}); nothing to explain")
     for name, m in sorted(layers.items()):
         tj = layer_plan(m, entries, configs)
         target = _out_name(m)
@@ -221,7 +444,11 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
             raise CheckpointError(f"{target}: original is {list(w.shape)}, the quantized tensor holds "
                                   f"{list(tj.out_shape)}")
         if m.producer.scheme == "fp8" and m.producer.scale_format == "float":
-            out.append(_explain_fp8(m, tj, read, w))
+            out.append(_explain_fp8(m, tj, read, w, _fused_amax(target, orig)))
+        elif m.producer.scheme == "fp8" and m.producer.scale_format == "e8m0":
+            out.append(_explain_mxfp8(m, tj, read, w))
+        elif m.producer.scheme in ("int8", "w4a16"):
+            out.append(_explain_int(m, tj, read, w))
         elif m.producer.scheme == "mxfp4":
             out.append(_explain_mxfp4(m, read, w))
         elif m.producer.scheme == "nvfp4":

@@ -37,8 +37,9 @@ from ..codec import decode
 from ..formats import get_format
 from ..layout import unswizzle_scales
 from .conversion import ATTENTION_SUFFIXES, is_scale_like
-from .dequant import FP8_ELEMENT, BlockShapeError, _scan, layer_plan
+from .dequant import FP8_ELEMENT, INT_PACKINGS, BlockShapeError, _scan, layer_plan
 from .files import DTYPES, CheckpointError, Header, read_array
+from .intcodes import unpack_codes
 from .producers import LayerMatch
 
 __all__ = ["Finding", "TensorReport", "InspectReport", "inspect"]
@@ -108,6 +109,15 @@ def _code_stats(codes: np.ndarray, element: str) -> dict[str, Any]:
             "zero": int(hist[finite & (mag == 0)].sum())}
 
 
+def _int_code_stats(q: np.ndarray, element: str) -> dict[str, Any]:
+    """Histogram summary of signed integer codes (int4: -8..7, int8: -128..127)."""
+    lo, hi = {"int4": (-8, 7), "uint4": (0, 15)}.get(element, (-128, 127))
+    hist = np.bincount((q.reshape(-1) - lo).astype(np.int64), minlength=hi - lo + 1)
+    n = int(q.size)
+    return {"values": n, "at_min": int(hist[0]), "at_max": int(hist[-1]), "zero": int(hist[-lo]),
+            "at_max_share": float((hist[0] + hist[-1]) / max(n, 1)), "unused_codes": int(np.count_nonzero(hist == 0))}
+
+
 def _scale_values(m: LayerMatch, raw: np.ndarray) -> np.ndarray:
     fmt = m.producer.scale_format
     if fmt == "e8m0":
@@ -165,6 +175,9 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
     elif p.scheme in ("nvfp4", "mxfp4"):
         codes = _unpack_fp4(raw_codes.view(np.uint8))
         rep.codes = _code_stats(codes, "e2m1")
+    elif p.packing in INT_PACKINGS:
+        rep.codes = _int_code_stats(unpack_codes(p.packing, raw_codes, p.element != "uint4"), p.element)
+        codes = None
     else:
         packed = raw_codes.view(np.uint32)
         q = np.stack([(packed >> np.uint32(4 * i)) & 0xF for i in range(8)], axis=-1).reshape(-1)
@@ -202,7 +215,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
                 "the scale is 0", m.scale)
         else:
             per = (p.block[1] if p.block else 32)
-            blocks = codes.reshape(-1, per) if p.scheme != "w4a16" else None
+            blocks = codes.reshape(-1, per) if p.scheme not in ("w4a16", "int8") else None
             if blocks is not None:
                 nonzero = np.any((blocks & 0x7) != 0, axis=1)
                 bad = int(np.count_nonzero((sv.reshape(-1) == 0) & nonzero))

@@ -31,6 +31,25 @@ What each record was checked against (the producer's own loader or exporter):
   multiplier), asserts ``weight_scale`` is F8_E4M3 with 16 values per scale, and swizzles it
   only after loading (the checkpoint stores it plain). That ``max()`` over fused shards is why
   differing gate/up or q/k/v global scales are a lint finding.
+- compressed-tensors 0.19 MXFP4 / MXFP8: ``compressors/mxfp4/base.py`` (``MXFP4PackedCompressor``: the
+  NVFP4 packing, ``weight_packed`` + ``weight_scale``, no global scale) and ``compressors/mx_utils.py``
+  (``compress_mx_scale``: E8M0 byte ``127 + floor(log2(scale))``); int8 W8A8 is ``int-quantized``
+  (``compressors/naive_quantized/base.py``: ``weight`` cast to int8, ``weight_scale`` [out, 1]).
+- ModelOpt 0.47 (``torch/export/quant_utils.py``): ``pack_int4_in_uint8`` (W4A16_AWQ: transposed to
+  [in, out/2, 2], ``val0 | val1 << 4``, back to [out/2, in]: rows 2r / 2r+1 in the low / high nibble,
+  ``clamp(-8, 7)``); ``to_quantized_weight`` (int8: ``round().clamp(-128, 127)`` of ``w / s[:, None]``;
+  FP8_PB_WO: ``FP8QTensor.quantize`` with 128x128 blocks, the preset
+  ``configs/ptq/presets/model/fp8_2d_blockwise_weight_only``); ``get_weight_scaling_factor`` (MXFP4 and
+  W4A8_MXFP4_FP8: ``MXFP4QTensor``); the ``quant_algo`` names (``W4A16_AWQ``, ``W8A8_SQ_PER_CHANNEL``,
+  ``W8A16``, ``W4A16_NVFP4``, ``fp8_pb_wo``, ``mxfp4``, ...) from its per-layer config builder. AWQ and
+  SmoothQuant write ``pre_quant_scale`` [in], a multiplier of the input; on the CPU runs AWQ folded it
+  into the preceding norm instead.
+- Quark 0.13 ``torch/utils/pack.py`` (``Pack_4_bits.pack``): transposed, eight values per int32 with
+  ``order_map = [0, 2, 4, 6, 1, 3, 5, 7]`` (nibble i holds value ``order_map[i]``), int4 masked to four
+  bits (two's complement), uint4 not; the zero point is packed the same way; the config names the
+  weight dtype in ``global_quant_config.weight.dtype`` (``fp8_e4m3``, ``fp4``, ``int4``, ``uint4``, ``int8``).
+- Every record above marked with ``writers`` was read back from checkpoints the library itself wrote
+  (tests/fixtures/producers, tools/gen_producer_fixtures.py).
 - ModelOpt / Quark / FBGEMM / TensorRT-LLM / Mistral FP8 (``w = q * s``), Quark MXFP4 and the MXFP8
   record: layouts as the vLLM ``quantization/{modelopt,quark,fbgemm_fp8}.py`` loaders are
   documented; not re-read in source for this module.
@@ -52,25 +71,62 @@ class Producer:
 
     name: str
     title: str
-    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16
+    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | int8
     codes: str  # suffix appended to L
     codes_dtypes: tuple[str, ...]
     scale: str
     scale_dtypes: tuple[str, ...]
     element: str  # fmtsim format of the elements
     scale_format: str  # 'float' (stored float), 'ue4m3', 'e8m0'
-    packing: str  # 'byte' (one code per byte), 'fp4' (two per byte, low nibble first), 'int4x8' (eight per I32)
+    # 'byte' (one code per byte; I8: two's complement), 'fp4' (two per byte, low nibble first),
+    # 'int4x8' (eight per I32 along a row, +8 offset), 'int4-rows' (U8 [out/2, in]: rows 2r / 2r+1 in the
+    # low / high nibble, two's complement), 'int4x8-reorder-t' (I32 [in, out/8]: stored transposed,
+    # nibbles 0,2,4,6,1,3,5,7 of eight outputs, two's complement; scales [in/group, out])
+    packing: str
     block: tuple[int, int] | None  # (rows, cols) one scale covers; None: from the scale's shape
     global_scale: str | None = None  # suffix of a per-tensor second-level scale
     global_direction: str | None = None  # 'multiplier' | 'divisor'
     zero_point: str | None = None
     shape_tensor: str | None = None
     extra: tuple[str, ...] = ()  # other suffixes of L this producer writes (activation / KV scales)
-    config: tuple[tuple[str, str, str], ...] = ()  # (file, dotted key, value) markers
+    # config markers: any one alternative marks the checkpoint; an alternative is one (file, dotted key,
+    # value) condition or a tuple of conditions that must all hold; '*' in a key matches any dict entry
+    config: tuple[Any, ...] = ()
     value: str = ""  # the dequantization rule, for people
     # where the producer writes the block shape of 2-D block scales: (file, dotted key); a '*' key
     # part is every entry of that object (compressed-tensors' config_groups); read before ``block``
     block_keys: tuple[tuple[str, str], ...] = ()
+    pre_scale: str | None = None  # suffix of a per-input-column multiplier of the input (AWQ), folded in
+    writers: tuple[str, ...] = ()  # libraries known to write this layout (with the version checked)
+    # only with its config marker (its tensors look like another record's; shapes, which detection does
+    # not read, would tell them apart: ModelOpt's W4A16_NVFP4 is NVFP4 with 32 values per scale)
+    marker_required: bool = False
+
+
+CT = ("llm-compressor 0.14 / compressed-tensors 0.19",)
+MODELOPT = ("nvidia-modelopt 0.47 export_hf_checkpoint",)
+QUARK = ("amd-quark 0.13 export_safetensors",)
+
+
+def _ct_format(fmt: str) -> tuple[Any, ...]:
+    """compressed-tensors names its format at the top of quantization_config, or per config group when
+    the groups differ ('mixed-precision')."""
+    return (("config.json", "quantization_config.format", fmt),
+            ("config.json", "quantization_config.config_groups.*.format", fmt))
+
+
+def _modelopt(*algos: str) -> tuple[Any, ...]:
+    return tuple((f, k, a) for a in algos for f, k in (("hf_quant_config.json", "quantization.quant_algo"),
+                                                       ("config.json", "quantization_config.quant_algo")))
+
+
+def _quark(*dtypes: str, **also: str) -> tuple[Any, ...]:
+    """Quark declares the weight spec (dtype, group size, ...) per model (global_quant_config) or per
+    layer pattern (layer_quant_config); a two-level scheme lists two specs, each matched whole."""
+    return tuple((("config.json", "quantization_config.quant_method", "quark"),
+                  ("config.json", where, {"dtype": d, **also}))
+                 for d in dtypes for where in ("quantization_config.global_quant_config.weight",
+                                               "quantization_config.layer_quant_config.*.weight"))
 
 
 PRODUCERS: tuple[Producer, ...] = (
@@ -82,15 +138,15 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("modelopt-fp8", "NVIDIA ModelOpt FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32",), "e4m3", "float", "byte", None,
              extra=(".input_scale", ".k_scale", ".v_scale"),
-             config=(("hf_quant_config.json", "quantization.quant_algo", "FP8"),
-                     ("config.json", "quantization_config.quant_method", "modelopt")),
-             value="w = q * s (per tensor)"),
+             config=_modelopt("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"),
+             value="w = q * s (per tensor [], per channel [out, 1], or 2-D blocks [out/128, 1, in/128, 1])",
+             writers=MODELOPT),
     Producer("compressed-tensors-fp8", "compressed-tensors / llm-compressor FP8 (float-quantized)", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16", "F16"), "e4m3", "float", "byte", None,
              extra=(".input_scale",),
-             config=(("config.json", "quantization_config.format", "float-quantized"),
-                     ("config.json", "quantization_config.quant_method", "compressed-tensors")),
-             value="w = q * s (per tensor [1], per channel [out, 1] or per block: FP8_BLOCK)",
+             config=_ct_format("float-quantized"),
+             value="w = q * s (per tensor [1], per channel [out, 1], or blocks: block_structure in the config)",
+             writers=CT,
              block_keys=(("config.json", "quantization_config.config_groups.*.weights.block_structure"),)),
     Producer("fbgemm-fp8", "FBGEMM FP8 rowwise", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
@@ -100,8 +156,8 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("quark-fp8", "AMD Quark FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
              extra=(".input_scale", ".output_scale"),
-             config=(("config.json", "quantization_config.quant_method", "quark"),),
-             value="w = q * s"),
+             config=_quark("fp8_e4m3", is_scale_quant="false"),
+             value="w = q * s", writers=QUARK),
     Producer("trtllm-fp8", "TensorRT-LLM FP8", "fp8",
              ".weight", ("F8_E4M3",), ".weights_scaling_factor", ("F32",), "e4m3", "float", "byte", None,
              extra=(".activation_scaling_factor",),
@@ -116,14 +172,13 @@ PRODUCERS: tuple[Producer, ...] = (
              ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
              # AMD Quark's NVFP4 export has this layout too and adds the activations' second-level input_scale_2
              global_scale=".weight_scale_2", global_direction="multiplier", extra=(".input_scale", ".input_scale_2"),
-             config=(("hf_quant_config.json", "quantization.quant_algo", "NVFP4"),
-                     ("config.json", "quantization_config.quant_algo", "NVFP4")),
-             value="w = e2m1 * s_block * weight_scale_2"),
+             config=_modelopt("NVFP4", "NVFP4_AWQ"),
+             value="w = e2m1 * s_block * weight_scale_2", writers=MODELOPT),
     Producer("compressed-tensors-nvfp4", "compressed-tensors NVFP4 (nvfp4-pack-quantized)", "nvfp4",
              ".weight_packed", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
              global_scale=".weight_global_scale", global_direction="divisor", extra=(".input_global_scale",),
-             config=(("config.json", "quantization_config.format", "nvfp4-pack-quantized"),),
-             value="w = e2m1 * s_block / weight_global_scale"),
+             config=_ct_format("nvfp4-pack-quantized"),
+             value="w = e2m1 * s_block / weight_global_scale", writers=CT),
     Producer("gpt-oss-mxfp4", "gpt-oss MXFP4 experts (Hugging Face names)", "mxfp4",
              "_blocks", ("U8",), "_scales", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
              config=(("config.json", "quantization_config.quant_method", "mxfp4"),),
@@ -134,17 +189,66 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("quark-mxfp4", "AMD Quark MXFP4", "mxfp4",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
              extra=(".input_scale", ".output_scale"),
-             config=(("config.json", "quantization_config.quant_method", "quark"),),
-             value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales"),
-    Producer("modelopt-mxfp8", "MXFP8 (E4M3 elements, E8M0 scales per 32; as fmtsim writes it)", "fp8",
+             config=_quark("fp4", group_size="32"),
+             value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=QUARK),
+    Producer("modelopt-mxfp4", "NVIDIA ModelOpt MXFP4 (the layout Quark MXFP4 writes too)", "mxfp4",
+             ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
+             config=_modelopt("MXFP4", "W4A8_MXFP4_FP8"),
+             value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=MODELOPT),
+    Producer("compressed-tensors-mxfp4", "compressed-tensors MXFP4 (mxfp4-pack-quantized)", "mxfp4",
+             ".weight_packed", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
+             config=_ct_format("mxfp4-pack-quantized"),
+             value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=CT),
+    Producer("modelopt-mxfp8", "NVIDIA ModelOpt MXFP8 (E4M3 elements, E8M0 scales per 32)", "fp8",
              ".weight", ("F8_E4M3",), ".weight_scale", ("U8",), "e4m3", "e8m0", "byte", (1, 32),
-             config=(("hf_quant_config.json", "quantization.quant_algo", "MXFP8"),),
-             value="w = q * 2^(scale - 127), 32 values per scale"),
+             config=_modelopt("MXFP8"),
+             value="w = q * 2^(scale - 127), 32 values per scale", writers=MODELOPT),
+    Producer("compressed-tensors-mxfp8", "compressed-tensors MXFP8 (mxfp8-quantized; ModelOpt's layout)", "fp8",
+             ".weight", ("F8_E4M3",), ".weight_scale", ("U8",), "e4m3", "e8m0", "byte", (1, 32),
+             config=_ct_format("mxfp8-quantized"),
+             value="w = q * 2^(scale - 127), 32 values per scale", writers=CT),
+    Producer("quark-nvfp4", "AMD Quark NVFP4 (ModelOpt's layout)", "nvfp4",
+             ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
+             global_scale=".weight_scale_2", global_direction="multiplier",
+             extra=(".input_scale", ".input_scale_2"), config=_quark("fp4", group_size="16"),
+             value="w = e2m1 * s_block * weight_scale_2", writers=QUARK),
+    Producer("compressed-tensors-int8", "compressed-tensors W8A8 int8 (int-quantized)", "int8",
+             ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
+             extra=(".input_scale", ".input_zero_point"), config=_ct_format("int-quantized"),
+             value="w = q * s (per channel [out, 1] or per tensor)", writers=CT),
+    Producer("modelopt-w4a16-awq", "NVIDIA ModelOpt W4A16_AWQ (int4 per group, AWQ pre_quant_scale)", "w4a16",
+             ".weight", ("U8",), ".weight_scale", ("F32", "BF16", "F16"), "int4", "float", "int4-rows", None,
+             pre_scale=".pre_quant_scale", extra=(".input_scale",), config=_modelopt("W4A16_AWQ"),
+             value="w = q * s_group * pre_quant_scale[column] (the input's AWQ multiplier folded in, rounded once)",
+             writers=MODELOPT),
+    Producer("modelopt-int8", "NVIDIA ModelOpt int8 (W8A8_SQ_PER_CHANNEL, W8A16; SmoothQuant pre_quant_scale)",
+             "int8", ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
+             pre_scale=".pre_quant_scale", extra=(".input_scale",), config=_modelopt("W8A8_SQ_PER_CHANNEL", "W8A16"),
+             value="w = q * s_row * pre_quant_scale[column] (SmoothQuant's input multiplier folded in, rounded once)",
+             writers=MODELOPT),
+    Producer("modelopt-w4a16-nvfp4", "NVIDIA ModelOpt W4A16_NVFP4 (NVFP4 elements and scales, 32 per scale)",
+             "nvfp4", ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 32),
+             global_scale=".weight_scale_2", global_direction="multiplier", config=_modelopt("W4A16_NVFP4"),
+             value="w = e2m1 * s_block * weight_scale_2, one UE4M3 scale per 32 values", writers=MODELOPT,
+             marker_required=True),
+    Producer("quark-int4", "AMD Quark int4 weight-only per group (pack_method reorder)", "w4a16",
+             ".weight", ("I32",), ".weight_scale", ("F32", "BF16", "F16"), "int4", "float", "int4x8-reorder-t",
+             None, zero_point=".weight_zero_point", config=_quark("int4"),
+             value="w = (q - zero_point) * s_group; stored transposed, nibbles 0,2,4,6,1,3,5,7", writers=QUARK),
+    Producer("quark-uint4", "AMD Quark uint4 weight-only per group (pack_method reorder, asymmetric)", "w4a16",
+             ".weight", ("I32",), ".weight_scale", ("F32", "BF16", "F16"), "uint4", "float", "int4x8-reorder-t",
+             None, zero_point=".weight_zero_point", config=_quark("uint4"),
+             value="w = (q - zero_point) * s_group, q and zero point 0..15; stored transposed, nibbles 0,2,4,6,1,3,5,7",
+             writers=QUARK),
+    Producer("quark-int8", "AMD Quark int8", "int8",
+             ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
+             zero_point=".weight_zero_point", extra=(".input_scale", ".input_zero_point", ".output_scale"),
+             config=_quark("int8"), value="w = (q - zero_point) * s", writers=QUARK),
     Producer("compressed-tensors-w4a16", "compressed-tensors W4A16 (pack-quantized)", "w4a16",
              ".weight_packed", ("I32",), ".weight_scale", ("BF16", "F16", "F32"), "int4", "float", "int4x8", None,
              zero_point=".weight_zero_point", shape_tensor=".weight_shape",
-             config=(("config.json", "quantization_config.format", "pack-quantized"),),
-             value="w = (q - zero_point) * s_group; eight int4 (+8) per int32, element i at bits 4i"),
+             config=_ct_format("pack-quantized"),
+             value="w = (q - zero_point) * s_group; eight int4 (+8) per int32, element i at bits 4i", writers=CT),
 )
 
 
@@ -155,12 +259,20 @@ def get_producer(name: str) -> Producer:
     raise ValueError(f"unknown producer {name!r}; choose from {', '.join(p.name for p in PRODUCERS)}")
 
 
-def _lookup(obj: Any, dotted: str) -> Any:
+def _lookup(obj: Any, dotted: str) -> list[Any]:
+    """Every value at ``dotted`` ('*' stands for any entry of a dict; a list is searched item by item,
+    as Quark lists the weight specs of a two-level scheme)."""
+    found = [obj]
     for key in dotted.split("."):
-        if not isinstance(obj, dict) or key not in obj:
-            return None
-        obj = obj[key]
-    return obj
+        nxt: list[Any] = []
+        for o in [i for f in found for i in (f if isinstance(f, list) else [f])]:
+            if isinstance(o, dict):
+                if key == "*":
+                    nxt += list(o.values())
+                elif key in o:
+                    nxt.append(o[key])
+        found = nxt
+    return found
 
 
 def read_configs(directory: Path | None) -> dict[str, Any]:
@@ -178,10 +290,24 @@ def read_configs(directory: Path | None) -> dict[str, Any]:
     return out
 
 
+def _same(got: Any, value: Any) -> bool:
+    if isinstance(got, list):
+        return any(_same(g, value) for g in got)
+    if isinstance(value, dict):  # every field of one object (one of Quark's weight specs)
+        return isinstance(got, dict) and all(_same(got.get(k), v) for k, v in value.items())
+    return isinstance(got, (str, int)) and str(got).lower() == str(value).lower()  # bool: "true" / "false"
+
+
+def _condition(cond: tuple[str, str, Any], configs: dict[str, Any]) -> bool:
+    file, key, value = cond
+    return any(_same(got, value) for got in _lookup(configs.get(file), key))
+
+
 def config_matches(p: Producer, configs: dict[str, Any]) -> bool:
-    for file, key, value in p.config:
-        got = _lookup(configs.get(file), key)
-        if isinstance(got, str) and got.lower() == value.lower():
+    """Whether a config file marks ``p`` (the scheme it declares, not only the producer)."""
+    for alt in p.config:
+        conds = (alt,) if isinstance(alt[0], str) else alt
+        if all(_condition(c, configs) for c in conds):
             return True
     return False
 
@@ -198,6 +324,7 @@ class LayerMatch:
     zero_point: str | None = None
     shape_tensor: str | None = None
     candidates: tuple[str, ...] = ()  # every record that fits the tensor names and dtypes
+    pre_scale: str | None = None  # a per-input-column multiplier (AWQ pre_quant_scale) folded into the weight
 
 
 @dataclass
@@ -214,10 +341,12 @@ def _fits(p: Producer, layer: str, dtypes: dict[str, str]) -> bool:
     return p.global_scale is None or layer + p.global_scale in dtypes
 
 
-def _rule(p: Producer) -> tuple[Any, ...]:
-    """What dequantization does; records with equal rules may be confused harmlessly."""
+def _rule(p: Producer, layer: str, dtypes: dict[str, str]) -> tuple[Any, ...]:
+    """What dequantization does; records with equal rules may be confused harmlessly (a zero point
+    or input multiplier the layer does not have changes nothing)."""
+    side = tuple(s if s and layer + s in dtypes else None for s in (p.zero_point, p.pre_scale))
     return (p.scheme, p.codes, p.scale, p.element, p.scale_format, p.packing, p.block, p.global_scale,
-            p.global_direction)
+            p.global_direction, side)
 
 
 def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None = None) -> Detection:
@@ -232,6 +361,8 @@ def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None
     for name in sorted(dtypes):
         fits = []
         for p in records:
+            if p.marker_required and not forced and p.name not in marked:
+                continue
             if name.endswith(p.codes):
                 layer = name[: -len(p.codes)]
                 if _fits(p, layer, dtypes):
@@ -239,7 +370,7 @@ def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None
         if not fits:
             continue
         chosen = [p for p in fits if p.name in marked] or fits
-        rules = {_rule(p) for p in chosen}
+        rules = {_rule(p, name[: -len(p.codes)], dtypes) for p in chosen}
         if len(rules) > 1:
             ambiguous[name] = tuple(p.name for p in chosen)
             continue
@@ -250,7 +381,8 @@ def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None
             layer + best.global_scale if best.global_scale else None,
             layer + best.zero_point if best.zero_point and layer + best.zero_point in dtypes else None,
             layer + best.shape_tensor if best.shape_tensor and layer + best.shape_tensor in dtypes else None,
-            tuple(p.name for p in fits))
+            tuple(p.name for p in fits),
+            layer + best.pre_scale if best.pre_scale and layer + best.pre_scale in dtypes else None)
     count: dict[str, int] = {}
     for m in layers.values():
         count[m.producer.name] = count.get(m.producer.name, 0) + 1

@@ -1,0 +1,159 @@
+"""Integer weight layouts (int8, int4 per group) as producers store them: unpacking the codes and
+zero points, laying the scales over the codes, and the exact value of every element.
+
+One function per question, read by dequantize, inspect and explain alike, so a layout is decoded
+in one place (the record's ``packing`` names it; see :mod:`fmtsim.checkpoint.producers`):
+
+    byte              I8 [out, in], two's complement (compressed-tensors int-quantized, Quark int8)
+    int4-rows         U8 [out/2, in]: output rows 2r and 2r+1 of a column in the low and high nibble
+                      of one byte, two's complement (ModelOpt ``export/quant_utils.pack_int4_in_uint8``)
+    int4x8-reorder-t  I32 [in, out/8]: the weight transposed, eight outputs per int32 in the nibble
+                      order 0,2,4,6,1,3,5,7 (nibble k at bits 4k holds output 8j + ORDER[k]), two's
+                      complement; scales and zero points [in/group, out] (Quark ``torch/utils/pack.py``
+                      ``Pack_4_bits`` with ``pack_method: reorder``, transposed on export)
+
+Values: w = (q - zero_point) * s_group [* pre_scale[column]]. (q - zp) has at most 9 significant
+bits and s at most 24, so q x s is exact in float64; a pre-scale (ModelOpt AWQ's
+``pre_quant_scale``, which multiplies the input: folding it into the weight's columns keeps the
+layer's function) makes a second product, taken error-free, whose remainder's sign is returned as
+the sticky part so that the one rounding to the target is correct.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..exactfloat import two_product
+from .files import CheckpointError
+
+__all__ = ["REORDER", "unpack_codes", "group_layout", "int_values", "config_group_sizes", "pack_codes"]
+
+REORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # output j of eight sits in nibble REORDER.index(j)
+
+
+def _signed4(n: np.ndarray, signed: bool = True) -> np.ndarray:
+    n = n.astype(np.int64)
+    return (n ^ 8) - 8 if signed else n
+
+
+def unpack_codes(packing: str, raw: np.ndarray, signed: bool = True) -> np.ndarray:
+    """Stored codes -> int64 [out, in] (transposed layouts are turned back); ``signed``: two's
+    complement nibbles (int4), else 0..15 (uint4, with a zero point)."""
+    if packing == "byte":
+        return raw.view(np.int8).astype(np.int64)
+    if packing == "int4-rows":
+        b = raw.view(np.uint8)
+        if b.ndim != 2:
+            raise CheckpointError(f"int4-rows weights are 2-D [out/2, in], got {list(b.shape)}")
+        q = np.stack([_signed4(b & 0xF), _signed4(b >> 4)], axis=1)  # [out/2, 2, in]
+        return q.reshape(b.shape[0] * 2, b.shape[1])
+    if packing == "int4x8-reorder-t":
+        u = raw.view(np.uint32)
+        if u.ndim != 2:
+            raise CheckpointError(f"reorder-packed int4 is 2-D [in, out/8], got {list(u.shape)}")
+        nib = _signed4((u[:, :, None] >> (4 * np.arange(8, dtype=np.uint32))) & 0xF, signed)  # [in, out/8, k]
+        q = np.empty_like(nib)
+        q[:, :, list(REORDER)] = nib  # nibble k holds output REORDER[k] of the eight
+        return q.reshape(u.shape[0], -1).T.copy()
+    raise CheckpointError(f"packing {packing!r} is not an integer layout")  # pragma: no cover
+
+
+def pack_codes(packing: str, q: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`unpack_codes` (int64 [out, in] -> stored array), for tests and tools."""
+    q = np.asarray(q, np.int64)
+    if packing == "byte":
+        return q.astype(np.int8)
+    if packing == "int4-rows":
+        n = (q & 0xF).astype(np.uint8)
+        return (n[0::2] | (n[1::2] << 4)).astype(np.uint8)
+    if packing == "int4x8-reorder-t":
+        t = (q.T & 0xF).astype(np.uint32).reshape(q.shape[1], -1, 8)
+        out = np.zeros(t.shape[:2], np.uint32)
+        for k, j in enumerate(REORDER):
+            out |= t[:, :, j] << np.uint32(4 * k)
+        return out.view(np.int32)
+    raise ValueError(f"packing {packing!r} is not an integer layout")
+
+
+def config_group_sizes(configs: dict[str, Any]) -> set[int]:
+    """Every weight group size a config file names (compressed-tensors config_groups, Quark's
+    global/layer configs, ModelOpt's hf_quant_config)."""
+    found: set[int] = set()
+
+    def walk(o: Any) -> None:
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k in ("group_size", "block_size") and isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    found.add(v)
+                else:
+                    walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    for name in ("config.json", "hf_quant_config.json"):
+        walk(configs.get(name))
+    return found
+
+
+def group_layout(packing: str, out_shape: tuple[int, int], scale_shape: tuple[int, ...],
+                 configs: dict[str, Any], where: str) -> int:
+    """Columns one scale covers (``in`` for per channel / per tensor). The scale's shape gives the
+    group count; a group size is taken from it only when it divides the row, else from the config,
+    and only when exactly one named size fits."""
+    rows, cols = out_shape
+    shape = tuple(int(v) for v in scale_shape)
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if n == 1 or shape in ((rows,), (rows, 1), (1, rows)):
+        return cols
+    if packing == "int4x8-reorder-t":
+        if len(shape) != 2 or shape[1] != rows:
+            raise CheckpointError(f"{where}: scale {list(shape)} is not [in/group, {rows}]")
+        groups = shape[0]
+    else:
+        if len(shape) != 2 or shape[0] != rows:
+            raise CheckpointError(f"{where}: scale {list(shape)} is not [{rows}, in/group]")
+        groups = shape[1]
+    if cols % groups == 0:
+        return cols // groups
+    fits = sorted(g for g in config_group_sizes(configs) if -(-cols // g) == groups)
+    if len(fits) != 1:
+        raise CheckpointError(f"{where}: {groups} scale groups do not divide {cols} columns and the config names "
+                              f"{'no' if not fits else 'more than one'} group size that fits ({fits or '-'})")
+    return fits[0]
+
+
+def _per_column(a: np.ndarray, packing: str, rows: int, cols: int, group: int) -> np.ndarray:
+    """A scale or zero point array -> [out, in] float64/int64 (one value per element)."""
+    a = np.asarray(a)
+    if a.size == 1:
+        return np.broadcast_to(a.reshape(1, 1), (rows, cols))
+    if group == cols:
+        return np.broadcast_to(a.reshape(rows, 1), (rows, cols))
+    if packing == "int4x8-reorder-t":
+        a = a.T
+    return np.repeat(a, group, axis=1)[:, :cols]
+
+
+def int_values(packing: str, codes: np.ndarray, scale: np.ndarray, group: int, zero_point: np.ndarray | None,
+               pre_scale: np.ndarray | None, signed: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """Exact float64 values [out, in] and, with a pre-scale, the sign of the part below float64."""
+    q = unpack_codes(packing, codes, signed)
+    rows, cols = q.shape
+    if zero_point is not None:
+        zp = np.asarray(zero_point)
+        if packing != "byte" and zp.size > 1:  # packed like the weight: unpacking turns it to [out, groups]
+            q = q - _per_column(unpack_codes(packing, zp, signed), "byte", rows, cols, group)
+        else:
+            q = q - _per_column(zp.astype(np.int64), packing, rows, cols, group)
+    s = _per_column(np.asarray(scale).astype(np.float64), packing, rows, cols, group)
+    v = q.astype(np.float64) * s  # exact: 9 + 24 significant bits
+    if pre_scale is None:
+        return v, None
+    p = np.asarray(pre_scale).astype(np.float64).reshape(-1)
+    if p.size != cols:
+        raise CheckpointError(f"pre-scale has {p.size} values for {cols} columns")
+    hi, lo = two_product(v, np.broadcast_to(p[None, :], v.shape).copy())
+    return hi, np.where(np.isfinite(hi), np.sign(lo), 0.0)

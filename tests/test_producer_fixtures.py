@@ -1,0 +1,368 @@
+"""Checkpoints written by the producers' own libraries (tests/fixtures/producers/, made by
+tools/gen_producer_fixtures.py with llm-compressor, NVIDIA ModelOpt and AMD Quark on a CPU):
+inspect names the scheme and finds no false error, dequantize equals an exact computation from
+the raw bytes (integer arithmetic, no fmtsim code) in float32 and bfloat16, explain names a
+recipe for every block, and the producer's own dequantization agrees where its library is
+installed."""
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("safetensors", reason="checkpoint jobs need the safetensors package")
+
+from fmtsim.checkpoint import load  # noqa: E402
+from fmtsim.checkpoint.dequant import dequantize  # noqa: E402
+from fmtsim.checkpoint.explain import explain  # noqa: E402
+from fmtsim.checkpoint.inspection import inspect  # noqa: E402
+from fmtsim.checkpoint.producers import get_producer  # noqa: E402
+from fmtsim.cli import main  # noqa: E402
+
+from .conftest import slow_unless  # noqa: E402
+from .exact_int import e2m1, e4m3, expected_int, mantissa24, round_scaled  # noqa: E402
+
+HERE = Path(__file__).parent / "fixtures" / "producers"
+ORIGINAL = HERE / "original"
+FIXTURES = sorted(d.name for d in HERE.iterdir() if d.is_dir() and d.name != "original") if HERE.is_dir() else []
+
+# the record each checkpoint's config declares (read off the producers' configs by hand)
+EXPECTED = {
+    "llmcompressor-fp8": "compressed-tensors-fp8", "llmcompressor-fp8_block": "compressed-tensors-fp8",
+    "llmcompressor-fp8_dynamic": "compressed-tensors-fp8", "llmcompressor-int8": "compressed-tensors-int8",
+    "llmcompressor-w8a8": "compressed-tensors-int8", "llmcompressor-mxfp4": "compressed-tensors-mxfp4",
+    "llmcompressor-mxfp4a16": "compressed-tensors-mxfp4", "llmcompressor-mxfp8": "compressed-tensors-mxfp8",
+    "llmcompressor-mxfp8a16": "compressed-tensors-mxfp8", "llmcompressor-nvfp4": "compressed-tensors-nvfp4",
+    "llmcompressor-nvfp4a16": "compressed-tensors-nvfp4", "llmcompressor-w4a16": "compressed-tensors-w4a16",
+    "llmcompressor-w4a16_asym": "compressed-tensors-w4a16", "llmcompressor-w8a16": "compressed-tensors-w4a16",
+    "modelopt-fp8_default": "modelopt-fp8", "modelopt-fp8_per_channel_per_token": "modelopt-fp8",
+    "modelopt-fp8_2d_blockwise_weight_only": "modelopt-fp8", "modelopt-int8_default": "modelopt-int8",
+    "modelopt-int8_smoothquant": "modelopt-int8", "modelopt-int8_weight_only": "modelopt-int8",
+    "modelopt-mxfp4_default": "modelopt-mxfp4", "modelopt-w4a8_mxfp4_fp8": "modelopt-mxfp4",
+    "modelopt-mxfp8_default": "modelopt-mxfp8", "modelopt-nvfp4_default": "modelopt-nvfp4",
+    "modelopt-nvfp4_mlp_weight_only": "modelopt-w4a16-nvfp4", "modelopt-int4_awq": "modelopt-w4a16-awq",
+    "modelopt-int4_blockwise_weight_only": "modelopt-w4a16-awq",
+    "quark-fp8": "quark-fp8", "quark-ptpc_fp8": "quark-fp8", "quark-int8": "quark-int8",
+    "quark-int4_wo_128": "quark-int4", "quark-int4_wo_32": "quark-int4", "quark-uint4_wo_128": "quark-uint4",
+    "quark-mxfp4": "quark-mxfp4", "quark-mxfp4_fp8": "quark-mxfp4", "quark-nvfp4": "quark-nvfp4",
+}
+TARGET_DTYPE = {"float32": (np.float32, np.uint32), "bfloat16": (None, np.uint16)}
+
+
+def test_fixtures_are_present_with_versions():
+    assert FIXTURES, "tests/fixtures/producers/ is empty: run tools/gen_producer_fixtures.py"
+    for name in FIXTURES:
+        versions = (HERE / name / "VERSIONS").read_text()
+        assert versions.strip(), name
+        assert (HERE / name / "config.json").is_file()
+
+
+FAST = {"llmcompressor-nvfp4", "modelopt-fp8_2d_blockwise_weight_only", "modelopt-int4_awq", "quark-int4_wo_32",
+        "quark-nvfp4"}  # the rest run with --full
+
+
+@pytest.mark.parametrize("name", slow_unless(FIXTURES, keep=FAST))
+def test_inspect_names_the_declared_scheme_without_false_errors(name):
+    r = inspect(HERE / name)
+    assert r.errors == 0, [f for f in r.findings if f.severity == "error"]
+    assert r.tensors, name
+    if name in EXPECTED:
+        assert r.config_producers == [EXPECTED[name]]
+        assert set(r.producers) == {EXPECTED[name]}
+
+
+# ---- the exact computation from the raw bytes --------------------------------------------------
+
+
+def _config(name):
+    return json.loads((HERE / name / "config.json").read_text())
+
+
+def _ct_block(name):
+    groups = (_config(name).get("quantization_config") or {}).get("config_groups") or {}
+    shapes = {tuple(g["weights"]["block_structure"]) for g in groups.values()
+              if (g.get("weights") or {}).get("block_structure")}
+    return shapes.pop() if len(shapes) == 1 else None
+
+
+def _fp8_expected(name, codes, scale, target, rec):
+    rows, cols = codes.shape
+    c = codes.view(np.uint8)
+    m, e, nan, neg = e4m3(c)
+    if rec.scale_format == "e8m0":
+        b = scale.view(np.uint8).astype(np.int64)
+        per = cols // b.shape[-1]
+        ee = e + np.repeat(b.reshape(rows, -1), per, axis=1) - 127
+        return round_scaled(m, ee, target, neg=neg), nan
+    s = scale.astype(np.float64)
+    if s.size == 1:
+        s_full = np.full((rows, cols), s.reshape(-1)[0])
+    elif s.size == rows:
+        s_full = np.repeat(s.reshape(rows, 1), cols, axis=1)
+    else:
+        if s.ndim == 4:  # ModelOpt [out/b0, 1, in/b1, 1]
+            s = s.reshape(s.shape[0], s.shape[2])
+            block = (128, 128)  # ModelOpt's preset block_sizes
+        else:
+            block = _ct_block(name)
+        s_full = np.repeat(np.repeat(s, block[0], axis=0), block[1], axis=1)[:rows, :cols]
+    ms, es = mantissa24(s_full)
+    return round_scaled(m * ms, e + es, target, neg=neg ^ (s_full < 0)), nan
+
+
+def _fp4_expected(packed, scale, glob, rec, target):
+    b = packed.view(np.uint8)
+    codes = np.stack([b & 0xF, b >> 4], axis=-1).reshape(b.shape[0], -1)
+    m, e, nan, neg = e2m1(codes)
+    per = rec.block[1]
+    if rec.scale_format == "e8m0":
+        sb = np.repeat(scale.view(np.uint8).astype(np.int64).reshape(codes.shape[0], -1), per, axis=1)
+        return round_scaled(m, e + sb - 127, target, neg=neg), nan
+    sm, se, snan, sneg = e4m3(np.repeat(scale.view(np.uint8).reshape(codes.shape[0], -1), per, axis=1))
+    gm, ge = mantissa24(np.asarray(glob, np.float64).reshape(-1)[:1])
+    if rec.global_direction == "multiplier":
+        return round_scaled(m * sm * gm[0], e + se + ge[0], target, neg=neg ^ sneg), nan | snan
+    return round_scaled(m * sm, e + se - ge[0], target, d=gm[0], neg=neg ^ sneg), nan | snan
+
+
+def _ct_w4a16_expected(raw, scale, zp, shape, target, bits):
+    u = raw.view(np.uint32)
+    per = 32 // bits
+    mask = (1 << bits) - 1
+    q = np.stack([(u >> np.uint32(bits * i)) & np.uint32(mask) for i in range(per)], axis=-1)
+    q = q.reshape(u.shape[0], -1).astype(np.int64) - (1 << (bits - 1))
+    if shape is not None:
+        q = q[: int(shape[0]), : int(shape[1])]
+    rows, cols = q.shape
+    s = scale.astype(np.float64).reshape(rows, -1)
+    group = -(-cols // s.shape[1])
+    if zp is not None:
+        zu = zp.view(np.uint32)
+        z = np.stack([(zu >> np.uint32(bits * i)) & np.uint32(mask) for i in range(per)], axis=1)
+        z = z.reshape(-1, zu.shape[1])[:rows].astype(np.int64) - (1 << (bits - 1))
+        q = q - np.repeat(z, group, axis=1)[:, :cols]
+    ms, es = mantissa24(np.repeat(s, group, axis=1)[:, :cols])
+    return round_scaled(q * ms, es, target)
+
+
+def _num_bits(name):
+    groups = (_config(name).get("quantization_config") or {}).get("config_groups") or {}
+    bits = {g["weights"]["num_bits"] for g in groups.values() if g.get("weights")}
+    return bits.pop() if len(bits) == 1 else 4
+
+
+def _expected(name, before, tj, target):
+    m = tj.match
+    rec = m.producer
+    codes, scale = before[m.codes], before[m.scale]
+    if rec.scheme == "fp8":
+        return _fp8_expected(name, codes, scale, target, rec)
+    if rec.scheme in ("mxfp4", "nvfp4"):
+        glob = before[m.global_scale] if m.global_scale else None
+        return _fp4_expected(codes, scale, glob, rec, target)
+    zp = before[m.zero_point] if m.zero_point else None
+    if rec.packing == "int4x8":
+        shape = before[m.shape_tensor].reshape(-1) if m.shape_tensor else None
+        return _ct_w4a16_expected(codes, scale, zp, shape, target, _num_bits(name)), None
+    pre = before[m.pre_scale] if m.pre_scale else None
+    group = tj.block[1]
+    return expected_int(rec.packing, codes, scale, zp, pre, target, group, rec.element != "uint4"), None
+
+
+def _bits_of(values64, target):
+    if target == "float32":
+        return values64.astype(np.float32).view(np.uint32)
+    import ml_dtypes
+
+    return values64.astype(ml_dtypes.bfloat16).view(np.uint16)  # exact: the values are bfloat16 already
+
+
+def test_eight_bit_pack_quantized_is_refused_not_misread(tmp_path):
+    from fmtsim.checkpoint import CheckpointError
+
+    if "llmcompressor-w8a16" not in FIXTURES:
+        pytest.skip("no llmcompressor-w8a16 fixture")
+    with pytest.raises(CheckpointError, match="8-bit pack-quantized"):
+        dequantize(HERE / "llmcompressor-w8a16", tmp_path / "out")
+
+
+REFUSED = {"llmcompressor-w8a16": "8-bit pack-quantized is refused, not read (only 4-bit packing is)"}
+KNOWN_WRONG: dict[str, str] = {}  # fixtures fmtsim is known to read wrong (none)
+
+
+@pytest.mark.parametrize("target", ["bfloat16", "float32"])
+@pytest.mark.parametrize("name", slow_unless(FIXTURES, keep=FAST))
+def test_dequantize_equals_the_exact_values_of_the_raw_bytes(tmp_path, name, target):
+    if name in REFUSED:
+        pytest.skip(REFUSED[name])
+    if name in KNOWN_WRONG:
+        pytest.xfail(KNOWN_WRONG[name])
+    s = dequantize(HERE / name, tmp_path / "out", dtype=target)
+    before, after = load(HERE / name), load(tmp_path / "out")
+    checked = 0
+    for tj in s.jobs.values():
+        want, nan = _expected(name, before, tj, target)
+        got = after[tj.out_name]
+        assert got.shape == want.shape == tuple(tj.out_shape), tj.out_name
+        gb = got.view(TARGET_DTYPE[target][1])
+        if nan is not None and nan.any():
+            assert np.isnan(got.astype(np.float64))[nan].all()
+            want = np.where(nan, 0.0, want)
+            gb = np.where(nan, 0, gb)
+        wb = np.where(nan, 0, _bits_of(want, target)) if nan is not None else _bits_of(want, target)
+        bad = wb != gb
+        assert not bad.any(), f"{tj.out_name}: {int(bad.sum())} values differ, first at {np.argwhere(bad)[0]}"
+        checked += got.size
+    assert checked == s.totals()["values"] > 0
+
+
+def test_the_quotient_oracle_rounds_as_fractions():
+    # the divisor branch of round_scaled (compressed-tensors NVFP4) against Fractions
+    rng = np.random.default_rng(5)
+    n = rng.integers(0, 2**7, 300)
+    d = rng.integers(2**23, 2**24, 300)
+    e = rng.integers(-40, 10, 300)
+    for target, p in (("bfloat16", 8), ("float32", 24)):
+        got = round_scaled(n, e, target, d=d)
+        for i in range(300):
+            v = Fraction(int(n[i]), int(d[i])) * Fraction(2) ** int(e[i])
+            assert got[i] == _round_frac(v, p), (target, i)
+
+
+def _round_frac(v, p):
+    if v == 0:
+        return 0.0
+    e = v.numerator.bit_length() - v.denominator.bit_length()
+    if Fraction(2) ** e > v:
+        e -= 1
+    ulp = Fraction(2) ** (max(e, -126) - p + 1)
+    k, rem = divmod(v / ulp, 1)
+    k = int(k)
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and k % 2):
+        k += 1
+    return float(k * ulp)
+
+
+# ---- explain: every block by a named recipe ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", slow_unless(FIXTURES, keep={"llmcompressor-nvfp4", "quark-int4_wo_32"}))
+def test_explain_names_a_recipe_for_every_block(name, capsys):
+    if name in REFUSED:
+        pytest.skip(REFUSED[name])
+    if name in KNOWN_WRONG:
+        pytest.xfail(KNOWN_WRONG[name])
+    rows = explain(HERE / name, ORIGINAL / "model.safetensors")
+    assert rows
+    for r in rows:
+        assert r.blocks > 0, (r.tensor, r.notes)
+        if name in UNEXPLAINED:  # listed, with the expected and the found bytes
+            assert r.unexplained == 0 or (r.misses and r.misses[0].found_scale and r.misses[0].expected_scale)
+        else:
+            assert r.unexplained == 0, (r.tensor, r.best, r.by_recipe, r.misses[:2])
+    rc = main(["checkpoint", "explain", str(HERE / name), "--original", str(ORIGINAL / "model.safetensors")])
+    out = capsys.readouterr().out
+    assert "0 of 0" not in out
+    assert rc == (1 if any(r.unexplained for r in rows) else 0)
+    if any(r.unexplained for r in rows):
+        assert "UNEXPLAINED" in out
+
+
+def test_explain_refuses_an_unrelated_original(tmp_path, capsys):
+    from safetensors.numpy import save_file
+
+    save_file({"something.else": np.zeros(4, np.float32)}, str(tmp_path / "other.safetensors"))
+    rc = main(["checkpoint", "explain", str(HERE / FIXTURES[0]), "--original", str(tmp_path / "other.safetensors")])
+    assert rc == 2
+    assert "holds none of the" in capsys.readouterr().err
+
+
+# checkpoints whose blocks no recipe from the original explains (every one is listed with its bytes)
+UNEXPLAINED = {
+    "modelopt-int4_awq": "AWQ searches the weights' scaling and folds it into the preceding norm",
+    "modelopt-int8_smoothquant": "SmoothQuant's division of the weight by pre_quant_scale is not modelled exactly",
+}
+
+
+# ---- the producers' own dequantization -------------------------------------------------------------
+# tools/gen_producer_fixtures.py ran compressed-tensors' own decompress on every llm-compressor fixture
+# and kept the SHA-256 of each weight (its output is bfloat16, the scales' dtype, held as float32 bytes)
+
+
+@pytest.mark.parametrize("name", slow_unless([n for n in FIXTURES if (HERE / n / "OWN_DEQUANT.json").is_file()],
+                                             keep={"llmcompressor-nvfp4", "llmcompressor-w4a16_asym"}))
+def test_compressed_tensors_own_decompression_agrees_bit_for_bit(tmp_path, name):
+    import hashlib
+
+    if name in REFUSED:
+        pytest.skip(REFUSED[name])
+    if name in KNOWN_WRONG:
+        pytest.xfail(KNOWN_WRONG[name])
+    own = json.loads((HERE / name / "OWN_DEQUANT.json").read_text())["float32_sha256"]
+    s = dequantize(HERE / name, tmp_path / "out", dtype="bfloat16")
+    after = load(tmp_path / "out")
+    assert set(own) == {tj.out_name for tj in s.jobs.values()}
+    for tensor, digest in own.items():
+        assert hashlib.sha256(after[tensor].astype(np.float32).tobytes()).hexdigest() == digest, tensor
+
+
+# ---- conversion: OCP FP8 -> FNUZ keeps every value ------------------------------------------------
+
+
+FP8_FLOAT_SCALED = [n for n in FIXTURES if n in EXPECTED and get_producer(EXPECTED[n]).scheme == "fp8"
+                    and get_producer(EXPECTED[n]).scale_format == "float"]
+
+
+@pytest.mark.parametrize("name", slow_unless(FP8_FLOAT_SCALED, keep={"quark-fp8"}))
+def test_fnuz_convert_keeps_every_value(tmp_path, name):
+    import ml_dtypes
+
+    from fmtsim.checkpoint.conversion import convert
+
+    if name in KNOWN_WRONG:
+        pytest.xfail(KNOWN_WRONG[name])
+    convert(HERE / name, tmp_path / "out")
+    before, after = load(HERE / name), load(tmp_path / "out")
+    det = dequantize(HERE / name, tmp_path / "deq", dtype="float32").jobs
+    for tj in det.values():
+        m = tj.match
+        assert after[m.codes].dtype == ml_dtypes.float8_e4m3fnuz
+        # a FNUZ code is worth half the OCP code of the same bits: the scale doubles, every product stays
+        v_in = before[m.codes].astype(np.float64) * before[m.scale].astype(np.float64).reshape(-1)[0]
+        v_out = after[m.codes].astype(np.float64) * after[m.scale].astype(np.float64).reshape(-1)[0]
+        if before[m.scale].size == 1:
+            assert np.array_equal(v_in, v_out), m.codes
+        else:
+            s_in, s_out = before[m.scale].astype(np.float64), after[m.scale].astype(np.float64)
+            assert np.array_equal(s_out, 2 * s_in), m.scale
+            assert np.array_equal(after[m.codes].astype(np.float64) * 2, before[m.codes].astype(np.float64))
+
+
+# ---- names: who writes a layout ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, both", [("quark-mxfp4", {"quark-mxfp4", "modelopt-mxfp4"}),
+                                        ("llmcompressor-mxfp8", {"compressed-tensors-mxfp8", "modelopt-mxfp8"}),
+                                        ("quark-nvfp4", {"quark-nvfp4", "modelopt-nvfp4"})])
+def test_a_shared_layout_without_its_config_names_both_producers(tmp_path, name, both):
+    import shutil
+
+    if name not in FIXTURES:
+        pytest.skip(f"no {name} fixture")
+    shutil.copy(HERE / name / "model.safetensors", tmp_path / "model.safetensors")
+    r = inspect(tmp_path / "model.safetensors")
+    assert r.errors == 0 and r.config_producers == []
+    for t in r.tensors:
+        assert both <= set(t.producer.split(" | ")), t.producer
+    # with its config, the headline names the scheme the config declares, and only that
+    assert inspect(HERE / name).config_producers == [EXPECTED[name]]
+
+
+def test_the_headline_names_the_declared_scheme(capsys):
+    for name in ("llmcompressor-nvfp4", "llmcompressor-int8", "modelopt-mxfp4_default", "quark-int4_wo_32"):
+        if name in FIXTURES:
+            main(["checkpoint", "inspect", str(HERE / name)])
+            head = capsys.readouterr().out.splitlines()[0]
+            assert f"config files name {EXPECTED[name]};" in head, head

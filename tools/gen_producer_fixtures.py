@@ -1,0 +1,318 @@
+"""Checkpoints as the producers' own libraries write them: the fixtures under
+tests/fixtures/producers/.
+
+    python tools/gen_producer_fixtures.py [--venvs /work/pvenvs] [--only llmcompressor,modelopt,quark]
+
+One tiny Llama-like model with random bfloat16 weights (hidden 128, intermediate 320 -- a width
+that is not a multiple of 128 -- four heads, two KV heads, one layer, and a few outlier rows
+scaled 40x) is written once to ``original/``. Each producer then runs in its own virtual
+environment (they pin different transformers versions): the script re-runs itself there as a
+worker (``--worker NAME``), which loads ``original/``, quantizes it on the CPU in every scheme the
+library offers, saves each checkpoint the producer's own way (llm-compressor
+``save_pretrained(save_compressed=True)``, ModelOpt ``export_hf_checkpoint``, Quark
+``export_safetensors``) into ``<producer>-<scheme>/``, keeps only the config files and the
+safetensors, and writes ``VERSIONS`` (the producer's package versions) and a line per scheme in
+``SCHEMES.txt`` (written, or why not).
+
+The producers are not dependencies of fmtsim: nothing here is imported by the package or the
+tests. A venv per producer: ``python3 -m venv /work/pvenvs/NAME`` then ``pip install
+torch==2.13.0`` and ``llmcompressor`` / ``nvidia-modelopt[torch]`` / ``amd-quark``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "fixtures" / "producers"
+PRODUCERS = ("llmcompressor", "modelopt", "quark")
+KEEP = ("OWN_DEQUANT.json", "config.json", "hf_quant_config.json", "quantization_config.json", "model.safetensors",
+        "model.safetensors.index.json")
+SEED = 20261201
+OUTLIER_ROWS = {"mlp.down_proj": (5, 200), "mlp.gate_proj": (17,), "self_attn.q_proj": (3,)}
+
+
+# ---- the original model (runs in any producer venv: needs torch and transformers) -------------------
+
+
+def build_original(out: Path) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=128, intermediate_size=320, num_hidden_layers=1, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64,
+                      tie_word_embeddings=True, torch_dtype="bfloat16")
+    torch.manual_seed(SEED)
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("proj.weight"):
+                p.normal_(0.0, 0.05)
+                for key, rows in OUTLIER_ROWS.items():
+                    if key in name:
+                        for r in rows:
+                            if r < p.shape[0]:
+                                p[r] *= 40.0
+    model.save_pretrained(out, safe_serialization=True)
+    _prune(out)
+
+
+def _prune(d: Path) -> None:
+    for f in d.iterdir():
+        if f.name not in KEEP:
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+
+
+def _calib(n: int = 4, length: int = 32) -> list:
+    import torch
+
+    g = torch.Generator().manual_seed(SEED + 1)
+    return [torch.randint(0, 256, (1, length), generator=g) for _ in range(n)]
+
+
+def _tokenizer():  # noqa: ANN202 - a tiny word-level tokenizer over the 256 ids (data are token ids already)
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"t{i}": i for i in range(256)}
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel(vocab, unk_token="t0")),
+                                   unk_token="t0", pad_token="t0")
+
+
+def _load(orig: Path):  # noqa: ANN202 - a transformers model
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(orig, torch_dtype=torch.bfloat16)
+
+
+def _versions(names: tuple[str, ...]) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    lines = []
+    for n in names:
+        try:
+            lines.append(f"{n}=={version(n)}")
+        except PackageNotFoundError:
+            pass
+    return "\n".join(lines) + "\n"
+
+
+# ---- workers ----------------------------------------------------------------------------------------
+
+
+def _llmcompressor(orig: Path, schemes: list[str] | None) -> dict[str, str]:
+    from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
+    from datasets import Dataset
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+
+    ids = [t[0].tolist() for t in _calib()]
+    ds = Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * len(i) for i in ids]})
+    done = {}
+    for scheme in schemes or [s for s in LLMCOMPRESSOR_SCHEMES if s in PRESET_SCHEMES]:
+        out = OUT / f"llmcompressor-{scheme.lower()}"
+        try:
+            ignore = ["lm_head"]
+            if scheme in GROUP_128:  # llm-compressor refuses groups that do not divide a row (down_proj: 320)
+                ignore.append("re:.*down_proj$")
+            model = _load(orig)
+            recipe = QuantizationModifier(targets="Linear", scheme=scheme, ignore=ignore)
+            oneshot(model=model, recipe=recipe, dataset=ds, processor=_tokenizer(), num_calibration_samples=len(ids),
+                    max_seq_length=32, output_dir=None)
+            if out.exists():
+                shutil.rmtree(out)
+            model.save_pretrained(out, save_compressed=True)
+            _prune(out)
+            done[scheme] = "written"
+        except Exception as e:  # noqa: BLE001 - record why a scheme is not on CPU
+            shutil.rmtree(out, ignore_errors=True)
+            done[scheme] = f"not written: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            traceback.print_exc()
+    return done
+
+
+LLMCOMPRESSOR_SCHEMES = ("FP8", "FP8_DYNAMIC", "FP8_BLOCK", "NVFP4", "NVFP4A16", "MXFP4", "MXFP4A16", "MXFP8",
+                         "MXFP8A16", "W4A16", "W4A16_ASYM", "W8A16", "W8A8", "INT8")
+GROUP_128 = ("W4A16", "W4A16_ASYM", "W8A16")
+MODELOPT_GROUP_128 = ("INT4_AWQ_CFG", "INT4_BLOCKWISE_WEIGHT_ONLY_CFG", "W4A8_AWQ_BETA_CFG")
+MODELOPT_CONFIGS = ("FP8_DEFAULT_CFG", "FP8_PER_CHANNEL_PER_TOKEN_CFG", "FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG",
+                    "NVFP4_DEFAULT_CFG", "NVFP4_AWQ_LITE_CFG", "MXFP4_DEFAULT_CFG", "MXFP8_DEFAULT_CFG",
+                    "INT4_AWQ_CFG", "INT4_BLOCKWISE_WEIGHT_ONLY_CFG", "INT8_DEFAULT_CFG", "INT8_SMOOTHQUANT_CFG",
+                    "W4A8_AWQ_BETA_CFG", "W4A8_MXFP4_FP8_CFG", "MXFP6_DEFAULT_CFG", "NVFP4_MLP_WEIGHT_ONLY_CFG",
+                    "INT8_WEIGHT_ONLY_CFG")
+
+
+def _modelopt(orig: Path, schemes: list[str] | None) -> dict[str, str]:
+    import copy
+
+    import modelopt.torch.quantization as mtq
+    import torch
+    from modelopt.torch.export import export_hf_checkpoint
+
+    calib = _calib()
+
+    def loop(model):  # noqa: ANN001, ANN202
+        with torch.no_grad():
+            for x in calib:
+                model(x)
+
+    done = {}
+    for name in schemes or MODELOPT_CONFIGS:
+        cfg = getattr(mtq, name, None)
+        if cfg is None:
+            done[name] = "not written: no such config in this ModelOpt"
+            continue
+        out = OUT / f"modelopt-{name.removesuffix('_CFG').lower()}"
+        try:
+            cfg = copy.deepcopy(cfg)
+            if name in MODELOPT_GROUP_128:  # ModelOpt refuses partial int4 blocks (down_proj: 320 columns)
+                cfg["quant_cfg"].append({"quantizer_name": "*down_proj*", "enable": False})
+            model = _load(orig)
+            model = mtq.quantize(model, cfg, loop)
+            if out.exists():
+                shutil.rmtree(out)
+            export_hf_checkpoint(model, export_dir=out)
+            _prune(out)
+            done[name] = "written"
+        except Exception as e:  # noqa: BLE001
+            shutil.rmtree(out, ignore_errors=True)
+            done[name] = f"not written: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            traceback.print_exc()
+    return done
+
+
+def _quark(orig: Path, schemes: list[str] | None) -> dict[str, str]:
+    import torch
+    from quark.torch import LLMTemplate, ModelQuantizer, export_safetensors
+
+    template = LLMTemplate.get("llama")
+    names = schemes or list(template.get_supported_schemes())
+    calib = _calib()
+    done = {}
+    for scheme in names:
+        out = OUT / f"quark-{scheme.lower()}"
+        why = ""
+        for exclude in (["lm_head"], ["lm_head", "*down_proj*"]):  # then without down_proj's 320 columns
+            try:
+                model = _load(orig)
+                config = template.get_config(scheme=scheme, exclude_layers=exclude)
+                q = ModelQuantizer(config)
+                model = q.quantize_model(model, calib)
+                model = q.freeze(model)
+                if out.exists():
+                    shutil.rmtree(out)
+                with torch.no_grad():
+                    export_safetensors(model, output_dir=str(out))
+                _prune(out)
+                why = "written" + (" (down_proj left unquantized)" if len(exclude) > 1 else "")
+                break
+            except Exception as e:  # noqa: BLE001
+                shutil.rmtree(out, ignore_errors=True)
+                why = f"not written: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                traceback.print_exc()
+        done[scheme] = why
+    return done
+
+
+def _ct_own_dequant(names: list[str] | None = None) -> None:
+    """compressed-tensors' own decompression of every llm-compressor fixture, in float32: the SHA-256 of
+    each dequantized weight's bytes goes to OWN_DEQUANT.json (the tests compare fmtsim's output)."""
+    import hashlib
+
+    import torch
+    from compressed_tensors.compressors.base import BaseCompressor
+    from compressed_tensors.quantization import QuantizationScheme
+    from safetensors.torch import load_file
+
+    for d in sorted(OUT.glob("llmcompressor-*")):
+        if names and d.name not in names:
+            continue
+        cfg = json.loads((d / "config.json").read_text())["quantization_config"]
+        tensors = load_file(str(d / "model.safetensors"))
+        out = {}
+        for group in cfg["config_groups"].values():
+            fmt = group.get("format") or cfg["format"]
+            scheme = QuantizationScheme(targets=group["targets"], weights=group.get("weights"),
+                                        input_activations=group.get("input_activations"))
+            comp = BaseCompressor.load_from_registry(fmt)
+            layers = sorted({k.rsplit(".", 1)[0] for k in tensors if k.endswith((".weight_scale",))})
+            for layer in layers:
+                local = {k[len(layer) + 1:]: v for k, v in tensors.items() if k.startswith(layer + ".")
+                         and "." not in k[len(layer) + 1:]}
+                try:
+                    dense = comp.decompress(local, scheme)
+                except Exception as e:  # noqa: BLE001
+                    out[layer + ".weight"] = f"not decompressed: {type(e).__name__}: {e}"[:200]
+                    continue
+                w = dense["weight"].to(torch.float32).contiguous().numpy()
+                out[layer + ".weight"] = hashlib.sha256(w.tobytes()).hexdigest()
+        (d / "OWN_DEQUANT.json").write_text(json.dumps({"float32_sha256": out}, indent=1, sort_keys=True) + "\n")
+        print(d.name, len(out))
+
+
+WORKERS = {"llmcompressor": (_llmcompressor, ("llmcompressor", "compressed-tensors", "transformers", "torch")),
+           "modelopt": (_modelopt, ("nvidia-modelopt", "transformers", "torch")),
+           "quark": (_quark, ("amd-quark", "transformers", "torch"))}
+
+
+def worker(name: str, schemes: list[str] | None) -> None:
+    orig = OUT / "original"
+    if not (orig / "model.safetensors").exists():
+        orig.mkdir(parents=True, exist_ok=True)
+        build_original(orig)
+    fn, pkgs = WORKERS[name]
+    done = fn(orig, schemes)
+    versions = _versions(pkgs)
+    for d in OUT.glob(f"{name}-*"):
+        if d.is_dir():
+            (d / "VERSIONS").write_text(versions)
+    log = OUT / f"SCHEMES-{name}.txt"
+    old = dict(line.split(": ", 1) for line in log.read_text().splitlines() if ": " in line) if log.exists() else {}
+    old.update(done)
+    log.write_text(versions + "".join(f"{k}: {v}\n" for k, v in sorted(old.items())))
+    print(json.dumps(done, indent=1))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--venvs", default=os.environ.get("FMTSIM_PRODUCER_VENVS", "/work/pvenvs"))
+    ap.add_argument("--only", default=",".join(PRODUCERS), help="comma-separated producers")
+    ap.add_argument("--schemes", help="comma-separated schemes (one producer only)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    schemes = a.schemes.split(",") if a.schemes else None
+    if a.worker == "ct-own-dequant":
+        _ct_own_dequant(schemes)
+        return 0
+    if a.worker:
+        worker(a.worker, schemes)
+        return 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    rc = 0
+    for name in a.only.split(","):
+        py = Path(a.venvs) / name / "bin" / "python"
+        if not py.exists():
+            print(f"{name}: no venv at {py.parent.parent}; skipped", file=sys.stderr)
+            rc = 1
+            continue
+        cmd = [str(py), __file__, "--worker", name] + (["--schemes", a.schemes] if a.schemes else [])
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH="")
+        if subprocess.run(cmd, env=env).returncode:
+            rc = 1
+        if name == "llmcompressor" and subprocess.run([str(py), __file__, "--worker", "ct-own-dequant"],
+                                                      env=env).returncode:
+            rc = 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
