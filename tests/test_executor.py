@@ -102,17 +102,18 @@ def test_dask_local_cluster_equals_one_run(rng):
         matmul(a, b, c, **kw, scheduler=3)
 
 
+@pytest.mark.slow  # tracemalloc slows every allocation: about 10 s
 def test_memory_is_bounded_by_the_tile(rng):
-    a, b, c, kw = _case(rng, "sm90_wgmma_fp8", 128, 128, 2, specials=False)
+    a, b, c, kw = _case(rng, "sm90_wgmma_fp8", 96, 96, 64, specials=False)
     peaks = []
-    for extra in (dict(), dict(jobs=1, tile=16)):
+    for extra in (dict(), dict(jobs=1, tile=24)):
         tracemalloc.start()
         d = matmul(a, b, c, **kw, **extra)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         del d
-    # the whole run splits all of A and B (17 bytes a code); a tile splits 32 rows and 32 columns
-    assert peaks[1] * 3 < peaks[0], peaks
+    # the whole run splits all of A and B (17 bytes a code, 6.6 MB here); a tile 24 rows and columns
+    assert peaks[1] * 2 < peaks[0], peaks
 
 
 def test_executor_runs_pieces_in_order():
