@@ -74,7 +74,7 @@ def test_process_pool_equals_one_run(rng):
     assert np.array_equal(bits(got), bits(ref))
     total = 24 * 20 * a.shape[1]
     assert seen[-1] == (total, total) and len(seen) == 4 * 3
-    assert all(x[0] < y[0] for x, y in zip(seen, seen[1:]))
+    assert all(x[0] < y[0] for x, y in zip(seen, seen[1:], strict=False))
 
 
 @pytest.mark.slow

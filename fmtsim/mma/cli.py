@@ -93,12 +93,14 @@ def cmd_mma_matmul(args: argparse.Namespace) -> int:
 
     af, bf = canonical_operand_format(args.a_format), canonical_operand_format(args.b_format)
     code_dt = lambda f: np.uint16 if f in WIDE_FORMATS else np.uint8  # noqa: E731
-    m = n = k = None
+    shape_a: tuple[int, ...] | None = None
+    shape_b: tuple[int, ...] | None = None
     if args.shape:
         m, n, k = args.shape
+        shape_a, shape_b = (m, k), ((n, k) if args.b_nk else (k, n))
     bs = args.block_size
-    a = read_array(args.a, "A", (m, k) if args.shape else None, code_dt(af))
-    b = read_array(args.b, "B", ((n, k) if args.b_nk else (k, n)) if args.shape else None, code_dt(bf))
+    a = read_array(args.a, "A", shape_a, code_dt(af))
+    b = read_array(args.b, "B", shape_b, code_dt(bf))
     if args.b_nk:
         b = b.T
     m, k = a.shape

@@ -358,7 +358,7 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     from ..executor import check_jobs, get_executor
 
     check_jobs(jobs)
-    tm, tn = _tile_shape(tile, *c32.shape, jobs if scheduler is None else None)
+    tm, tn = _tile_shape(tile, c32.shape[0], c32.shape[1], jobs if scheduler is None else None)
     pieces = [(r0, c0, (u, A[r0:r0 + tm], B[:, c0:c0 + tn], af, bf,
                         None if SA is None else SA[r0:r0 + tm], None if SB is None else SB[:, c0:c0 + tn], sf, bs),
                alpha, c32[r0:r0 + tm, c0:c0 + tn], promote_every, split_k)
