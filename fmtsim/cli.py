@@ -33,6 +33,7 @@ from .describe import (
     hex_value,
 )
 from .formats import Format, get_format
+from .mma.cli import add_mma_parser
 from .numbers import parse_integer, parse_number, round_to_float
 from .oracle import encode_one
 from .policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES, resolve
@@ -307,6 +308,8 @@ def cmd_ver(args: argparse.Namespace) -> int:
     from .conformance.run import find_vectors
     from .conformance.vectors import load_manifest
 
+    if args.op.endswith(".npy") and Path(args.op).is_file():
+        return _verify_d(args)
     if args.op != "all" and Path(args.op).name != args.op:
         # a path to a vector file (vecs/NAME after 'fmtsim gen -o vecs'): its directory holds the manifest
         if args.vectors and Path(args.vectors).resolve() != Path(args.op).parent.resolve():
@@ -365,6 +368,24 @@ def cmd_ver(args: argparse.Namespace) -> int:
         print()
         print(_table(rows, ["format", "coverage model", "files", "cases", "passed", "failed"]))
     return 1 if failed else 0
+
+
+def _verify_d(args: argparse.Namespace) -> int:
+    """fmtsim ver D.npy DEVICE_D: a device's GEMM result against fmtsim's (fmtsim mma matmul -o D.npy)."""
+    from .mma.dfiles import compare_d, read_array
+
+    if not args.file:
+        raise UsageError(f"fmtsim ver {args.op} DEVICE_D: give the device's D (.npy, or raw float32 row-major)")
+    expected = read_array(args.op, "fmtsim's D", None, np.float32)
+    if expected.dtype != np.float32:
+        raise UsageError(f"{args.op}: fmtsim's D is float32, this file holds {expected.dtype}")
+    actual = read_array(args.file, "the device's D", expected.shape, np.float32)
+    if actual.dtype != np.float32:
+        raise UsageError(f"{args.file}: the device's D must be float32, not {actual.dtype}")
+    res = compare_d(expected, actual, check_nans=args.check_nans, max_errors=args.errors)
+    for line in res.report():
+        print(line)
+    return 1 if res.failed else 0
 
 
 def _verify_one(vec_dir: Any, name: str, path: str | None, meta: dict[str, Any], args: argparse.Namespace) -> Any:
@@ -502,6 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fnuz_convert_arguments(fsub.add_parser("convert", help="convert a .safetensors file or a sharded "
                                                                "checkpoint directory"))
     add_checkpoint_parser(sub)
+    add_mma_parser(sub)
 
     s = sub.add_parser("gen", help="write golden vectors (TestFloat-style .tv and block binaries)")
     s.add_argument("op", nargs="?", default="all", help="a file name or glob, e.g. 'f32_to_e4m3.rne.*' (default all)")
@@ -519,7 +541,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_gen)
 
     s = sub.add_parser("ver", help="verify a device's results against a vector file")
-    s.add_argument("op", help="the vector file name (as in manifest.json), or 'all'")
+    s.add_argument("op", help="the vector file name (as in manifest.json), or 'all', or fmtsim's D.npy (from "
+                   "'fmtsim mma matmul -o D.npy') to compare a device's GEMM result against")
     s.add_argument("file", nargs="?", help="the device's results (default: stdin): for a .tv file, text lines as "
                    "the vector file's (CRLF, trailing blanks and lower-case hex accepted; with --ignore-flags the "
                    "flags field may be left out), or a raw array of results in operand order: a .npy file, or one "

@@ -402,12 +402,14 @@ def odd_f64_to_f32_bits(x: np.ndarray, out: np.ndarray | None = None) -> np.ndar
 
 
 def _f32_odd_index(u: np.ndarray, s: int, tmp: np.ndarray, out: np.ndarray) -> np.ndarray:
+    # (u | ((u & mask) + mask)) >> s: the add carries into bit s exactly when a bit below it
+    # is set (the sticky bit), and the OR puts it on u's bit s: u >> s with its lowest bit
+    # or-ed with the sticky bit, in four passes
     mask = np.uint32((1 << s) - 1)
     np.bitwise_and(u, mask, out=tmp)
     np.add(tmp, mask, out=tmp)
-    np.right_shift(tmp, s, out=tmp)
-    np.right_shift(u, s, out=out)
-    np.bitwise_or(out, tmp, out=out)
+    np.bitwise_or(tmp, u, out=tmp)
+    np.right_shift(tmp, s, out=out)
     return out
 
 

@@ -42,6 +42,24 @@ def best(fn: Callable[[], object], repeat: int) -> float:
     return t
 
 
+def paired(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+    """Seconds of each function per repetition, the functions interleaved in every
+    repetition, so that load from other jobs on a shared machine falls on all of them."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def ratio_spread(peer: list[float], ours: list[float]) -> str:
+    """peer/ours per repetition: median (min-max)."""
+    r = sorted(p / o for p, o in zip(peer, ours, strict=True))
+    return f"{np.median(r):.2f}x ({r[0]:.2f}-{r[-1]:.2f})"
+
+
 def spread(fmt: str, n: int, rng: np.random.Generator) -> np.ndarray:
     f = fmtsim.get_format(fmt)
     lo = np.log2(float(f.min_positive)) - 3
@@ -163,6 +181,7 @@ def bench_block(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]
             tdt = torch.float8_e4m3fn if elem == "e4m3" else torch.float4_e2m1fn_x2
             rows.append(row(f"mx.quantize {scheme} (floor)", t_ours, best(lambda: to_mx(xt, tdt, 32), repeat), n,
                             "torchao to_mx (CPU)"))
+            rows.append(mx_against_torchao(xt, tdt, scheme, n, repeat))
     t_nv = best(lambda: nvfp4.quantize(x), repeat)
     rows.append(row("nvfp4.quantize 1x16 (te)", t_nv, None, n, "no peer runs TE's recipe on the CPU"))
     if torch is not None:
@@ -172,6 +191,51 @@ def bench_block(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]
         t_ao = best(lambda: nvfp4.quantize(x, recipe="torchao"), repeat)
         t_peer = best(lambda: nvfp4_quantize(xt, 16, per_tensor_amax_to_scale(xt.abs().max())), repeat)
         rows.append(row("nvfp4.quantize 1x16 (torchao)", t_ao, t_peer, n, "torchao nvfp4_quantize (CPU)"))
+    return rows
+
+
+def mx_against_torchao(xt: object, tdt: object, scheme: str, n: int, repeat: int) -> list[str]:
+    """fmtsim and torchao's to_mx interleaved, 2 * repeat times: median and spread of the ratio."""
+    from torchao.prototype.mx_formats.mx_tensor import to_mx
+
+    from fmtsim import mx
+
+    x = xt.numpy()  # type: ignore[attr-defined]
+    t = paired({"ours": lambda: mx.quantize(x, scheme), "peer": lambda: to_mx(xt, tdt, 32)}, 2 * repeat)
+    ns = lambda v: f"{min(v) / n * 1e9:.2f}-{max(v) / n * 1e9:.2f}"  # noqa: E731
+    return [f"mx.quantize {scheme}, interleaved x{2 * repeat}", ns(t["ours"]), ns(t["peer"]),
+            ratio_spread(t["peer"], t["ours"]), "torchao to_mx; ratio: median (min-max) of the pairs"]
+
+
+def bench_mma_scale(repeat: int, rng: np.random.Generator, m: int = 256, n: int = 256, k: int = 2048
+                    ) -> list[list[str]]:
+    """The FP8 units per core against numpy's float64 BLAS on the decoded operands, output
+    tiles on jobs = 1 and 2 local processes, and the projection for an 8192^3 check."""
+    from fmtsim.mma import matmul
+    from fmtsim.mma.arith import operand_table
+
+    t8 = operand_table("e4m3")
+    a = rng.choice(np.nonzero(t8.cls == 0)[0], (m, k))
+    b = rng.choice(np.nonzero(t8.cls == 0)[0], (k, n))
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    av, bv = t8.values[a], t8.values[b]
+    prods = m * n * k
+    big = 8192 ** 3
+    rows = []
+    for unit, kw in (("sm90_wgmma_fp8", {}), ("sm89_mma_fp8", {}), ("sm100_f8f6f4", {}),
+                     ("sm100_mxf8f6f4", dict(a_scales=rng.integers(120, 135, (m, k // 32)),
+                                             b_scales=rng.integers(120, 135, (k // 32, n)),
+                                             scale_format="e8m0", block_size=32))):
+        fns = {"jobs=1": lambda: matmul(a, b, c, unit=unit, a_format="e4m3", b_format="e4m3", jobs=1, **kw),
+               "jobs=2": lambda: matmul(a, b, c, unit=unit, a_format="e4m3", b_format="e4m3", jobs=2, **kw),
+               "blas": lambda: av @ bv + c}
+        t = paired(fns, repeat)
+        one, two = min(t["jobs=1"]), min(t["jobs=2"])
+        per = lambda v: f"{min(v) / prods * 1e9:.2f}-{max(v) / prods * 1e9:.2f}"  # noqa: E731
+        rows.append([f"{unit} {m}x{n}x{k}", per(t["jobs=1"]), per(t["jobs=2"]),
+                     f"{np.median(sorted(a1 / a2 for a1, a2 in zip(t['jobs=1'], t['jobs=2'], strict=True))):.2f}x",
+                     per(t["blas"]), ratio_spread(t["jobs=1"], t["blas"]),
+                     f"{big * one / prods / 3600:.2f} h / {big * two / prods / 3600:.2f} h"])
     return rows
 
 
@@ -400,16 +464,17 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=1 << 24)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["codec", "tables", "memory", "block", "conformance", "checkpoint",
-                                       "dequantize", "mma"],
+                                       "dequantize", "mma", "mma-scale"],
                     nargs="*")
     ap.add_argument("--checkpoint-gb", type=float, default=2.0)
+    ap.add_argument("--block-n", type=int, default=1 << 24, help="elements for the block section (4096 x 4096)")
     args = ap.parse_args()
     import ml_dtypes
     from tabulate import tabulate
 
     rng = np.random.default_rng(0)
     only = set(args.only or ["codec", "tables", "memory", "block", "conformance", "checkpoint", "dequantize",
-                             "mma"])
+                             "mma", "mma-scale"])
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}")
     print(f"n = {args.n} elements, best of {args.repeat}\n")
@@ -425,7 +490,7 @@ def main() -> int:
         print(tabulate(bench_memory(args.n, rng), ["measure", "value"], disable_numparse=True))
         print()
     if "block" in only:
-        print(tabulate(bench_block(1 << 22, args.repeat, rng),
+        print(tabulate(bench_block(args.block_n, args.repeat, rng),
                        ["operation", "fmtsim ns/el", "peer ns/el", "peer/fmtsim", "peer"], disable_numparse=True))
         print()
     if "mma" in only:
@@ -433,6 +498,12 @@ def main() -> int:
                        ["GEMM (unit, formats, MxNxK)", "fmtsim ns/product", "peer ns/product", "peer/fmtsim", "peer"],
                        disable_numparse=True))
         print()
+    if "mma-scale" in only:
+        print(tabulate(bench_mma_scale(args.repeat, rng),
+                       ["GEMM (unit, MxNxK)", "jobs=1 ns/product", "jobs=2 ns/product", "speed-up",
+                        "BLAS f64 ns/product", "fmtsim/BLAS time", "8192^3: jobs=1 / jobs=2"],
+                       disable_numparse=True))
+        print("(ns/product: min-max over the repetitions; fmtsim/BLAS: median (min-max) of interleaved pairs)\n")
     if "conformance" in only:
         print(tabulate(bench_conformance(), ["command", "wall time", "status"], disable_numparse=True))
         print()

@@ -7,6 +7,8 @@ casts or torchao's FP4/FP6 casts.
     python tools/sweep.py all                  # every format ml_dtypes has, its profile
     python tools/sweep.py all --peer torch     # PyTorch's FP8/E8M0 casts, the torch profile
     python tools/sweep.py all --peer torchao   # torchao's FP4/FP6 casts, the torchao profile
+    python tools/sweep.py e4m3 --jobs 2        # input ranges on 2 local processes
+    python tools/sweep.py all --scheduler tcp://host:8786   # ... or on a Dask cluster
 
 The oracle threshold table is built independently of the fast path: for each
 sign the exact oracle (fmtsim.oracle, rational arithmetic) is bisected over the
@@ -23,11 +25,13 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from functools import cache
 
 import numpy as np
 
 import fmtsim
 from fmtsim.conformance.divergences import explain
+from fmtsim.executor import get_executor
 from fmtsim.oracle import encode_one
 from fmtsim.policy import resolve
 
@@ -89,56 +93,79 @@ def _peer_encoder(peer: str, fmt: str) -> Callable[[np.ndarray], np.ndarray] | N
     return lambda x: adapter.encode(x, fmt)
 
 
+@cache
+def _cached_peer(peer: str, fmt: str) -> Callable[[np.ndarray], np.ndarray] | None:
+    return _peer_encoder(peer, fmt)
+
+
+def _sweep_range(piece: tuple) -> tuple[int, int, dict[str, int], list[str]]:
+    """One input range [lo, hi) of a sweep (run by the executor, possibly in another process):
+    (mismatches vs oracle, unexplained mismatches vs peer, known divergences, examples)."""
+    fmt, rounding, overflow, nan, peer, starts, codes, lo, hi = piece
+    peer_encode = _cached_peer(peer, fmt) if peer else None
+    pats = np.arange(lo, hi, dtype=np.uint64)
+    x = pats.astype(np.uint32).view(np.float32)
+    ours = fmtsim.encode(x, fmt, rounding=rounding, overflow=overflow, nan=nan)
+    want = codes[np.searchsorted(starts, pats, side="right") - 1]
+    bad = ours != want
+    mism_oracle, mism_peer = int(bad.sum()), 0
+    examples = [f"pattern {int(pats[i]):#010x}: fmtsim {ours[i]:#x}, oracle {want[i]:#x}"
+                for i in np.nonzero(bad)[0][:3]]
+    known: dict[str, int] = {}
+    if peer_encode is not None:
+        diff = ours != peer_encode(x)
+        if diff.any():
+            covered = np.zeros_like(diff)
+            for name, mask in explain(str(peer), fmt, "float32", x).items():
+                known[name] = known.get(name, 0) + int((diff & mask).sum())
+                covered |= mask
+            mism_peer = int((diff & ~covered).sum())
+    return mism_oracle, mism_peer, known, examples
+
+
 def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, peer: str | None, chunk: int,
-          progress: bool = True) -> dict[str, object]:
+          progress: bool = True, jobs: int | None = None, scheduler: object = None,
+          start: int = 0, stop: int = TOTAL) -> dict[str, object]:
+    """Every pattern in [start, stop) (default all 2^32), split into input ranges of ``chunk``
+    patterns run by fmtsim.executor (``jobs`` local processes or a Dask ``scheduler``)."""
     pol = resolve(fmt, rounding, overflow, nan)
     t0 = time.perf_counter()
     starts, codes = oracle_threshold_table(fmt, pol.rounding, pol.overflow, pol.nan)
     t_table = time.perf_counter() - t0
-    peer_encode = _peer_encoder(peer, fmt) if peer else None
+    has_peer = bool(peer) and _peer_encoder(str(peer), fmt) is not None
     bar = None
     if progress:
         try:
             from tqdm import tqdm
 
-            bar = tqdm(total=TOTAL, unit="pat", unit_scale=True, desc=f"{fmt} {pol.rounding}")
+            bar = tqdm(total=stop - start, unit="pat", unit_scale=True, desc=f"{fmt} {pol.rounding}")
         except ImportError:
             bar = None
     mism_oracle = 0
     mism_ml = 0
     known: dict[str, int] = {}
     examples: list[str] = []
-    for base in range(0, TOTAL, chunk):
-        pats = np.arange(base, base + chunk, dtype=np.uint64)
-        x = pats.astype(np.uint32).view(np.float32)
-        ours = fmtsim.encode(x, fmt, rounding=pol.rounding, overflow=pol.overflow, nan=pol.nan)
-        want = codes[np.searchsorted(starts, pats, side="right") - 1]
-        bad = ours != want
-        if bad.any():
-            mism_oracle += int(bad.sum())
-            for i in np.nonzero(bad)[0][:3]:
-                examples.append(f"pattern {int(pats[i]):#010x}: fmtsim {ours[i]:#x}, oracle {want[i]:#x}")
-        if peer_encode is not None:
-            theirs = peer_encode(x)
-            diff = ours != theirs
-            if diff.any():
-                covered = np.zeros_like(diff)
-                for name, mask in explain(str(peer), fmt, "float32", x).items():
-                    known[name] = known.get(name, 0) + int((diff & mask).sum())
-                    covered |= mask
-                mism_ml += int((diff & ~covered).sum())
-        if bar is not None:
-            bar.update(chunk)
-        elif progress and (base // chunk) % 16 == 0:
-            print(f"  {fmt}: {base / TOTAL:.0%}", file=sys.stderr, flush=True)
+    pieces = [(fmt, pol.rounding, pol.overflow, pol.nan, peer if has_peer else None, starts, codes,
+               lo, min(stop, lo + chunk)) for lo in range(start, stop, chunk)]
+    with get_executor(jobs, scheduler, pieces=len(pieces)) as ex:
+        for i, (mo, mp, kn, ex_lines) in enumerate(ex.imap(_sweep_range, pieces)):
+            mism_oracle += mo
+            mism_ml += mp
+            for name, v in kn.items():
+                known[name] = known.get(name, 0) + v
+            examples.extend(ex_lines)
+            if bar is not None:
+                bar.update(pieces[i][-1] - pieces[i][-2])
+            elif progress and i % 16 == 0:
+                print(f"  {fmt}: {(pieces[i][-1] - start) / (stop - start):.0%}", file=sys.stderr, flush=True)
     if bar is not None:
         bar.close()
     return {
         "format": fmt, "rounding": pol.rounding, "overflow": pol.overflow, "nan": pol.nan,
-        "patterns": TOTAL, "runs in oracle table": len(starts), "oracle table s": round(t_table, 1),
+        "patterns": stop - start, "runs in oracle table": len(starts), "oracle table s": round(t_table, 1),
         "mismatches vs oracle": mism_oracle,
-        "peer": peer if peer_encode is not None else "-",
-        "mismatches vs peer (unexplained)": mism_ml if peer_encode is not None else "-",
+        "peer": peer if has_peer else "-",
+        "mismatches vs peer (unexplained)": mism_ml if has_peer else "-",
         "known peer divergences": "; ".join(f"{k}: {v}" for k, v in known.items()) or "-",
         "wall s": round(time.perf_counter() - t0, 1), "examples": examples[:3],
     }
@@ -152,7 +179,9 @@ def main() -> int:
     ap.add_argument("--nan")
     ap.add_argument("--peer", choices=["ml_dtypes", "torch", "torchao"], default="ml_dtypes")
     ap.add_argument("--no-peer", action="store_true", help="the oracle only")
-    ap.add_argument("--chunk", type=int, default=1 << 24)
+    ap.add_argument("--chunk", type=int, default=1 << 24, help="patterns per input range (one task)")
+    ap.add_argument("--jobs", type=int, help="local worker processes (default: this process)")
+    ap.add_argument("--scheduler", help="a Dask scheduler address (tcp://host:8786) to run the ranges on")
     args = ap.parse_args()
     from tabulate import tabulate
 
@@ -164,7 +193,8 @@ def main() -> int:
     for name in names:
         prof = resolve(name, profile=args.peer)
         r = sweep(name, args.rounding or prof.rounding, args.overflow or prof.overflow,
-                  args.nan or prof.nan, None if args.no_peer else args.peer, args.chunk)
+                  args.nan or prof.nan, None if args.no_peer else args.peer, args.chunk,
+                  jobs=args.jobs, scheduler=args.scheduler)
         results.append(r)
         for e in r.pop("examples"):  # type: ignore[attr-defined]
             print("  ", e)

@@ -33,13 +33,14 @@ import struct
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import ml_dtypes
 import numpy as np
+
+from ..executor import get_executor
 
 __all__ = ["CheckpointError", "DTYPES", "Entry", "Header", "INDEX_NAME", "read_header", "crosscheck",
            "chunks", "read_tensor", "Source", "find_source", "load", "header_bytes", "ShardWriter",
@@ -575,11 +576,11 @@ def run_shards(work: Callable[..., Any], job_list: list[Any], jobs: int,
     """work(job, update) for every shard job: in this process (progress per chunk) or in up to
     ``jobs`` worker processes (progress per finished shard, ``size(result)`` bytes); results in order."""
     n = worker_count(jobs, len(job_list))
-    if n == 1:
-        return [work(j, update) for j in job_list]
     results = []
-    with ProcessPoolExecutor(max_workers=n) as pool:
-        for r in pool.map(work, job_list):
+    with get_executor(n) as ex:
+        if ex.in_process:
+            return [work(j, update) for j in job_list]
+        for r in ex.imap(work, job_list):
             results.append(r)
             if update:
                 update(size(r))

@@ -10,7 +10,7 @@ is. The result is float32 (M, N); a NaN result is the canonical 0x7FFFFFFF.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -219,6 +219,16 @@ def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_
             a_scales: Any = None, b_scales: Any = None, scale_format: str | None = None,
             block_size: int | None = None) -> tuple[Prepared, float]:
     """Check and split the operands of :func:`matmul`; returns (Prepared, epilogue alpha)."""
+    checked, alpha = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
+                              b_scales=b_scales, scale_format=scale_format, block_size=block_size)
+    return Prepared(*checked), alpha
+
+
+def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format: str | None,
+             a_scales: Any, b_scales: Any, scale_format: str | None, block_size: int | None
+             ) -> tuple[tuple[Any, ...], float]:
+    """The operands of :func:`matmul` checked (codes, formats, scales), not yet split:
+    (Prepared's arguments, epilogue alpha)."""
     u = get_unit(unit)
     alpha = 1.0
     for which, q, given in (("a", a, (a_format, a_scales)), ("b", b, (b_format, b_scales))):
@@ -280,8 +290,8 @@ def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_
     elif u.scaled and u.family != "exact":
         raise ValueError(f"matmul: unit {u.name} is block-scaled: give a_scales, b_scales, scale_format and "
                          "block_size (or MXTensor / NVFP4Tensor operands)")
-    return Prepared(u, A, B, a_format, b_format, SA, SB, scale_format if SA is not None else None,
-                    block_size if SA is not None else None), alpha
+    return (u, A, B, a_format, b_format, SA, SB, scale_format if SA is not None else None,
+            block_size if SA is not None else None), alpha
 
 
 def _f32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -332,7 +342,9 @@ def _slices(k: int, step: int, split_k: int | Sequence[int] | None) -> list[tupl
 def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | None = None,
            b_format: str | None = None, a_scales: Any = None, b_scales: Any = None,
            scale_format: str | None = None, block_size: int | None = None,
-           promote_every: int | None = None, split_k: int | Sequence[int] | None = None) -> np.ndarray:
+           promote_every: int | None = None, split_k: int | Sequence[int] | None = None,
+           jobs: int | None = None, scheduler: Any = None, tile: int | tuple[int, int] | None = None,
+           progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """D = A @ B + C as the named matrix unit computes it, bit for bit (float32 (M, N)).
 
     a: (M, K) codes of ``a_format``; b: (K, N) codes of ``b_format`` (fmtsim format names,
@@ -351,23 +363,89 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     NVFP4Tensor global scales are applied after, as a kernel epilogue: D = fl32(alpha * D)
     with alpha = fl32(global_a * global_b). NaN operands and NaN scales (E8M0 0xFF,
     UE4M3 0x7F) make NaN; Inf follows IEEE rules; results beyond fp32 become +-Inf.
+
+    Tiles: every output chains its own K, so the work splits into output tiles (``tile``
+    rows x columns, default up to 256 x 256) with the same bits as one run. jobs=N runs
+    the tiles on N local processes (jobs=1: one after the other in this process, holding
+    one tile's split operands at a time); scheduler (a dask.distributed.Client or a
+    scheduler address, fmtsim[dask]) runs them on a Dask cluster. progress(done, total)
+    is called with products done as tiles finish.
+
     K = 0: there is no product and no instruction runs, so D is C (times alpha; a NaN
     as the canonical NaN), never C cut to the unit's fraction bits.
     """
     check_chaining(promote_every, split_k)
-    p, alpha = prepare(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
-                       b_scales=b_scales, scale_format=scale_format, block_size=block_size)
-    c32 = _to_f32(c, p.m, p.n)
-    if p.k == 0:  # no product, so no instruction runs: D is C (through the epilogue below)
+    checked, alpha = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
+                              b_scales=b_scales, scale_format=scale_format, block_size=block_size)
+    u, A, B, af, bf, SA, SB, sf, bs = checked
+    c32 = _to_f32(c, A.shape[0], B.shape[1])
+    if A.shape[1] == 0:  # no product, so no instruction runs: D is C (through the epilogue)
         return _epilogue(c32.copy(), alpha)
+    # the chaining arguments checked once, on a one-row one-column problem of the same K
+    one = (u, A[:1], B[:, :1], af, bf, None if SA is None else SA[:1], None if SB is None else SB[:, :1], sf, bs)
+    _chaining(Prepared(*one), promote_every, split_k)
+    if jobs is None and scheduler is None or 0 in c32.shape:
+        return _compute(Prepared(*checked), alpha, c32, promote_every, split_k)
+    from ..executor import check_jobs, get_executor
+
+    check_jobs(jobs)
+    tm, tn = _tile_shape(tile, c32.shape[0], c32.shape[1], jobs if scheduler is None else None)
+    pieces = [(r0, c0, (u, A[r0:r0 + tm], B[:, c0:c0 + tn], af, bf,
+                        None if SA is None else SA[r0:r0 + tm], None if SB is None else SB[:, c0:c0 + tn], sf, bs),
+               alpha, c32[r0:r0 + tm, c0:c0 + tn], promote_every, split_k)
+              for r0 in range(0, c32.shape[0], tm) for c0 in range(0, c32.shape[1], tn)]
+    out = np.empty_like(c32)
+    total, done = c32.size * A.shape[1], 0
+    with get_executor(jobs, scheduler, pieces=len(pieces)) as ex:
+        for r0, c0, d in ex.imap(_tile_job, pieces):
+            out[r0:r0 + d.shape[0], c0:c0 + d.shape[1]] = d
+            done += d.size * A.shape[1]
+            if progress is not None:
+                progress(done, total)
+    return out
+
+
+def _tile_shape(tile: int | tuple[int, int] | None, m: int, n: int, jobs: int | None) -> tuple[int, int]:
+    """Rows x columns of an output tile: as given, or up to 256 x 256, halved (down to 16)
+    until every worker has at least two tiles."""
+    if tile is not None:
+        tm, tn = (tile, tile) if isinstance(tile, (int, np.integer)) else tile
+        if int(tm) < 1 or int(tn) < 1:
+            raise ValueError(f"matmul: tile must be positive, got {tile}")
+        return int(tm), int(tn)
+    tm, tn = min(256, m), min(256, n)
+    want = 2 * (jobs or 2)
+    while -(-m // tm) * -(-n // tn) < want and max(tm, tn) > 16:
+        if tm >= tn:
+            tm = -(-tm // 2)
+        else:
+            tn = -(-tn // 2)
+    return tm, tn
+
+
+def _tile_job(piece: tuple[Any, ...]) -> tuple[int, int, np.ndarray]:
+    """One output tile (run by the executor, possibly in another process)."""
+    r0, c0, checked, alpha, c32, promote_every, split_k = piece
+    return r0, c0, _compute(Prepared(*checked), alpha, c32, promote_every, split_k)
+
+
+def _chaining(p: Prepared, promote_every: int | None, split_k: int | Sequence[int] | None
+              ) -> list[tuple[int, int]]:
+    """The K slices of split_k, after checking promote_every against the unit's K."""
     step = p.step_k()
     if p.unit.family == "exact" and (promote_every or split_k):
         step = p.block_size or 1
     if promote_every is not None and (promote_every <= 0 or promote_every % step):
         raise ValueError(f"matmul: promote_every must be a positive multiple of the unit's K ({step}), "
                          f"got {promote_every}")
+    return _slices(p.k_padded, step, split_k)
+
+
+def _compute(p: Prepared, alpha: float, c32: np.ndarray, promote_every: int | None,
+             split_k: int | Sequence[int] | None) -> np.ndarray:
+    """D of checked, split operands: the chained steps, split_k and promotion, the epilogue."""
     out: np.ndarray | None = None
-    for i, (k0, k1) in enumerate(_slices(p.k_padded, step, split_k)):
+    for i, (k0, k1) in enumerate(_chaining(p, promote_every, split_k)):
         start = c32 if i == 0 else np.zeros_like(c32)
         if promote_every is None:
             part = p.chain(start, k0, k1)
