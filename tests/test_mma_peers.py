@@ -98,7 +98,7 @@ def test_fp16_output_and_tf32_units_conform():
     rng = np.random.default_rng(3)
     for cfg in cfgs:
         op = mma_peers._instruction(cfg)
-        for name in ("random", "cancellation", "special_c", "subnormal"):
+        for name in ("random", "cancellation", "special_c"):
             case = mma_peers._model(name, cfg, rng, 16, 8, UNITS[cfg.unit].k * 3)
             same, ours, theirs = mma_peers.compare(cfg, case, op)
             known = mma_peers.explain_mma(cfg.unit, ours, theirs, {"case": case, "cfg": cfg})

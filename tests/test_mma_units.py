@@ -79,8 +79,9 @@ NEW = [u for u in UNITS.values() if u.name not in (
     "sm100_mxf4nvf4", "cdna3_mfma_fp8", "cdna3_mfma_fp16")]
 CASES = []
 for _u in NEW:
-    _fmts = [f for f in _u.formats]
-    _pairs = [(_fmts[0], _fmts[-1])] + ([(_fmts[-1], _fmts[0])] if len(_fmts) > 1 else [])
+    _fmts = list(_u.formats)
+    # fp16/bf16/tf32 instructions take one type for both; f8f6f4 any pair: the two extremes
+    _pairs = ([(_fmts[0], _fmts[-1]), (_fmts[-1], _fmts[0])] if len(_fmts) > 2 else [(f, f) for f in _fmts])
     for _fa, _fb in _pairs:
         _sf = _u.scale_formats[-1] if _u.scaled else None
         _bs = _u.block_sizes[0] if _u.scaled else None

@@ -53,7 +53,11 @@ the NVIDIA FP8 and fp16/bf16 units the parameters below are the ones both give (
 output rounding, e_zero). Where only MMA-Sim has a model, fmtsim follows its
 arithmetic, and departs from it only where its float64 emulation shows through
 (named in fmtsim.conformance.mma_peers: a NaN/Inf accumulator dropped on CDNA3 FP8,
-the sign of a zero result on AMD), keeping IEEE rules there.
+the sign of a zero result on AMD), keeping IEEE rules there. One open question: for RTX
+Blackwell's block-scaled FP4 mma (m16n8k64) MMA-Sim's groups of 16 with F=35 and a
+public RTX 5090 probe's 25 bits (huweim/emulation_sys) disagree; the sm120_ records
+follow MMA-Sim and the probe set ``sm120_mxf4nvf4`` (fmtsim.mma.probe) decides it on
+the GPU. Not modelled: MMA-Sim's FMA chains (fp64 mma, fp32/fp64 MFMA).
 
 Exponents: an operand's exponent is that of its normalised form, clamped at its
 format's smallest normal exponent (subnormals keep the minimum exponent and a
@@ -141,7 +145,7 @@ _RECORDS = [
          source=f"{_FHMP} (method); {_KM}; {_MMASIM} nv_ptx/sim.py WGMMA"),
     Unit("sm100_f8f6f4", "nv", 32, 25, -133, "rz_fp32", F8F6F4,
          peer="TCGen05MMA('Blackwell', 'm64n8k32.kind::f8f6f4.f32.{a}.{b}')",
-         title="Blackwell (sm_100; sm_120 mma the same) kind::f8f6f4, fp32 accumulate",
+         title="Blackwell (sm_100) tcgen05.mma kind::f8f6f4, fp32 accumulate (sm_120 mma: sm120_f8f6f4)",
          source=f"{_KM}; {_MMASIM} nv_ptx/sim.py TCGen05MMA / MMA('RTX Blackwell')"),
     Unit("sm100_mxf8f6f4", "nv", 32, 25, -133, "rz_fp32", F8F6F4, ("e8m0",), (32,),
          peer="TCGen05MMABlockScale('Blackwell', 'm128n8k32.kind::mxf8f6f4.block32.f32.{a}.{b}.ue8m0')",
