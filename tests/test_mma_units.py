@@ -185,7 +185,8 @@ def test_tf32_drops_the_13_low_bits_of_fp32():
     assert np.array_equal(bits(got), bits(codes))
     # the tf32 values are the fp32 values with their low 13 bits cleared
     t = operand_table("tf32")
-    assert np.array_equal(t.values[xa >> 13].astype(np.float32), (x.view(np.uint32) & ~np.uint32(0x1FFF)).view(np.float32))
+    cleared = (x.view(np.uint32) & ~np.uint32(0x1FFF)).view(np.float32)
+    assert np.array_equal(t.values[xa >> 13].astype(np.float32), cleared)
     with pytest.raises(ValueError, match="does not take a_format=fp32"):
         matmul(xa, wb, unit="sm80_mma_fp16", a_format="fp32", b_format="fp32")
 

@@ -128,8 +128,7 @@ def _operands(rng: np.random.Generator, a_fmt: str, b_fmt: str, k: int
     a[10] = rng.choice(small, k)
     a[10, rng.integers(0, k)] = rng.choice(big)
     a[11] = 0
-    sign = 0x40000 if a_fmt == "tf32" else 0x8000 if a_fmt in ("fp16", "bf16") else (0x20 if a_fmt in ("e3m2", "e2m3") else
-                                                    (0x8 if a_fmt == "e2m1" else 0x80))
+    sign = {"tf32": 0x40000, "fp16": 0x8000, "bf16": 0x8000, "e3m2": 0x20, "e2m3": 0x20, "e2m1": 0x8}.get(a_fmt, 0x80)
     nz = pick(ta, lambda v, s, m: v > 0)
     a[12, 0::2] = rng.choice(nz, (k + 1) // 2)
     a[12, 1::2] = a[12, 0::2][: k // 2] ^ sign

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..mma import UNITS, matmul
 from ..mma.arith import FINITE, operand_table
-from ..mma.units import F8F6F4, Unit
+from ..mma.units import Unit
 
 __all__ = ["missing", "CONFIGS", "Config", "mmasim_rows", "MMA_DIVERGENCES", "run_mmasim", "MODELS"]
 

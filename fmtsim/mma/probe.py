@@ -30,7 +30,8 @@ from .arith import FINITE, operand_table
 from .gemm import matmul
 from .units import UNITS, Unit
 
-__all__ = ["PROBE_SETS", "SM120_HYPOTHESES", "ProbeSet", "gen", "candidates", "infer", "Inference", "simulate", "unobservable"]
+__all__ = ["PROBE_SETS", "SM120_HYPOTHESES", "ProbeSet", "gen", "candidates", "infer", "Inference", "simulate",
+           "unobservable"]
 
 
 @dataclass(frozen=True)
