@@ -2,10 +2,15 @@
 fmtsim.mma, unit by unit, bit for bit.
 
 MMA-Sim (PyPI ``mmasim`` 2.1.1, MIT; Xie et al., arXiv:2511.10909) simulates the
-matrix instructions in PyTorch on the CPU. Each named fmtsim unit that it models is run
-against its instruction class (nv_ptx ``MMA``, ``WGMMA``, ``TCGen05MMA``,
-``TCGen05MMABlockScale``; amd ``MFMA``) on every operand-format pair the instruction
-takes, over coverage models:
+matrix instructions in PyTorch on the CPU. Every instruction it lists (every
+architecture, shape and type of nv_ptx ``MMA``, ``MMABlockScale``, ``WGMMA``,
+``TCGen05MMA``, ``TCGen05MMABlockScale`` and amd ``MFMA`` CDNA1-3; wgmma and tcgen05
+at N = 8, the arithmetic being the same for every N) is a :class:`Config` naming the
+fmtsim unit that models it (:data:`CONFIGS`), except the FMA chains (fp64 mma, fp32 /
+fp64 MFMA: :data:`NOT_MODELLED`). K is fed to MMA-Sim one unit step at a time, each
+step's D the next step's C, as a kernel chains instructions. tf32 units get fp32 bit
+patterns with random low bits on both sides (the truncation is tested); fp16-C units
+an fp16 C. Each runs over coverage models:
 
     random            uniform codes over each format's whole range (NaN and Inf codes
                       included), random fp32 C, random scale codes

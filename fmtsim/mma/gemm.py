@@ -345,7 +345,10 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     along K; one quantized along its last axis is read as (N, K) and transposed for b),
     whose formats and scales are taken from the objects. a_scales (M, K / block_size) and
     b_scales (K / block_size, N): scale codes of ``scale_format`` (e8m0, or ue4m3 whose
-    bit 7 the hardware ignores). c: fp32 values (M, N) or None (zeros).
+    bit 7 the hardware ignores). c: fp32 values (M, N) or None (zeros); units whose
+    instruction takes an fp16 C (``c_format="fp16"``) need fp16 values, and the fp16-output
+    units (``rne_fp16``) return fp16 values held in float32. tf32 units take ``tf32`` codes
+    or ``a_format="fp32"`` / ``b_format="fp32"`` bit patterns (uint32), 13 low bits dropped.
 
     Chaining: the unit's steps run along K, each step's fp32 result is the next step's C.
     promote_every: every that many elements of K (a multiple of the unit's K) the
