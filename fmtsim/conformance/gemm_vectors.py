@@ -49,6 +49,47 @@ GEMM_CASES: list[tuple[str, str, str, str | None, int | None]] = [
     ("cdna3_mfma_fp8", "e4m3fnuz", "e5m2fnuz", None, None),
     ("cdna3_mfma_fp16", "fp16", "fp16", None, None),
     ("cdna3_mfma_fp16", "bf16", "bf16", None, None),
+    # every further unit MMA-Sim models, one file each (two for the fp16/bf16 units taking both)
+    ("sm70_mma_fp16", "fp16", "fp16", None, None),
+    ("sm70_mma_fp16_c16", "fp16", "fp16", None, None),
+    ("sm70_mma_fp16_f16", "fp16", "fp16", None, None),
+    ("sm75_mma_fp16", "fp16", "fp16", None, None),
+    ("sm75_mma_fp16_f16", "fp16", "fp16", None, None),
+    ("sm80_mma_fp16", "fp16", "fp16", None, None),
+    ("sm80_mma_fp16", "bf16", "bf16", None, None),
+    ("sm80_mma_fp16_f16", "fp16", "fp16", None, None),
+    ("sm80_mma_tf32", "tf32", "tf32", None, None),
+    ("sm89_mma_fp8_f16", "e4m3", "e5m2", None, None),
+    ("sm90_mma_fp16", "fp16", "fp16", None, None),
+    ("sm90_mma_fp16", "bf16", "bf16", None, None),
+    ("sm90_mma_fp16_k8", "bf16", "bf16", None, None),
+    ("sm90_mma_fp16_f16", "fp16", "fp16", None, None),
+    ("sm90_mma_fp16_f16_k8", "fp16", "fp16", None, None),
+    ("sm90_mma_tf32", "tf32", "tf32", None, None),
+    ("sm90_mma_tf32_k4", "tf32", "tf32", None, None),
+    ("sm90_wgmma_fp16_f16", "fp16", "fp16", None, None),
+    ("sm90_wgmma_tf32", "tf32", "tf32", None, None),
+    ("sm90_wgmma_fp8_f16", "e4m3", "e4m3", None, None),
+    ("sm100_tf32", "tf32", "tf32", None, None),
+    ("sm100_f16", "bf16", "bf16", None, None),
+    ("sm100_f16_f16", "fp16", "fp16", None, None),
+    ("sm100_f8f6f4_f16", "e2m1", "e4m3", None, None),
+    ("sm120_f8f6f4", "e4m3", "e4m3", None, None),
+    ("sm120_f8f6f4", "e2m1", "e2m1", None, None),
+    ("sm120_f8f6f4_f16", "e3m2", "e2m3", None, None),
+    ("sm120_mma_fp8_k16", "e5m2", "e4m3", None, None),
+    ("sm120_mma_fp8_k16_f16", "e4m3", "e4m3", None, None),
+    ("sm120_mxf8f6f4", "e4m3", "e2m1", "e8m0", 32),
+    ("sm120_mxf4", "e2m1", "e2m1", "e8m0", 32),
+    ("sm120_mxf4nvf4", "e2m1", "e2m1", "e8m0", 32),
+    ("sm120_mxf4nvf4", "e2m1", "e2m1", "ue4m3", 16),
+    ("cdna1_mfma_fp16", "fp16", "fp16", None, None),
+    ("cdna1_mfma_bf16", "bf16", "bf16", None, None),
+    ("cdna2_mfma_fp16", "fp16", "fp16", None, None),
+    ("cdna2_mfma_fp16", "bf16", "bf16", None, None),
+    ("cdna2_mfma_bf16", "bf16", "bf16", None, None),
+    ("cdna3_mfma_fp16_k4", "fp16", "fp16", None, None),
+    ("cdna3_mfma_xf32", "tf32", "tf32", None, None),
 ]
 
 M, N, STEPS = 16, 8, 4
@@ -87,8 +128,7 @@ def _operands(rng: np.random.Generator, a_fmt: str, b_fmt: str, k: int
     a[10] = rng.choice(small, k)
     a[10, rng.integers(0, k)] = rng.choice(big)
     a[11] = 0
-    sign = 0x8000 if a_fmt in ("fp16", "bf16") else (0x20 if a_fmt in ("e3m2", "e2m3") else
-                                                    (0x8 if a_fmt == "e2m1" else 0x80))
+    sign = {"tf32": 0x40000, "fp16": 0x8000, "bf16": 0x8000, "e3m2": 0x20, "e2m3": 0x20, "e2m1": 0x8}.get(a_fmt, 0x80)
     nz = pick(ta, lambda v, s, m: v > 0)
     a[12, 0::2] = rng.choice(nz, (k + 1) // 2)
     a[12, 1::2] = a[12, 0::2][: k // 2] ^ sign
@@ -110,6 +150,9 @@ def gemm_files(seed: int = 10) -> Iterator[Any]:
         k = (u.k or 16) * STEPS
         rng = np.random.default_rng([seed, ci])
         a, b, c = _operands(rng, af, bf, k)
+        if u.c_format == "fp16":  # the instruction's C is fp16: C within its range, its subnormal smallest
+            c = np.clip(c, -60000, 60000).astype(np.float16).astype(np.float32)
+            c[4, 4] = np.float32(2.0**-24)
         sa = sb = None
         if sf and bs:
             if sf == "e8m0":
@@ -129,7 +172,7 @@ def gemm_files(seed: int = 10) -> Iterator[Any]:
         with np.errstate(over="ignore"):
             b32 = bound.astype(np.float32)
         b32 = np.where(b32.astype(np.float64) < bound, np.nextafter(b32, np.float32(np.inf)), b32)
-        dt = np.uint16 if canonical_operand_format(af) in ("fp16", "bf16") else np.uint8
+        dt = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32}.get(canonical_operand_format(af), np.uint8)
         arrays: list[tuple[str, np.ndarray]] = [("a_codes", a.astype(dt)), ("b_codes", b.astype(dt))]
         if sa is not None and sb is not None:
             arrays += [("a_scales", sa), ("b_scales", sb)]
@@ -138,14 +181,17 @@ def gemm_files(seed: int = 10) -> Iterator[Any]:
         params = {"name": u.name, "family": u.family, "k": u.k, "fraction_bits": u.fraction_bits,
                   "e_zero": u.e_zero, "output": u.output, "group": u.group, "even_odd": u.even_odd,
                   "fraction_bits2": u.fraction_bits2, "source": u.source}
+        if u.c_format != "fp32" or u.tf32_inputs:
+            params.update(c_format=u.c_format, tf32_inputs=u.tf32_inputs)
         yield VectorFile(gemm_name(unit, af, bf, sf, bs), data, {
             "operation": "unit_gemm", "unit": params, "a_format": af, "b_format": bf,
             "scale_format": sf, "block_size": bs, "M": M, "N": N, "K": k,
-            "d": "D = A @ B + C on the unit, its steps chained along K (each step's fp32 result is the "
-                 "next step's C); NaN results are 0x7FFFFFFF",
+            "d": "D = A @ B + C on the unit, its steps chained along K (each step's result is the "
+                 "next step's C; fp16 outputs are fp16 values held in float32); NaN results are 0x7FFFFFFF",
             "tolerance": f"named unit: d bit for bit (any NaN matches NaN); --family-tolerance: "
                          f"|d - d_exact| <= d_bound (F >= {F_MIN}, L >= {L_MIN}; vectors/README.md)",
-            "layout": "codes one per element (FP4/FP6 in the low bits of a byte), row-major",
+            "layout": "codes one per element (FP4/FP6 in the low bits of a byte; tf32: the fp32 pattern "
+                      "shifted right by 13, load code << 13 as fp32), row-major",
             "coverage_model": "unit_gemm", "cases": M * N, "arrays": layout})
 
 

@@ -2,10 +2,15 @@
 fmtsim.mma, unit by unit, bit for bit.
 
 MMA-Sim (PyPI ``mmasim`` 2.1.1, MIT; Xie et al., arXiv:2511.10909) simulates the
-matrix instructions in PyTorch on the CPU. Each named fmtsim unit that it models is run
-against its instruction class (nv_ptx ``MMA``, ``WGMMA``, ``TCGen05MMA``,
-``TCGen05MMABlockScale``; amd ``MFMA``) on every operand-format pair the instruction
-takes, over coverage models:
+matrix instructions in PyTorch on the CPU. Every instruction it lists (every
+architecture, shape and type of nv_ptx ``MMA``, ``MMABlockScale``, ``WGMMA``,
+``TCGen05MMA``, ``TCGen05MMABlockScale`` and amd ``MFMA`` CDNA1-3; wgmma and tcgen05
+at N = 8, the arithmetic being the same for every N) is a :class:`Config` naming the
+fmtsim unit that models it (:data:`CONFIGS`), except the FMA chains (fp64 mma, fp32 /
+fp64 MFMA: :data:`NOT_MODELLED`). K is fed to MMA-Sim one unit step at a time, each
+step's D the next step's C, as a kernel chains instructions. tf32 units get fp32 bit
+patterns with random low bits on both sides (the truncation is tested); fp16-C units
+an fp16 C. Each runs over coverage models:
 
     random            uniform codes over each format's whole range (NaN and Inf codes
                       included), random fp32 C, random scale codes
@@ -34,6 +39,7 @@ difference is a failure.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,12 +49,15 @@ import numpy as np
 
 from ..mma import UNITS, matmul
 from ..mma.arith import FINITE, operand_table
-from ..mma.units import F8F6F4, Unit
+from ..mma.units import Unit
 
 __all__ = ["missing", "CONFIGS", "Config", "mmasim_rows", "MMA_DIVERGENCES", "run_mmasim", "MODELS"]
 
-PTX = {"e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2", "e2m3": "e2m3", "e2m1": "e2m1", "fp16": "f16", "bf16": "bf16"}
-AMD = {"e4m3fnuz": "fp8", "e5m2fnuz": "bf8", "fp16": "f16", "bf16": "bf16"}
+PTX = {"e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2", "e2m3": "e2m3", "e2m1": "e2m1", "fp16": "f16", "bf16": "bf16",
+       "tf32": "tf32"}
+AMD = {"e4m3fnuz": "fp8", "e5m2fnuz": "bf8", "fp16": "f16", "bf16": "bf16", "tf32": "xf32"}
+_FROM_PTX = {"f16": "fp16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2",
+             "e2m3": "e2m3", "e2m1": "e2m1", "fp8": "e4m3fnuz", "bf8": "e5m2fnuz", "xf32": "tf32"}
 
 MODELS = ("random", "cancellation", "huge_tiny", "below_e_zero", "subnormal", "c_dominates", "c_negligible",
           "zero_blocks", "scale_extremes", "special_c")
@@ -64,39 +73,164 @@ def missing() -> str | None:
 
 @dataclass(frozen=True)
 class Config:
+    """One MMA-Sim instruction against one fmtsim unit. op: (class, architecture,
+    shape_and_type) as MMA-Sim names them; None: the unit's own ``peer`` instruction."""
+
     unit: str
     a_format: str
     b_format: str
     scale_format: str | None = None
     block_size: int | None = None
+    op: tuple[str, str, str] | None = None
 
     @property
     def label(self) -> str:
         s = f"{self.unit} {self.a_format}x{self.b_format}"
         if self.scale_format:
             s += f" {self.scale_format}x{self.block_size}"
+        if self.op is not None:
+            s += f" [{self.op[1]} {self.op[2]}]"
         return s
+
+    def instruction(self) -> tuple[str, str, str]:
+        if self.op is not None:
+            return self.op
+        u = UNITS[self.unit]
+        m = re.fullmatch(r"(\w+)\('([^']+)', '([^']+)'\)", u.peer)
+        if m is None:
+            raise ValueError(f"mmasim has no instruction for unit {self.unit}")
+        table = AMD if m.group(1) == "MFMA" else PTX
+        s = "ue8m0" if self.scale_format == "e8m0" else "ue4m3"
+        st = m.group(3).format(a=table.get(self.a_format, self.a_format), b=table.get(self.b_format, self.b_format),
+                               bs=self.block_size, s=s)
+        return m.group(1), m.group(2), st
+
+
+# ---- the instructions MMA-Sim 2.1.1 lists, and the fmtsim unit for each ------------------
+# (mmasim/nv_ptx/isa_mma.py, isa_wgmma.py, isa_tcgen05mma.py, mmasim/amd/isa_mfma.py; for
+# wgmma and tcgen05.mma every N from 8 to 256 is the same arithmetic: N = 8 stands for all)
+
+_F8F6F4_PTX = ["e5m2", "e4m3", "e3m2", "e2m3", "e2m1"]
+_SM70 = ["m8n8k4.f32.f16.f16.f32", "m8n8k4.f32.f16.f16.f16", "m8n8k4.f16.f16.f16.f16"]
+_SM75 = ["m16n8k8.f32.f16.f16.f32", "m16n8k8.f16.f16.f16.f16"]
+_SM80 = ["m8n8k4.f64.f64.f64.f64", "m16n8k8.f32.tf32.tf32.f32", "m16n8k4.f32.tf32.tf32.f32",
+         "m16n8k16.f32.f16.f16.f32", "m16n8k16.f16.f16.f16.f16", "m16n8k16.f32.bf16.bf16.f32",
+         "m16n8k8.f32.bf16.bf16.f32"]
+_SM89 = [f"m16n8k{k}.{d}.{a}.{b}.{d}" for k in (32, 16) for d in ("f32", "f16") for a in ("e5m2", "e4m3")
+         for b in ("e5m2", "e4m3")]
+_SM90 = ["m16n8k16.f64.f64.f64.f64", "m16n8k8.f64.f64.f64.f64", "m16n8k4.f64.f64.f64.f64"]
+_SM120 = [f"m16n8k32.kind::f8f6f4.{d}.{a}.{b}.{d}" for d in ("f32", "f16") for a in _F8F6F4_PTX for b in _F8F6F4_PTX]
+MMA_LISTS = {"Volta": _SM70, "Turing": _SM75 + _SM70, "Ampere": _SM80 + _SM75, "Ada Lovelace": _SM89 + _SM80 + _SM75,
+             "Hopper": _SM90 + _SM80 + _SM75, "Blackwell": _SM80 + _SM75,
+             "RTX Blackwell": _SM120 + _SM89 + _SM80 + _SM75}
+MMA_BLOCK_SCALE_LISTS = {"RTX Blackwell": (
+    [f"m16n8k32.kind::mxf8f6f4.block32.f32.{a}.{b}.f32.ue8m0" for a in _F8F6F4_PTX for b in _F8F6F4_PTX]
+    + ["m16n8k64.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0", "m16n8k64.kind::mxf4nvf4.block32.f32.e2m1.e2m1.f32.ue8m0",
+       "m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue8m0",
+       "m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3"])}
+WGMMA_LISTS = {"Hopper": ["m64n8k8.f32.tf32.tf32", "m64n8k16.f32.f16.f16", "m64n8k16.f16.f16.f16",
+                          "m64n8k16.f32.bf16.bf16"]
+               + [f"m64n8k32.{d}.{a}.{b}" for d in ("f32", "f16") for a in ("e5m2", "e4m3") for b in ("e5m2", "e4m3")]}
+TCGEN05_LISTS = {"Blackwell": ["m64n8k8.kind::tf32.f32.tf32.tf32", "m64n8k16.kind::f16.f32.f16.f16",
+                               "m64n8k16.kind::f16.f32.bf16.bf16", "m64n8k16.kind::f16.f16.f16.f16"]
+                 + [f"m64n8k32.kind::f8f6f4.{d}.{a}.{b}" for d in ("f32", "f16") for a in _F8F6F4_PTX
+                    for b in _F8F6F4_PTX]}
+TCGEN05_BLOCK_SCALE_LISTS = {"Blackwell": (
+    [f"m128n8k32.kind::mxf8f6f4.block32.f32.{a}.{b}.ue8m0" for a in _F8F6F4_PTX for b in _F8F6F4_PTX]
+    + ["m128n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0", "m128n8k64.kind::mxf4nvf4.block32.f32.e2m1.e2m1.ue8m0",
+       "m128n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue8m0", "m128n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue4m3"])}
+_CDNA1 = ["f32_32x32x2f32", "f32_32x32x1f32", "f32_16x16x4f32", "f32_16x16x1f32", "f32_4x4x1f32", "f32_32x32x8f16",
+          "f32_32x32x4f16", "f32_16x16x16f16", "f32_16x16x4f16", "f32_4x4x4f16", "f32_32x32x4bf16",
+          "f32_32x32x2bf16", "f32_16x16x8bf16", "f32_16x16x2bf16", "f32_4x4x2bf16"]
+_CDNA2 = ["f64_16x16x4f64", "f64_4x4x4f64", "f32_32x32x8bf16_1k", "f32_32x32x4bf16_1k", "f32_16x16x16bf16_1k",
+          "f32_16x16x4bf16_1k", "f32_4x4x4bf16_1k"]
+_CDNA3 = ["f64_16x16x4_f64", "f64_4x4x4_4b_f64", "f32_32x32x1_2b_f32", "f32_16x16x1_4b_f32", "f32_4x4x1_16b_f32",
+          "f32_32x32x2_f32", "f32_16x16x4_f32", "f32_16x16x8_xf32", "f32_32x32x4_xf32"] + [
+    f"f32_{s}_{t}" for t in ("f16", "bf16") for s in ("32x32x4_2b", "16x16x4_4b", "4x4x4_16b", "32x32x8", "16x16x16")
+] + [f"f32_{s}_{a}_{b}" for s in ("16x16x32", "32x32x16") for a in ("bf8", "fp8") for b in ("bf8", "fp8")]
+MFMA_LISTS = {"CDNA1": _CDNA1, "CDNA2": _CDNA2 + _CDNA1, "CDNA3": _CDNA3}
+
+# instructions fmtsim has no unit for yet: the fp32 / fp64 FMA chains (MMA-Sim's MMA_FMA)
+NOT_MODELLED = "fp64 mma (DMMA) and fp32/fp64 MFMA: MMA-Sim's MMA_FMA, a chain of exact-rounded FMAs"
+
+
+def _nv_unit(cls: str, arch: str, st: str) -> tuple[str, str, str, str | None, int | None] | None:
+    """(unit, a_format, b_format, scale_format, block_size) of one NVIDIA instruction; None
+    for the fp64 ones (not modelled)."""
+    q = st.split(".")
+    m, n, k = (int(x) for x in re.fullmatch(r"m(\d+)n(\d+)k(\d+)", q[0]).groups())  # type: ignore[union-attr]
+    kind = q[1].removeprefix("kind::") if q[1].startswith("kind::") else None
+    rest = q[2:] if kind else q[1:]
+    if cls in ("MMABlockScale", "TCGen05MMABlockScale"):
+        block = int(rest[0].removeprefix("block"))
+        a, b, sfmt = rest[2], rest[3], rest[-1]
+        sf = "e8m0" if sfmt == "ue8m0" else "ue4m3"
+        pre = "sm120" if cls == "MMABlockScale" else "sm100"
+        return f"{pre}_{kind}", a, b, sf, block
+    d, a, b = rest[0], rest[1], rest[2]
+    c = rest[3] if len(rest) > 3 else d
+    if a == "f64":
+        return None
+    fa, fb = _FROM_PTX[a], _FROM_PTX[b]
+    f16 = "_f16" if d == "f16" else ""
+    if cls == "WGMMA":
+        kind2 = {"tf32": "tf32", "f16": "fp16", "bf16": "fp16"}.get(a, "fp8")
+        return f"sm90_wgmma_{kind2}{f16}", fa, fb, None, None
+    if cls == "TCGen05MMA":
+        return f"sm100_{kind}{f16}", fa, fb, None, None
+    if kind == "f8f6f4":  # RTX Blackwell
+        return f"sm120_f8f6f4{f16}", fa, fb, None, None
+    volta = arch == "Volta" or (arch == "Turing" and st in _SM70)
+    if volta:
+        return "sm70_mma_fp16" + ("_f16" if d == "f16" else "_c16" if c == "f16" else ""), fa, fb, None, None
+    if arch == "Turing":
+        return f"sm75_mma_fp16{f16}", fa, fb, None, None
+    if a in ("e4m3", "e5m2"):
+        if arch == "Ada Lovelace":
+            return f"sm89_mma_fp8{f16}", fa, fb, None, None
+        return (f"sm120_f8f6f4{f16}" if k == 32 else f"sm120_mma_fp8_k16{f16}"), fa, fb, None, None
+    if arch in ("Ampere", "Ada Lovelace"):
+        return ("sm80_mma_tf32" if a == "tf32" else f"sm80_mma_fp16{f16}"), fa, fb, None, None
+    # Hopper, Blackwell, RTX Blackwell: 16 two-byte / 8 tf32 products; shorter K fuses K
+    if a == "tf32":
+        return ("sm90_mma_tf32" if k == 8 else "sm90_mma_tf32_k4"), fa, fb, None, None
+    return f"sm90_mma_fp16{f16}" + ("_k8" if k == 8 else ""), fa, fb, None, None
+
+
+def _amd_unit(arch: str, suffix: str) -> tuple[str, str, str, str | None, int | None] | None:
+    q = suffix.split("_")
+    if q[-1] in ("fp8", "bf8"):
+        return "cdna3_mfma_fp8", _FROM_PTX[q[-2]], _FROM_PTX[q[-1]], None, None
+    one_k = q[-1] == "1k"
+    t = next((x for x in ("bf16", "f16", "xf32", "f32", "f64") if q[-2 if one_k else -1].endswith(x)), "")
+    if t in ("f32", "f64"):
+        return None
+    fmt = _FROM_PTX[t]
+    kk = int(re.match(r"\d+x\d+x(\d+)", q[1]).group(1))  # type: ignore[union-attr]
+    if arch == "CDNA1":
+        return ("cdna1_mfma_fp16" if t == "f16" else "cdna1_mfma_bf16"), fmt, fmt, None, None
+    if arch == "CDNA2":
+        return ("cdna2_mfma_bf16" if t == "bf16" and not one_k else "cdna2_mfma_fp16"), fmt, fmt, None, None
+    if t == "xf32":
+        return "cdna3_mfma_xf32", fmt, fmt, None, None
+    return ("cdna3_mfma_fp16_k4" if kk < 8 else "cdna3_mfma_fp16"), fmt, fmt, None, None
 
 
 def _configs() -> list[Config]:
     out = []
-    for a in ("e4m3", "e5m2"):
-        for b in ("e4m3", "e5m2"):
-            out.append(Config("sm89_mma_fp8", a, b))
-            out.append(Config("sm90_wgmma_fp8", a, b))
-    for t in ("fp16", "bf16"):
-        out.append(Config("sm90_wgmma_fp16", t, t))
-        out.append(Config("cdna3_mfma_fp16", t, t))
-    for a in F8F6F4:
-        for b in F8F6F4:
-            out.append(Config("sm100_f8f6f4", a, b))
-            out.append(Config("sm100_mxf8f6f4", a, b, "e8m0", 32))
-    out.append(Config("sm100_mxf4", "e2m1", "e2m1", "e8m0", 32))
-    for sf, bs in (("e8m0", 32), ("e8m0", 16), ("ue4m3", 16)):
-        out.append(Config("sm100_mxf4nvf4", "e2m1", "e2m1", sf, bs))
-    for a in ("e4m3fnuz", "e5m2fnuz"):
-        for b in ("e4m3fnuz", "e5m2fnuz"):
-            out.append(Config("cdna3_mfma_fp8", a, b))
+    lists = [("MMA", MMA_LISTS), ("MMABlockScale", MMA_BLOCK_SCALE_LISTS), ("WGMMA", WGMMA_LISTS),
+             ("TCGen05MMA", TCGEN05_LISTS), ("TCGen05MMABlockScale", TCGEN05_BLOCK_SCALE_LISTS)]
+    for cls, table in lists:
+        for arch, sts in table.items():
+            for st in sts:
+                hit = _nv_unit(cls, arch, st)
+                if hit is not None:
+                    out.append(Config(*hit, op=(cls, arch, st)))
+    for arch, sts in MFMA_LISTS.items():
+        for st in sts:
+            hit = _amd_unit(arch, st)
+            if hit is not None:
+                out.append(Config(*hit, op=("MFMA", arch, st)))
     return out
 
 
@@ -108,6 +242,9 @@ CONFIGS = _configs()
 def _torch_codes(codes: np.ndarray, fmt: str) -> Any:
     import torch
 
+    if fmt == "fp32":
+        t = torch.from_numpy(np.ascontiguousarray(codes.astype(np.uint32)).view(np.int32).copy())
+        return t.view(torch.float32)
     if fmt in ("fp16", "bf16"):
         t = torch.from_numpy(np.ascontiguousarray(codes.astype(np.uint16)).view(np.int16).copy())
         return t.view(torch.float16 if fmt == "fp16" else torch.bfloat16)
@@ -135,55 +272,47 @@ def _pack_high_first(codes: np.ndarray) -> Any:
 
 
 def _instruction(cfg: Config) -> Any:
-    from mmasim.amd import MFMA
-    from mmasim.nv_ptx import MMA, WGMMA, TCGen05MMA, TCGen05MMABlockScale
+    from mmasim import amd, nv_ptx
 
-    a, b = cfg.a_format, cfg.b_format
-    if cfg.unit == "sm89_mma_fp8":
-        return MMA("Ada Lovelace", f"m16n8k32.f32.{PTX[a]}.{PTX[b]}.f32")
-    if cfg.unit == "sm90_wgmma_fp8":
-        return WGMMA("Hopper", f"m64n8k32.f32.{PTX[a]}.{PTX[b]}")
-    if cfg.unit == "sm90_wgmma_fp16":
-        return WGMMA("Hopper", f"m64n8k16.f32.{PTX[a]}.{PTX[b]}")
-    if cfg.unit == "sm100_f8f6f4":
-        return TCGen05MMA("Blackwell", f"m64n8k32.kind::f8f6f4.f32.{PTX[a]}.{PTX[b]}")
-    if cfg.unit == "sm100_mxf8f6f4":
-        return TCGen05MMABlockScale("Blackwell", f"m128n8k32.kind::mxf8f6f4.block32.f32.{PTX[a]}.{PTX[b]}.ue8m0")
-    if cfg.unit == "sm100_mxf4":
-        return TCGen05MMABlockScale("Blackwell", "m128n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0")
-    if cfg.unit == "sm100_mxf4nvf4":
-        s = "ue8m0" if cfg.scale_format == "e8m0" else "ue4m3"
-        return TCGen05MMABlockScale("Blackwell", f"m128n8k64.kind::mxf4nvf4.block{cfg.block_size}.f32.e2m1.e2m1.{s}")
-    if cfg.unit == "cdna3_mfma_fp8":
-        return MFMA("CDNA3", f"f32_16x16x32_{AMD[a]}_{AMD[b]}")
-    if cfg.unit == "cdna3_mfma_fp16":
-        return MFMA("CDNA3", f"f32_16x16x16_{AMD[a]}")
-    raise ValueError(f"mmasim has no instruction for unit {cfg.unit}")
+    cls, arch, st = cfg.instruction()
+    return (amd.MFMA if cls == "MFMA" else getattr(nv_ptx, cls))(arch, st)
 
 
 def run_mmasim(cfg: Config, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = None,
                sb: np.ndarray | None = None, op: Any = None) -> np.ndarray:
-    """D = A @ B + C through MMA-Sim's instruction for ``cfg`` (codes in, float32 out)."""
+    """D = A @ B + C through MMA-Sim's instruction for ``cfg`` (codes in, float32 out; tf32
+    units take fp32 bit patterns). K is fed one unit step at a time, each step's D the
+    next step's C, as a kernel chains instructions (MMA-Sim's own loop over K uses the
+    architecture's L_max, longer than a short-K instruction's K)."""
     import torch
 
     op = op if op is not None else _instruction(cfg)
+    u = UNITS[cfg.unit]
+    af = "fp32" if cfg.a_format == "tf32" else cfg.a_format
+    bf = "fp32" if cfg.b_format == "tf32" else cfg.b_format
+    c16 = getattr(op, "c_type", None) == torch.float16
     C = torch.from_numpy(np.ascontiguousarray(c, dtype=np.float32).copy())
+    if c16:
+        C = C.to(torch.float16)
+    L = u.k or a.shape[1]
     with torch.no_grad():
-        if cfg.scale_format is None:
-            out = op(_torch_codes(a, cfg.a_format), _torch_codes(b, cfg.b_format), C)
-        elif cfg.unit == "sm100_mxf8f6f4":
-            assert sa is not None and sb is not None
-            for j in range(a.shape[1] // 32):
-                ks = slice(32 * j, 32 * j + 32)
-                C = op(_torch_codes(a[:, ks], cfg.a_format), _torch_codes(b[ks], cfg.b_format), C,
-                       _torch_scales(sa[:, j:j + 1], "e8m0"), _torch_scales(sb[j:j + 1], "e8m0"))
-            out = C
-        else:
-            assert sa is not None and sb is not None and cfg.scale_format is not None
-            # B's packed bytes run along K: MMA-Sim unpacks the last axis of B.T
-            out = op(_pack_high_first(a), _pack_high_first(b.T).T, C, _torch_scales(sa, cfg.scale_format),
-                     _torch_scales(sb, cfg.scale_format))
-    return out.numpy().astype(np.float32)
+        for k0 in range(0, a.shape[1], L):
+            ks = slice(k0, k0 + L)
+            if cfg.scale_format is None:
+                C = op(_torch_codes(a[:, ks], af), _torch_codes(b[ks], bf), C)
+            else:
+                assert sa is not None and sb is not None and cfg.block_size
+                bsl = slice(k0 // cfg.block_size, (k0 + L) // cfg.block_size)
+                if u.family == "nv":  # mxf8f6f4: codes one per byte
+                    C = op(_torch_codes(a[:, ks], cfg.a_format), _torch_codes(b[ks], cfg.b_format), C,
+                           _torch_scales(sa[:, bsl], "e8m0"), _torch_scales(sb[bsl], "e8m0"))
+                else:  # mxf4 / mxf4nvf4: B's packed bytes run along K: MMA-Sim unpacks the last axis of B.T
+                    C = op(_pack_high_first(a[:, ks]), _pack_high_first(b[ks].T).T, C,
+                           _torch_scales(sa[:, bsl], cfg.scale_format), _torch_scales(sb[bsl], cfg.scale_format))
+    out = C.float().numpy().astype(np.float32)
+    if c16:  # an fp16 NaN widened: write the canonical fp32 NaN as for the fp32 outputs
+        out = np.where(np.isnan(out), np.uint32(0x7FFFFFFF).view(np.float32), out).astype(np.float32)
+    return out
 
 
 # ---- coverage models ------------------------------------------------------------------
@@ -302,11 +431,19 @@ def _model(name: str, cfg: Config, rng: np.random.Generator, m: int, n: int, k: 
         c = rng.choice(np.array([np.nan, np.inf, -np.inf, 1.0], np.float32), (m, n))
     else:
         raise ValueError(f"unknown mmasim coverage model {name!r}; choose from {', '.join(MODELS)}")
+    u = UNITS[cfg.unit]
+    if u.c_format == "fp16":  # the instruction's C is fp16: the model's C rounded there (beyond: +-Inf)
+        with np.errstate(over="ignore"):
+            c = c.astype(np.float16).astype(np.float32)
+    if cfg.a_format == "tf32":  # tf32 units take fp32 patterns: random low 13 bits, which they drop
+        a = (a.astype(np.int64) << 13) | rng.integers(0, 1 << 13, a.shape)
+    if cfg.b_format == "tf32":
+        b = (b.astype(np.int64) << 13) | rng.integers(0, 1 << 13, b.shape)
     return a, b, c, sa, sb
 
 
 def _sign_bit(fmt: str) -> int:
-    return {"fp16": 0x8000, "bf16": 0x8000, "e3m2": 0x20, "e2m3": 0x20, "e2m1": 0x8}.get(fmt, 0x80)
+    return {"tf32": 0x40000, "fp16": 0x8000, "bf16": 0x8000, "e3m2": 0x20, "e2m3": 0x20, "e2m1": 0x8}.get(fmt, 0x80)
 
 
 def applies(name: str, cfg: Config) -> bool:
@@ -340,7 +477,20 @@ def _amd_special_c_dropped(ours: np.ndarray, theirs: np.ndarray, ctx: dict[str, 
     return ~np.isfinite(ours) & np.isfinite(theirs) & big
 
 
+def _nan_payload(ours: np.ndarray, theirs: np.ndarray, ctx: dict[str, Any]) -> np.ndarray:
+    return np.isnan(ours) & np.isnan(theirs) & (theirs.view(np.uint32) != 0x7FFFFFFF)
+
+
 MMA_DIVERGENCES: list[MMADivergence] = [
+    MMADivergence(
+        "mmasim.nan_payload",
+        ("cdna1_mfma_fp16", "cdna1_mfma_bf16", "cdna2_mfma_fp16", "cdna2_mfma_bf16"),
+        "MMA-Sim 2.1.1's CDNA1 (e_fdpa) and CDNA2 (MMA_FTZ_MUL_ADD) models return the NaN "
+        "that torch's float arithmetic makes (the x86 default NaN 0xFFC00000, or an input "
+        "NaN's payload), not the canonical 0x7FFFFFFF its other models write. Both are NaN; "
+        "fmtsim writes 0x7FFFFFFF for every NaN result of every unit.",
+        _nan_payload,
+    ),
     MMADivergence(
         "mmasim.amd_fp8_special_c_dropped",
         ("cdna3_mfma_fp8",),
@@ -353,7 +503,7 @@ MMA_DIVERGENCES: list[MMADivergence] = [
     ),
     MMADivergence(
         "mmasim.amd_signed_zero",
-        ("cdna3_mfma_fp8", "cdna3_mfma_fp16"),
+        ("cdna3_mfma_fp8", "cdna3_mfma_fp16", "cdna3_mfma_fp16_k4", "cdna3_mfma_xf32"),
         "A zero result of the AMD models: MMA-Sim 2.1.1 computes them in float64 tensors and "
         "keeps IEEE signed-zero arithmetic (torch.trunc of a negative product below the kept "
         "bits is -0.0, a sum of -0.0 terms stays -0.0, a zero C keeps its sign), so it can "
@@ -390,7 +540,9 @@ def iter_cases(configs: list[Config], models: tuple[str, ...], trials: int, seed
 
 def compare(cfg: Config, case: tuple[Any, ...], op: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a, b, c, sa, sb = case
-    ours = matmul(a, b, c, unit=cfg.unit, a_format=cfg.a_format, b_format=cfg.b_format, a_scales=sa, b_scales=sb,
+    af = "fp32" if cfg.a_format == "tf32" else cfg.a_format
+    bf = "fp32" if cfg.b_format == "tf32" else cfg.b_format
+    ours = matmul(a, b, c, unit=cfg.unit, a_format=af, b_format=bf, a_scales=sa, b_scales=sb,
                   scale_format=cfg.scale_format, block_size=cfg.block_size)
     theirs = run_mmasim(cfg, a, b, c, sa, sb, op)
     ob, tb = ours.view(np.uint32), theirs.view(np.uint32)

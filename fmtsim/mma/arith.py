@@ -26,7 +26,10 @@ ZERO_EXP = -(1 << 20)  # exponent given to zero operands so that a zero product 
 
 # the 16-bit IEEE-style inputs of fp16/bf16 units: (numpy dtype, man_bits, emin)
 WIDE_FORMATS = {"fp16": (np.dtype(np.float16), 10, -14), "bf16": (np.dtype(ml_dtypes.bfloat16), 7, -126)}
-_WIDE_ALIASES = {"float16": "fp16", "f16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+# tf32 codes: the 19 high bits of an fp32 pattern (sign, 8 exponent, 10 fraction bits)
+TF32 = ("tf32", 10, -126)
+_WIDE_ALIASES = {"float16": "fp16", "f16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32",
+                 "f32": "fp32", "xf32": "tf32"}
 
 FINITE, INF, NAN = 0, 1, 2
 
@@ -49,7 +52,7 @@ class OperandTable:
 def canonical_operand_format(name: str) -> str:
     key = str(name).strip().lower()
     key = _WIDE_ALIASES.get(key, key)
-    if key in WIDE_FORMATS:
+    if key in WIDE_FORMATS or key in ("tf32", "fp32"):
         return key
     return get_format(key).name
 
@@ -58,7 +61,13 @@ def canonical_operand_format(name: str) -> str:
 def operand_table(name: str) -> OperandTable:
     """The split of every code of a float format (fmtsim formats, plus fp16 and bf16)."""
     key = canonical_operand_format(name)
-    if key in WIDE_FORMATS:
+    if key == "fp32":
+        raise ValueError("fp32 operands are taken by tf32 units only (truncated to tf32 codes first)")
+    if key == "tf32":
+        man, emin = TF32[1], TF32[2]
+        with np.errstate(invalid="ignore"):
+            vals = (np.arange(1 << 19, dtype=np.uint32) << 13).view(np.float32).astype(np.float64)
+    elif key in WIDE_FORMATS:
         dt, man, emin = WIDE_FORMATS[key]
         with np.errstate(invalid="ignore"):
             vals = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dt).astype(np.float64)

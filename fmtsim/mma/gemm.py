@@ -19,7 +19,7 @@ import numpy as np
 from ..arrays import as_numpy
 from ..formats import get_format
 from .arith import NAN, ZERO_EXP, canonical_operand_format, operand_table
-from .step import Side, amd_step, grouped_step, nv_step
+from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
 __all__ = ["matmul", "prepare", "Prepared"]
@@ -65,16 +65,22 @@ class Prepared:
     def chain(self, c: np.ndarray, k0: int, k1: int) -> np.ndarray:
         """C through the unit's steps over K columns k0 .. k1 (multiples of the step)."""
         u = self.unit
+        L = u.k
         if u.family == "exact":
             from .exact import exact_range
-            return exact_range(self, c, k0, k1)
-        L = u.k
+            if not L:
+                return exact_range(self, c, k0, k1)
+            out = np.asarray(c, dtype=np.float32)
+            for s in range(k0, k1, L):  # CDNA1: one exact rounding per step of L products
+                out = exact_range(self, out, s, s + L)
+            return out
         out = np.asarray(c, dtype=np.float32)
         for s in range(k0, k1, L):
-            out = self._step(out, s, s + L)
+            # the given C is in the instruction's C format; a chained C is the previous output
+            out = self._step(out, s, s + L, u.c_emin if s == k0 else u.out_emin)
         return out
 
-    def _step(self, c: np.ndarray, k0: int, k1: int) -> np.ndarray:
+    def _step(self, c: np.ndarray, k0: int, k1: int, c_emin: int = -126) -> np.ndarray:
         u = self.unit
         L = k1 - k0
         if self.m == 0:
@@ -91,7 +97,7 @@ class Prepared:
                     as_, bs2 = self._fold_scales(as_, bs, k0, k1, r0, r1)
                 else:
                     bs2 = bs
-                parts.append(nv_step(u, as_, bs2, cc))
+                parts.append(nv_step(u, as_, bs2, cc, c_emin))
             elif u.family == "nv_grouped":
                 assert self.sa is not None and self.sb is not None and self.block_size
                 b0, b1 = k0 // self.block_size, k1 // self.block_size
@@ -99,6 +105,8 @@ class Prepared:
                 sb = self.sb.slice_k(b0, b1)
                 as_, bs2 = _nan_blocks(as_, sa, self.block_size), _nan_blocks(bs, sb, self.block_size)
                 parts.append(grouped_step(u, as_, bs2, cc, sa, sb, self.block_size // u.group))
+            elif u.family == "ftz":
+                parts.append(ftz_step(u, as_, bs, cc))
             else:
                 parts.append(amd_step(u, as_, bs, cc))
         return np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
@@ -249,6 +257,8 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
         raise TypeError("matmul: codes need a_format and b_format")
     a_format, b_format = canonical_operand_format(a_format), canonical_operand_format(b_format)
     A, B = _codes(a, "a"), _codes(b, "b")
+    A, a_format = tf32_codes(A, a_format, u, "a")
+    B, b_format = tf32_codes(B, b_format, u, "b")
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"matmul: a is {A.shape} and b is {B.shape}; a's columns must equal b's rows (K)")
     for fmt, which in ((a_format, "a_format"), (b_format, "b_format")):
@@ -274,8 +284,8 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
         if block_size not in u.block_sizes:
             raise ValueError(f"matmul: unit {u.name} takes block_size {' or '.join(map(str, u.block_sizes))}, "
                              f"not {block_size}")
-        if u.name == "sm100_mxf4nvf4" and scale_format == "ue4m3" and block_size != 16:
-            raise ValueError("matmul: sm100_mxf4nvf4 takes UE4M3 scales with block_size 16 only")
+        if u.family == "nv_grouped" and scale_format == "ue4m3" and block_size != 16:
+            raise ValueError(f"matmul: {u.name} takes UE4M3 scales with block_size 16 only")
         SA, SB = _codes(a_scales, "a_scales"), _codes(b_scales, "b_scales")
         nb = -(-A.shape[1] // block_size)
         if SA.shape != (A.shape[0], nb) or SB.shape != (nb, B.shape[1]):
@@ -292,6 +302,26 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
                          "block_size (or MXTensor / NVFP4Tensor operands)")
     return (u, A, B, a_format, b_format, SA, SB, scale_format if SA is not None else None,
             block_size if SA is not None else None), alpha
+
+
+def tf32_codes(codes: np.ndarray, fmt: str, u: Unit, what: str) -> tuple[np.ndarray, str]:
+    """fp32 bit patterns given to a tf32 unit: the 13 low bits dropped (tf32 codes, as the
+    hardware truncates fp32 operands; MMA-Sim's truncate_fp32_to_tf32)."""
+    if fmt != "fp32":
+        return codes, fmt
+    if not u.tf32_inputs:
+        raise ValueError(f"matmul: unit {u.name} does not take {what}_format=fp32; it takes {', '.join(u.formats)}")
+    if codes.size and (codes.min() < 0 or codes.max() >= 1 << 32):
+        raise ValueError(f"matmul: {what} holds values outside 0..0xffffffff (fp32 bit patterns)")
+    return (codes.astype(np.int64) >> 13), "tf32"
+
+
+def _check_fp16(c: np.ndarray) -> None:
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad = (c.astype(np.float16).astype(np.float32) != c) & ~np.isnan(c)
+    if bad.any():
+        i = np.argwhere(bad)[0]
+        raise ValueError(f"matmul: c[{i[0]}, {i[1]}] = {c[tuple(i)]!r} is not an fp16 value (this unit's C is fp16)")
 
 
 def _f32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -352,7 +382,10 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     along K; one quantized along its last axis is read as (N, K) and transposed for b),
     whose formats and scales are taken from the objects. a_scales (M, K / block_size) and
     b_scales (K / block_size, N): scale codes of ``scale_format`` (e8m0, or ue4m3 whose
-    bit 7 the hardware ignores). c: fp32 values (M, N) or None (zeros).
+    bit 7 the hardware ignores). c: fp32 values (M, N) or None (zeros); units whose
+    instruction takes an fp16 C (``c_format="fp16"``) need fp16 values, and the fp16-output
+    units (``rne_fp16``) return fp16 values held in float32. tf32 units take ``tf32`` codes
+    or ``a_format="fp32"`` / ``b_format="fp32"`` bit patterns (uint32), 13 low bits dropped.
 
     Chaining: the unit's steps run along K, each step's fp32 result is the next step's C.
     promote_every: every that many elements of K (a multiple of the unit's K) the
@@ -379,6 +412,8 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
                               b_scales=b_scales, scale_format=scale_format, block_size=block_size)
     u, A, B, af, bf, SA, SB, sf, bs = checked
     c32 = _to_f32(c, A.shape[0], B.shape[1])
+    if u.c_format == "fp16":
+        _check_fp16(c32)
     if A.shape[1] == 0:  # no product, so no instruction runs: D is C (through the epilogue)
         return _epilogue(c32.copy(), alpha)
     # the chaining arguments checked once, on a one-row one-column problem of the same K
@@ -433,7 +468,7 @@ def _chaining(p: Prepared, promote_every: int | None, split_k: int | Sequence[in
               ) -> list[tuple[int, int]]:
     """The K slices of split_k, after checking promote_every against the unit's K."""
     step = p.step_k()
-    if p.unit.family == "exact" and (promote_every or split_k):
+    if p.unit.family == "exact" and not p.unit.k and (promote_every or split_k):
         step = p.block_size or 1
     if promote_every is not None and (promote_every <= 0 or promote_every % step):
         raise ValueError(f"matmul: promote_every must be a positive multiple of the unit's K ({step}), "

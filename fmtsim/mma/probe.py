@@ -30,7 +30,8 @@ from .arith import FINITE, operand_table
 from .gemm import matmul
 from .units import UNITS, Unit
 
-__all__ = ["PROBE_SETS", "ProbeSet", "gen", "candidates", "infer", "Inference", "simulate", "unobservable"]
+__all__ = ["PROBE_SETS", "SM120_HYPOTHESES", "ProbeSet", "gen", "candidates", "infer", "Inference", "simulate",
+           "unobservable"]
 
 
 @dataclass(frozen=True)
@@ -42,18 +43,49 @@ class ProbeSet:
     block_size: int | None = None
     k: int = 128
     title: str = ""
+    question: bool = False  # adds the rows that settle the sm_120 question (F=25 or 35, grouped or not)
+    c_format: str = "fp32"  # fp16: C (and the D read back) are fp16 values, for the .f16 instructions
+    steps: tuple[int, ...] = (8, 16, 32, 64)  # the grid's products per step (L)
 
 
 PROBE_SETS = {p.name: p for p in [
     ProbeSet("fp8", "e4m3", "e4m3", title="FP8 E4M3 (Ada / Hopper / Blackwell f8f6f4)"),
     ProbeSet("fp8fnuz", "e4m3fnuz", "e4m3fnuz", title="FP8 E4M3FNUZ (AMD CDNA3)"),
-    ProbeSet("fp16", "fp16", "fp16", title="fp16 (Hopper wgmma, CDNA3 MFMA)"),
-    ProbeSet("bf16", "bf16", "bf16", title="bf16 (Hopper wgmma, CDNA3 MFMA)"),
+    ProbeSet("fp16", "fp16", "fp16", title="fp16 (Volta to Blackwell mma / wgmma, CDNA1-3 MFMA)",
+             steps=(4, 8, 16, 32)),
+    ProbeSet("bf16", "bf16", "bf16", title="bf16 (Ampere to Blackwell mma / wgmma, CDNA1-3 MFMA)",
+             steps=(2, 4, 8, 16, 32)),
+    ProbeSet("fp16_f16", "fp16", "fp16", c_format="fp16", steps=(4, 8, 16, 32),
+             title="fp16 with fp16 C and D (the .f16 forms of mma / wgmma / tcgen05.mma)"),
+    ProbeSet("fp8_f16", "e4m3", "e4m3", c_format="fp16", steps=(16, 32),
+             title="FP8 E4M3 with fp16 C and D (Ada / Hopper / Blackwell .f16 forms)"),
+    ProbeSet("tf32", "tf32", "tf32", steps=(4, 8, 16),
+             title="tf32 (fp32 truncated to tf32: Ampere to Blackwell mma / wgmma, CDNA3 xf32)"),
     ProbeSet("fp4", "e2m1", "e2m1", title="FP4 E2M1 without scales (Blackwell f8f6f4)"),
     ProbeSet("mxfp8", "e4m3", "e4m3", "e8m0", 32, title="MXFP8: E4M3 with E8M0 per 32 (Blackwell mxf8f6f4)"),
     ProbeSet("mxfp4", "e2m1", "e2m1", "e8m0", 32, 256, title="MXFP4: E2M1 with E8M0 per 32 (mxf4 / mxf8f6f4)"),
     ProbeSet("nvfp4", "e2m1", "e2m1", "ue4m3", 16, 256, title="NVFP4: E2M1 with UE4M3 per 16 (mxf4nvf4)"),
+    ProbeSet("sm120_mxf4nvf4", "e2m1", "e2m1", "e8m0", 32, 64, question=True,
+             title="RTX Blackwell mma m16n8k64 kind::mxf4nvf4 (E8M0 x32, one instruction along K): "
+                   "MMA-Sim's groups of 16 with F=35 against a hardware probe's 25 bits"),
 ]}
+
+# The sm_120 question. MMA-Sim 2.1.1 (nv_ptx/sim.py MMABlockScale, k=64) models RTX
+# Blackwell's block-scaled FP4 mma as its Blackwell tcgen05 model: groups of 16 products
+# summed exactly, F=35. A public probe of an RTX 5090 (huweim/emulation_sys,
+# bit_width_test_/README.md) reports 25 bits kept, RZ, for mma kind::mxf4nvf4 m16n8k64.
+# The probe set "sm120_mxf4nvf4" has rows whose outputs differ between the two (and
+# between grouped and ungrouped summation at either F); these are the hypotheses.
+SM120_HYPOTHESES = {
+    "mmasim": Unit("h_mmasim", "nv_grouped", 64, 35, -139, "rz_fp32", ("e2m1",), ("e8m0", "ue4m3"), (16, 32),
+                   group=16, title="MMA-Sim: groups of 16 exact, F=35"),
+    "probe25": Unit("h_probe25", "nv", 64, 25, -133, "rz_fp32", ("e2m1",), ("e8m0", "ue4m3"), (16, 32),
+                    title="hardware probe: 25 bits, every product aligned (as kind::mxf8f6f4)"),
+    "grouped25": Unit("h_grouped25", "nv_grouped", 64, 25, -139, "rz_fp32", ("e2m1",), ("e8m0", "ue4m3"),
+                      (16, 32), group=16, title="groups of 16 exact, F=25"),
+    "ungrouped35": Unit("h_ungrouped35", "nv", 64, 35, -133, "rz_fp32", ("e2m1",), ("e8m0", "ue4m3"), (16, 32),
+                        title="every product aligned, F=35"),
+}
 
 NB = 4  # columns of B: ones, the largest magnitude, the smallest, random
 
@@ -83,6 +115,7 @@ def gen(name: str, seed: int = 7) -> dict[str, np.ndarray]:
     pos_a = fin_a[ta.values[fin_a] > 0]
     one_a, one_b = _code_of(ps.a_format, 1.0), _code_of(ps.b_format, 1.0)
     neg = ta.n_codes >> 1 if ps.a_format not in ("e4m3fnuz",) else 0x80
+    tmax = 16 if ps.c_format == "fp16" else 50
     neg_one_a = one_a | neg
     big_a = int(pos_a[np.argmax(ta.values[pos_a])])
     tiny_a = int(pos_a[np.argmin(ta.values[pos_a])])
@@ -106,7 +139,7 @@ def gen(name: str, seed: int = 7) -> dict[str, np.ndarray]:
 
     zero = np.zeros(k, np.int64)
     # fraction bits and the cut's direction: C = +-2^t, one product +-1 (column 0)
-    for t in range(0, 50, 1):
+    for t in range(0, tmax, 1):
         for sc in (1.0, -1.0):
             for a0 in (one_a, neg_one_a):
                 r = zero.copy()
@@ -166,14 +199,33 @@ def gen(name: str, seed: int = 7) -> dict[str, np.ndarray]:
             scodes = np.full(k // bs, 0x38)
             scodes[0], scodes[1] = 0x7E, scale_small
             row(r, 0.0, scodes)
+    if ps.question and sf == "e8m0" and bs and k >= 2 * bs:
+        one1 = _code_of(ps.a_format, 1.0)
+        four = _code_of(ps.a_format, 4.0)
+        for d in range(16, 44):
+            # F: C = 1 cancelled by -1 (block 0, scale 1), +2^-d (block 1, scale 2^-d): the
+            # result is 2^-d when F >= d, else 0, grouped or not (the largest exponent is 0)
+            r = zero.copy()
+            r[0], r[bs] = neg_one_a, one1
+            scodes = np.full(k // bs, 127)
+            scodes[1] = 127 - d
+            row(r, 1.0, scodes)
+            # grouping: 4 - 4 in block 0 (scale 1) and +2^-d in block 1, C = 0. Grouped, the
+            # group's exponent is its scale's (0) and 2^-d survives while d <= F; aligned one
+            # by one, the products' exponent 2 sets the cut and it survives while d <= F - 2
+            r = zero.copy()
+            r[0], r[1], r[bs] = four, four | neg, one1
+            row(r, 0.0, scodes.copy())
     # random rows over the whole finite range, with random C
     for _ in range(96):
         r = rng.choice(fin_a, k)
         r[rng.random(k) < 0.2] = 0
-        cexp = rng.integers(-30, 40)
+        cexp = rng.integers(-14, 15) if ps.c_format == "fp16" else rng.integers(-30, 40)
         row(r, rng.choice([0.0, 1.0, -1.0]) * 2.0 ** float(cexp) * (1 + rng.random()), None)
     a = np.stack(rows)
     c = np.stack(cs).astype(np.float32)
+    if ps.c_format == "fp16":  # the instruction's C is fp16: C rounded there (at most 2^15, so finite)
+        c = c.astype(np.float16).astype(np.float32)
     out: dict[str, np.ndarray] = {"a": a, "b": b, "c": c}
     if sf and bs:
         nbk = k // bs
@@ -210,7 +262,9 @@ def simulate(unit: Unit | str, name: str, probe: dict[str, np.ndarray]) -> np.nd
 
 def _label(u: Unit) -> str:
     if u.family == "exact":
-        return "exact sum, one RNE rounding"
+        return f"exact sum of {u.k} products and C, one RNE rounding per step" if u.k else "exact sum, one RNE rounding"
+    if u.family == "ftz":
+        return f"ftz: fp32 products added {'in pairs' if u.k == 2 else 'pairwise in fours'}, flush to zero"
     bits = [f"{u.family}", f"L={u.k}", f"F={u.fraction_bits}", u.output, f"e_zero={u.e_zero}"]
     if u.family == "nv_grouped":
         bits.insert(2, f"group={u.group}")
@@ -227,23 +281,32 @@ def candidates(name: str) -> list[Unit]:
     sf = (ps.scale_format,) if ps.scale_format else ()
     bs = (ps.block_size,) if ps.block_size else ()
     out = [replace(UNITS["exact"], name="cand_exact")]
+    wide = ps.a_format in ("fp16", "bf16")
+    if wide and ps.c_format == "fp32":  # CDNA1 (exact per step) and CDNA2 (flush-to-zero fp32 adds)
+        for L in (2, 4, 8):
+            out.append(Unit(f"cand_exact_{L}", "exact", L, formats=("*",)))
+            if L < 8:
+                out.append(Unit(f"cand_ftz_{L}", "ftz", L, formats=("*",)))
     zeros = (-126, -132, -133, -139) if ps.scale_format else (-133,)
-    for L, f, o, ez in itertools.product((8, 16, 32, 64), range(8, 41), ("rz_fp32", "rz_e8m13", "rne_fp32"), zeros):
+    outs = ("rne_fp16", "rz_fp32") if ps.c_format == "fp16" else ("rz_fp32", "rz_e8m13", "rne_fp32")
+    for L, f, o, ez in itertools.product(ps.steps, range(8, 41), outs, zeros):
         if ps.block_size and L % ps.block_size and ps.block_size % L:
             continue
         if ps.block_size and L > ps.block_size and o != "rz_fp32":
             continue
-        out.append(Unit(f"cand_nv_{L}_{f}_{o}_{ez}", "nv", L, f, ez, o, ("*",), sf, bs))  # type: ignore[arg-type]
+        out.append(Unit(f"cand_nv_{L}_{f}_{o}_{ez}", "nv", L, f, ez, o, ("*",), sf, bs,  # type: ignore[arg-type]
+                        c_format=ps.c_format))
     if ps.scale_format and ps.a_format == "e2m1":
         for L, g, f, o, ez in itertools.product((32, 64), (8, 16), range(20, 41), ("rz_fp32", "rne_fp32"), zeros):
             if L % ps.block_size:  # type: ignore[operator]
                 continue
             out.append(Unit(f"cand_g_{L}_{g}_{f}_{o}_{ez}", "nv_grouped", L, f, ez, o, ("*",), sf, bs,  # type: ignore[arg-type]
                             group=g))
-    if not ps.scale_format:
+    if not ps.scale_format and ps.c_format == "fp32":
         for L, f, eo, drop in itertools.product((4, 8, 16, 32), range(20, 29), (False, True), (False, True)):
             out.append(Unit(f"cand_amd_{L}_{f}_{eo}_{drop}", "amd", L, f, 0, "rne_fp32", ("*",), even_odd=eo,
-                            fraction_bits2=31, drop_small_c=drop, product_overflow_inf=ps.a_format == "bf16"))
+                            fraction_bits2=31, drop_small_c=drop,
+                            product_overflow_inf=ps.a_format in ("bf16", "tf32")))
     return out
 
 
@@ -262,8 +325,8 @@ class Inference:
             return {}
         fams = {u.family for u in self.consistent}
         keys: tuple[str, ...] = ("family", "k", "fraction_bits", "output", "e_zero")
-        if fams == {"exact"}:
-            keys = ("family",)
+        if fams <= {"exact", "ftz"}:
+            keys = ("family", "k")
         elif "nv_grouped" in fams:
             keys += ("group",)
         elif "amd" in fams:
@@ -348,6 +411,8 @@ def infer(name: str, d: np.ndarray, probe: dict[str, np.ndarray] | None = None) 
             continue
         if bool(ps.scale_format) != (u.scaled and u.family != "exact"):
             continue
+        if u.c_format != ps.c_format:
+            continue
         if ps.scale_format and (ps.scale_format not in u.scale_formats or ps.block_size not in u.block_sizes):
             continue
         got = _run(prep, c, u)
@@ -377,8 +442,11 @@ def write_probes(out: Any, names: list[str] | None = None, seed: int = 7) -> lis
         ps = _get(name)
         p = gen(name, seed)
         wide = ps.a_format in ("fp16", "bf16")
-        arrays = [("a", p["a"].astype(np.uint16 if wide else np.uint8)),
-                  ("b", p["b"].astype(np.uint16 if wide else np.uint8)), ("c", p["c"])]
+        if ps.a_format == "tf32":  # written as the fp32 patterns a kernel loads (tf32 values)
+            arrays = [("a", (p["a"] << 13).astype(np.uint32)), ("b", (p["b"] << 13).astype(np.uint32)), ("c", p["c"])]
+        else:
+            arrays = [("a", p["a"].astype(np.uint16 if wide else np.uint8)),
+                      ("b", p["b"].astype(np.uint16 if wide else np.uint8)), ("c", p["c"])]
         if "a_scales" in p:
             arrays += [("a_scales", p["a_scales"]), ("b_scales", p["b_scales"])]
         data = b""

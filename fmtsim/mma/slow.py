@@ -114,13 +114,85 @@ def _finite_product(f: tuple[Value, ...]) -> Fraction:
     return out
 
 
-_OUT = {"rz_fp32": (23, "rz"), "rz_e8m13": (13, "rz"), "rne_fp32": (23, "rne")}
+# output -> (fraction bits, rounding, smallest normal exponent, overflow threshold)
+_OUT = {"rz_fp32": (23, "rz", -126, 128), "rz_e8m13": (13, "rz", -126, 128), "rne_fp32": (23, "rne", -126, 128),
+        "rne_fp16": (10, "rne", -14, 16)}
+
+
+def _output(v: Fraction, output: str) -> float:
+    man, mode, emin, top = _OUT[output]
+    r = round_fraction(v, man, emin, mode)
+    if abs(r) >= Fraction(2) ** top:
+        return math.inf if r > 0 else -math.inf
+    return _to_f32(r)
+
+
+def _ftz_step(unit: Unit, a: list[Value], b: list[Value], c: float, a_emin: int, b_emin: int) -> float:
+    """CDNA2 MFMA for one output, in Fractions with an explicit sign for zeros: inputs below
+    their format's smallest normal and C below 2^-126 become +0; each product rounded to fp32
+    and flushed (keeping its sign), then pairs (fours) added in fp32, each sum flushed."""
+    def sv(x: Value, emin: int) -> tuple[Value, bool]:  # (value, is negative zero)
+        if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+            return x, False
+        xf = Fraction(x)
+        return (Fraction(0), False) if abs(xf) < Fraction(2) ** emin else (xf, False)
+
+    def mul(x: tuple[Value, bool], y: tuple[Value, bool]) -> tuple[Value, bool]:
+        (u, _), (v, _) = x, y
+        if isinstance(u, float) or isinstance(v, float):
+            with np.errstate(invalid="ignore"):
+                return float(np.float32(float(u)) * np.float32(float(v))), False
+        p = u * v
+        neg = (u < 0) != (v < 0) if p == 0 else False
+        neg = neg or (p == 0 and ((u == 0 and v < 0) or (v == 0 and u < 0)))
+        r = round_fraction(p, 23, -126, "rne")
+        if abs(r) >= Fraction(2) ** 128:
+            return (-math.inf if p < 0 else math.inf), False
+        if abs(r) < Fraction(2) ** -126:
+            return Fraction(0), p < 0 or neg
+        return r, False
+
+    def add(x: tuple[Value, bool], y: tuple[Value, bool]) -> tuple[Value, bool]:
+        (u, nu), (v, nv) = x, y
+        if isinstance(u, float) or isinstance(v, float):
+            with np.errstate(invalid="ignore"):
+                fu = -0.0 if (not isinstance(u, float) and u == 0 and nu) else float(u)
+                fv = -0.0 if (not isinstance(v, float) and v == 0 and nv) else float(v)
+                return float(np.float32(fu) + np.float32(fv)), False
+        t = u + v
+        if t == 0:
+            neg = (u == 0 and v == 0 and nu and nv)  # IEEE: an exact zero sum is +0 unless both are -0
+            return Fraction(0), neg
+        r = round_fraction(t, 23, -126, "rne")
+        if abs(r) >= Fraction(2) ** 128:
+            return (-math.inf if t < 0 else math.inf), False
+        if abs(r) < Fraction(2) ** -126:
+            return Fraction(0), t < 0
+        return r, False
+
+    A = [sv(x, a_emin) for x in a]
+    B = [sv(x, b_emin) for x in b]
+    acc: tuple[Value, bool] = sv(c, -126) if not (math.isnan(c) or math.isinf(c)) else (c, False)
+    p = [mul(x, y) for x, y in zip(A, B, strict=True)]
+    for i in range(0, len(p), unit.k):
+        s = add(p[i], p[i + 1])
+        if unit.k == 4:
+            s = add(s, add(p[i + 2], p[i + 3]))
+        acc = add(acc, s)
+    v, neg = acc
+    if isinstance(v, float):
+        return v
+    return -0.0 if (v == 0 and neg) else _to_f32(v)
 
 
 def slow_step(unit: Unit, a: list[Value], b: list[Value], c: float, a_emin: int, b_emin: int,
-              sa: list[Value] | None = None, sb: list[Value] | None = None, s_emin: int = 0) -> float:
+              sa: list[Value] | None = None, sb: list[Value] | None = None, s_emin: int = 0,
+              c_emin: int = -126) -> float:
     """One step of ``unit`` for one output: a, b the step's operand values (Fractions or
-    float specials), sa, sb each element's scale value, c the fp32 accumulator."""
+    float specials), sa, sb each element's scale value, c the fp32 accumulator (an fp16
+    C's exponent clamps at c_emin = -14 when it joins)."""
+    if unit.family == "ftz":
+        return _ftz_step(unit, a, b, c, a_emin, b_emin)
     n = len(a)
     sa = sa if sa is not None else [Fraction(1)] * n
     sb = sb if sb is not None else [Fraction(1)] * n
@@ -158,12 +230,11 @@ def slow_step(unit: Unit, a: list[Value], b: list[Value], c: float, a_emin: int,
                     terms.append((Fraction(0), unit.e_zero))
                 else:
                     terms.append((sum(prods, Fraction(0)) * scale, _exp(SA[j], s_emin) + _exp(SB[j], s_emin)))
-        terms.append((C, _exp(C, -126) if C != 0 else unit.e_zero))
+        terms.append((C, _exp(C, c_emin) if C != 0 else unit.e_zero))
         emax = max(e for _, e in terms)
         unit_lsb = Fraction(2) ** (emax - f)
         s = sum((Fraction(math.trunc(v / unit_lsb)) * unit_lsb for v, _ in terms), Fraction(0))
-        man, mode = _OUT[unit.output]
-        return _to_f32(round_fraction(s, man, -126, mode))
+        return _output(s, unit.output)
     # amd
     idx = [list(range(0, n, 2)), list(range(1, n, 2))] if unit.even_odd else [list(range(n))]
     groups = []
@@ -215,6 +286,10 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
     check_chaining(promote_every, split_k, "slow_matmul")
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"slow_matmul: a must be (M, K) and b (K, N); got {A.shape} and {B.shape}")
+    if af == "fp32":  # a tf32 unit's fp32 operands: the 13 low bits dropped
+        A, af = A.astype(np.int64) >> 13, "tf32"
+    if bf == "fp32":
+        B, bf = B.astype(np.int64) >> 13, "tf32"
     m, k = A.shape
     n = B.shape[1]
     if c is not None and np.shape(c) != (m, n):
@@ -250,7 +325,7 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
     out = np.full((m, n), np.nan, dtype=np.float32)
     cc = np.zeros((m, n), np.float32) if c is None else np.asarray(c, np.float32)
     L = u.k or kp
-    if u.family == "exact" and (promote_every or split_k):
+    if u.family == "exact" and not u.k and (promote_every or split_k):
         L = block_size or 1
     pstep = u.k or L
 
@@ -265,7 +340,8 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
             bv = [_value(int(B[kk, j]), bf) if kk < k else Fraction(0) for kk in ks]
             sa = [scale_of(a_scales, i, kk, True) for kk in ks] if a_scales is not None else None
             sb = [scale_of(b_scales, j, kk, False) for kk in ks] if b_scales is not None else None
-            acc = slow_step(u, av, bv, acc, at.emin, bt.emin, sa, sb, st.emin if st else 0)
+            acc = slow_step(u, av, bv, acc, at.emin, bt.emin, sa, sb, st.emin if st else 0,
+                            u.c_emin if s == k0 else u.out_emin)
         return acc
 
     if split_k is None:

@@ -19,9 +19,11 @@ import numpy as np
 from .arith import FINITE, INF, NAN, round_scaled, split_f32, to_f32
 from .units import Unit
 
-__all__ = ["Side", "nv_step", "grouped_step", "amd_step", "finish_output"]
+__all__ = ["Side", "nv_step", "grouped_step", "amd_step", "ftz_step", "finish_output"]
 
-_OUT = {"rz_fp32": (23, "rz"), "rz_e8m13": (13, "rz"), "rne_fp32": (23, "rne")}
+# output -> (fraction bits, rounding, smallest normal exponent, magnitude that overflows to Inf)
+_OUT = {"rz_fp32": (23, "rz", -126, 2.0**128), "rz_e8m13": (13, "rz", -126, 2.0**128),
+        "rne_fp32": (23, "rne", -126, 2.0**128), "rne_fp16": (10, "rne", -14, 2.0**16)}
 
 
 @dataclass
@@ -69,9 +71,12 @@ def _specials(a: Side, b: Side, c_cls: np.ndarray, c_sgn: np.ndarray,
 
 
 def finish_output(neg: np.ndarray, mag: np.ndarray, x: np.ndarray, output: str) -> np.ndarray:
-    man, mode = _OUT[output]
-    q, e = round_scaled(neg, mag, x, man, -126, mode)
-    return to_f32(neg, q, e)
+    man, mode, emin, top = _OUT[output]
+    q, e = round_scaled(neg, mag, x, man, emin, mode)
+    out = to_f32(neg, q, e)
+    if top < 2.0**128:  # fp16: a rounded magnitude of 2^16 or more is +-Inf
+        out = np.where(np.abs(out) >= top, np.where(neg, -np.inf, np.inf), out).astype(np.float32)
+    return out
 
 
 def _c_term(c_sgn: np.ndarray, c_sig: np.ndarray, c_exp: np.ndarray, emax: np.ndarray, f: int) -> np.ndarray:
@@ -84,10 +89,10 @@ def _c_term(c_sgn: np.ndarray, c_sig: np.ndarray, c_exp: np.ndarray, emax: np.nd
 _SLAB = 1 << 19  # bytes of one slab of terms: it and its exponents stay in a 2-core machine's L2
 
 
-def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
+def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray, c_emin: int = -126) -> np.ndarray:
     """NVIDIA FDPA: products and C aligned together to the largest exponent, truncated
     toward zero to F bits below it (zeros get e_zero), summed exactly, rounded by
-    unit.output.
+    unit.output. c_emin: C's exponent is clamped there (-14 for an fp16 C).
 
     The alignment runs in floating point, exactly: a term is trunc(a_k * b_k * 2^(F - e_max))
     with a_k, b_k the operand values (a product of two FP8 values, times a power of two, is
@@ -107,7 +112,7 @@ def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
     # some product is zero iff a's row or b's column holds a zero (or a NaN/Inf, whose mag is 0)
     any_zero = ~a_nz.all(1)[:, None] | ~b_nz.all(1)[None, :]
     floor = np.where(any_zero | ~c_nz, unit.e_zero, -(1 << 30))
-    floor = np.where(c_nz, np.maximum(floor, c_exp), floor)
+    floor = np.where(c_nz, np.maximum(floor, np.maximum(c_exp, c_emin)), floor)
     lo = int(min(a.exp.min(where=a_nz, initial=0), b.exp.min(where=b_nz, initial=0)))
     hi = int(max(a.exp.max(where=a_nz, initial=0), b.exp.max(where=b_nz, initial=0)))
     # a zero operand's exponent: a sentinel whose sums stay below every real sum (lo + lo)
@@ -173,6 +178,38 @@ def _finish_exact_float(s: np.ndarray, x: np.ndarray, output: str) -> np.ndarray
         t = np.where(tiny, np.trunc(v * 2.0 ** g) * 2.0 ** -g, t)
     with np.errstate(over="ignore"):
         return t.astype(np.float32) + np.float32(0)  # + 0: a zero result is +0
+
+
+def _flush(x: np.ndarray, keep_sign: bool) -> np.ndarray:
+    """float32 values below 2^-126 in magnitude to zero (signed when keep_sign, else +0)."""
+    tiny = np.abs(x) < np.float32(2.0**-126)
+    zero = (x * np.float32(0)) if keep_sign else np.zeros_like(x)
+    return np.where(tiny, zero, x).astype(np.float32)
+
+
+def ftz_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
+    """AMD CDNA2 MFMA: subnormal inputs and C flushed to +0, each product rounded to fp32
+    (nearest even; IEEE float32 arithmetic, as the hardware's multipliers), results below
+    2^-126 flushed keeping their sign; then per unit.k (2 or 4) products: pairs added,
+    the pairs' sums added (k = 4), and that sum added to C, each addition an fp32 RNE add
+    flushed likewise."""
+    def values(side: Side) -> np.ndarray:
+        v = side.sgn * np.ldexp(side.mag.astype(np.float64), (side.exp - side.man).astype(np.int32))
+        v = np.where(side.cls == NAN, np.nan, np.where(side.cls == INF, side.sgn * np.inf, v))
+        v = np.where(side.mag == 0, np.where(side.cls == FINITE, 0.0, v), v)  # zeros: ZERO_EXP, +0 (sign below)
+        v = np.where((side.cls == FINITE) & (side.exp <= side.emin) & (side.mag < (1 << side.man)), 0.0, v)
+        return v.astype(np.float32)  # exact: fp16 / bf16 values; subnormals already +0
+
+    av, bv = values(a), values(b)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        p = _flush(av[:, None, :] * bv[None, :, :], True)
+        acc = _flush(np.asarray(c, np.float32), False)
+        for i in range(0, p.shape[-1], unit.k):
+            s = _flush(p[..., i] + p[..., i + 1], True)
+            if unit.k == 4:
+                s = _flush(s + _flush(p[..., i + 2] + p[..., i + 3], True), True)
+            acc = _flush(acc + s, True)
+    return acc.astype(np.float32)
 
 
 def grouped_step(unit: Unit, a: Side, b: Side, c: np.ndarray, sa: Side, sb: Side, groups_per_block: int

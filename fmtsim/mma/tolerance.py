@@ -13,6 +13,11 @@ exponent of any product or of C (and of the running sum, bounded by S = |C| + su
     bound = sum_k min(|a_k b_k|, 2^(E - 13)) + steps * (2^(E - 13) + 2^-13 * S + 2^-138)
             + 2^-24 * S                        (the exact reference's own rounding)
 
+Units outside the family: the fp16-output forms (``rne_fp16``: each step rounds to 10
+fraction bits) and AMD CDNA2's flush-to-zero adds (``ftz``: results below 2^-126 are
+lost); :func:`in_family` says which. L < 8 (Volta, CDNA1/2, the K=4 forms) stays inside:
+twice the steps, each losing far less than the budget above.
+
 Where S reaches 2^127 a step of some unit can overflow to +-Inf part way along K, and
 the bound is +Inf (any result). Where an operand, a scale or C is NaN/Inf the bound is
 NaN: the exact special result is asked for. All named units land within it (tests/
@@ -27,10 +32,15 @@ import numpy as np
 
 from .arith import FINITE, canonical_operand_format, operand_table
 
-__all__ = ["family_bound", "F_MIN", "L_MIN"]
+__all__ = ["family_bound", "in_family", "F_MIN", "L_MIN"]
 
 F_MIN = 13  # the fewest fraction bits any unit of the family keeps (Hopper / Ada FP8)
 L_MIN = 8  # the fewest products per step (CDNA3 fp16/bf16)
+
+
+def in_family(unit: object) -> bool:
+    """Whether a unit (a :class:`fmtsim.mma.Unit`) lands within :func:`family_bound`."""
+    return getattr(unit, "output", "") != "rne_fp16" and getattr(unit, "family", "") != "ftz"
 
 
 def family_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, a_format: str, b_format: str,

@@ -27,6 +27,25 @@ Families (one exact step implementation each, in :mod:`fmtsim.mma.step`):
                  combined rounding down), then C joined rounding down to
                  ``fraction_bits2 + 1`` bits, normalised rounding down to
                  ``fraction_bits2`` bits, and rounded to nearest even into fp32
+    ftz          AMD CDNA2 MFMA fp16/bf16: each product rounded to fp32, then
+                 ``k`` (2 or 4) of them added pairwise in fp32 and the pair sum
+                 added to C, every fp32 result below 2^-126 flushed to zero
+                 (subnormal inputs and C flushed to +0 first)
+
+``exact`` with ``k`` > 0 is a hardware unit too: AMD CDNA1 MFMA sums ``k`` products
+and C exactly and rounds once (RNE fp32) per step.
+
+Outputs: ``rz_fp32`` / ``rz_e8m13`` (truncation toward zero, e8m13: fp32 with its 10
+low fraction bits cleared), ``rne_fp32``, and ``rne_fp16`` (the ``.f16`` forms of the
+instructions: nearest even fp16, overflow to +-Inf; the result is an fp16 value held
+in float32). ``c_format`` is the format of the C the instruction takes: an fp16 C's
+exponent is clamped at fp16's -14 when it joins (MMA-Sim's ``frexp_and_normalize`` of
+an fp16 tensor), which moves the alignment point for a subnormal C. ``tf32_inputs``:
+the unit takes ``tf32`` codes (19 bits: sign, 8 exponent, 10 fraction), or ``fp32``
+codes (uint32 bit patterns) whose 13 low bits it drops first, as MMA-Sim's
+``truncate_fp32_to_tf32``. A step's ``k`` is the instruction's L = min(K, L_max):
+an instruction with a shorter K than L_max fuses only K products, so it is its own
+unit (``..._k8``).
 
 Where the sources differ. Khattak-Mikaitis model NVIDIA V100 to B200 for 8-, 16- and
 19-bit inputs; MMA-Sim also models FP6/FP4, the block-scaled kinds and AMD CDNA. For
@@ -34,7 +53,11 @@ the NVIDIA FP8 and fp16/bf16 units the parameters below are the ones both give (
 output rounding, e_zero). Where only MMA-Sim has a model, fmtsim follows its
 arithmetic, and departs from it only where its float64 emulation shows through
 (named in fmtsim.conformance.mma_peers: a NaN/Inf accumulator dropped on CDNA3 FP8,
-the sign of a zero result on AMD), keeping IEEE rules there.
+the sign of a zero result on AMD), keeping IEEE rules there. One open question: for RTX
+Blackwell's block-scaled FP4 mma (m16n8k64) MMA-Sim's groups of 16 with F=35 and a
+public RTX 5090 probe's 25 bits (huweim/emulation_sys) disagree; the sm120_ records
+follow MMA-Sim and the probe set ``sm120_mxf4nvf4`` (fmtsim.mma.probe) decides it on
+the GPU. Not modelled: MMA-Sim's FMA chains (fp64 mma, fp32/fp64 MFMA).
 
 Exponents: an operand's exponent is that of its normalised form, clamped at its
 format's smallest normal exponent (subnormals keep the minimum exponent and a
@@ -53,8 +76,8 @@ import numpy as np
 
 __all__ = ["Unit", "UNITS", "get_unit", "F8F6F4", "unit_names"]
 
-Family = Literal["exact", "nv", "nv_grouped", "amd"]
-Output = Literal["rne_fp32", "rz_fp32", "rz_e8m13"]
+Family = Literal["exact", "nv", "nv_grouped", "amd", "ftz"]
+Output = Literal["rne_fp32", "rz_fp32", "rz_e8m13", "rne_fp16"]
 
 F8F6F4 = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
 
@@ -81,6 +104,8 @@ class Unit:
     fraction_bits2: int = 0  # amd: bits kept when C joins and after normalisation
     drop_small_c: bool = False  # amd fp8: C below e_max - F - 1 is dropped before it joins
     product_overflow_inf: bool = False  # amd fp16/bf16: a product >= 2^128 is +-Inf
+    c_format: str = "fp32"  # the format of C the instruction takes (fp32 or fp16)
+    tf32_inputs: bool = False  # takes tf32 codes, or fp32 bit patterns truncated to tf32 first
     peer: str = ""  # the mmasim instruction that models it
     title: str = ""
     source: str = field(default="", repr=False)
@@ -93,7 +118,17 @@ class Unit:
         return bool(self.scale_formats)
 
     def takes(self, fmt: str) -> bool:
-        return "*" in self.formats or fmt in self.formats
+        return "*" in self.formats or fmt in self.formats or (self.tf32_inputs and fmt == "fp32")
+
+    @property
+    def out_emin(self) -> int:
+        """Smallest normal exponent of the output format (fp16: -14, else -126)."""
+        return -14 if self.output == "rne_fp16" else -126
+
+    @property
+    def c_emin(self) -> int:
+        """Smallest normal exponent of the C the instruction takes."""
+        return -14 if self.c_format == "fp16" else -126
 
     def check_operands(self, a_format: str, b_format: str, scale_format: str | None = None) -> None:
         """ValueError when this unit's fraction_bits cannot hold the exact products of these operand
@@ -118,7 +153,7 @@ class Unit:
 
 
 _INT_FIELDS = ("k", "fraction_bits", "e_zero", "group", "fraction_bits2")
-_BOOL_FIELDS = ("even_odd", "drop_small_c", "product_overflow_inf")
+_BOOL_FIELDS = ("even_odd", "drop_small_c", "product_overflow_inf", "tf32_inputs")
 _SCALE_FORMATS = ("e8m0", "ue4m3")
 _E_ZERO_LIMIT = 1 << 16  # far below any product exponent, far above mma.arith.ZERO_EXP (-2^20)
 
@@ -141,7 +176,7 @@ def _validate(u: Unit) -> None:
             if not isinstance(v, (bool, np.bool_)):
                 raise TypeError(f"Unit {u.name!r}: {fld.name} must be True or False, not {type(v).__name__}")
             object.__setattr__(u, fld.name, bool(v))
-        elif fld.name in ("name", "peer", "title", "source", "family", "output"):
+        elif fld.name in ("name", "peer", "title", "source", "family", "output", "c_format"):
             if not isinstance(v, str):
                 raise TypeError(f"Unit: {fld.name} must be a string, not {type(v).__name__}")
         else:  # formats, scale_formats, block_sizes
@@ -154,6 +189,8 @@ def _validate(u: Unit) -> None:
         raise bad("family", f"is not a family; families: {', '.join(get_args(Family))}")
     if u.output not in get_args(Output):
         raise bad("output", f"is not an output rounding; outputs: {', '.join(get_args(Output))}")
+    if u.c_format not in ("fp32", "fp16"):
+        raise bad("c_format", "is not a C format; C formats: fp32, fp16")
     for name in u.formats:
         try:
             ok = isinstance(name, str) and (name == "*" or canonical_operand_format(name) == name)
@@ -177,9 +214,9 @@ def _validate(u: Unit) -> None:
     if not -_E_ZERO_LIMIT < u.e_zero < _E_ZERO_LIMIT:
         raise bad("e_zero", f"must lie strictly between -{_E_ZERO_LIMIT} and {_E_ZERO_LIMIT}")
     f, terms = u.fraction_bits, (u.k + 1).bit_length()
-    if u.family == "nv" and f + 2 + terms > 63:
-        raise bad("fraction_bits", f"is too wide for k={u.k}: each of the k + 1 terms is below 2^(F + 2) and "
-                  "their sum must fit in 64 bits (F + 2 + bit_length(k + 1) <= 63)")
+    if u.family == "nv" and f + 4 + terms > 53:
+        raise bad("fraction_bits", f"is too wide for k={u.k}: each of the k + 1 aligned terms is an integer below "
+                  "2^(F + 4) and the step sums them exactly in float64 (F + 4 + bit_length(k + 1) <= 53)")
     if u.family == "nv_grouped":
         if u.group < 1 or u.k % u.group:
             raise bad("group", f"must be a positive divisor of k={u.k} for the nv_grouped family")
@@ -219,7 +256,7 @@ _RECORDS = [
          source=f"{_FHMP} (method); {_KM}; {_MMASIM} nv_ptx/sim.py WGMMA"),
     Unit("sm100_f8f6f4", "nv", 32, 25, -133, "rz_fp32", F8F6F4,
          peer="TCGen05MMA('Blackwell', 'm64n8k32.kind::f8f6f4.f32.{a}.{b}')",
-         title="Blackwell (sm_100; sm_120 mma the same) kind::f8f6f4, fp32 accumulate",
+         title="Blackwell (sm_100) tcgen05.mma kind::f8f6f4, fp32 accumulate (sm_120 mma: sm120_f8f6f4)",
          source=f"{_KM}; {_MMASIM} nv_ptx/sim.py TCGen05MMA / MMA('RTX Blackwell')"),
     Unit("sm100_mxf8f6f4", "nv", 32, 25, -133, "rz_fp32", F8F6F4, ("e8m0",), (32,),
          peer="TCGen05MMABlockScale('Blackwell', 'm128n8k32.kind::mxf8f6f4.block32.f32.{a}.{b}.ue8m0')",
@@ -244,6 +281,136 @@ _RECORDS = [
          peer="MFMA('CDNA3', 'f32_16x16x16_{a}')",
          title="AMD CDNA3 (MI300) MFMA fp16/bf16: 8 products, F=24, C added after rounding down, RNE",
          source=f"{_MMASIM} arithmetic/fdpa.py tr_fdpa (MMA_TR_FDPA F=24, F2=31, L=8); Xie et al. 2511.10909"),
+]
+
+
+# ---- every further instruction MMA-Sim 2.1.1 models --------------------------------------
+# NVIDIA mma / wgmma / tcgen05.mma: mmasim/nv_ptx/sim.py, classes MMA, WGMMA, TCGen05MMA and
+# MMABlockScale, from its tables _mma_F_bits (F), _mma_L_max_bytes (L_max = bytes / operand
+# size), _mma_e_zero_for_fp32 and _mma_e_zero_for_fp16 (e_zero by generation and output);
+# the instruction lists are mmasim/nv_ptx/isa_mma.py, isa_wgmma.py, isa_tcgen05mma.py.
+_SIM = f"{_MMASIM} nv_ptx/sim.py"
+_TF32 = "fp32 inputs truncated to tf32 (arithmetic/helper.py truncate_fp32_to_tf32)"
+
+
+def _nv(name: str, k: int, f: int, ez: int, out: Output, formats: tuple[str, ...], peer: str, title: str,
+        cls: str, **kw: object) -> Unit:
+    c16 = out == "rne_fp16"
+    src = f"{_SIM} {cls} (F={f}, L={k}, e_zero {ez}, {'RNE-FP16' if c16 else out.upper().replace('_', '-')})"
+    if kw.get("tf32_inputs"):
+        src += f"; {_TF32}"
+    return Unit(name, "nv", k, f, ez, out, formats, peer=peer, title=title, source=f"{_KM}; {src}",
+                **({"c_format": "fp16"} if c16 else {}), **kw)  # type: ignore[arg-type]
+
+
+_16 = ("fp16", "bf16")
+_FP8 = ("e4m3", "e5m2")
+_RECORDS += [
+    # Volta (sm_70): F=23, 4 two-byte products per step; Turing's m8n8k4 falls back to these
+    _nv("sm70_mma_fp16", 4, 23, -131, "rz_fp32", ("fp16",), "MMA('Volta', 'm8n8k4.f32.f16.f16.f32')",
+        "Volta (sm_70; Turing m8n8k4 the same) mma fp16, fp32 accumulate", "MMA"),
+    _nv("sm70_mma_fp16_c16", 4, 23, -131, "rz_fp32", ("fp16",), "MMA('Volta', 'm8n8k4.f32.f16.f16.f16')",
+        "Volta (sm_70) mma fp16, fp16 C, fp32 D", "MMA", c_format="fp16"),
+    _nv("sm70_mma_fp16_f16", 4, 23, -19, "rne_fp16", ("fp16",), "MMA('Volta', 'm8n8k4.f16.f16.f16.f16')",
+        "Volta (sm_70) mma fp16, fp16 accumulate (RNE to fp16)", "MMA"),
+    # Turing (sm_75): F=24, 8 products
+    _nv("sm75_mma_fp16", 8, 24, -132, "rz_fp32", ("fp16",), "MMA('Turing', 'm16n8k8.f32.f16.f16.f32')",
+        "Turing (sm_75) mma m16n8k8 fp16, fp32 accumulate", "MMA"),
+    _nv("sm75_mma_fp16_f16", 8, 24, -20, "rne_fp16", ("fp16",), "MMA('Turing', 'm16n8k8.f16.f16.f16.f16')",
+        "Turing (sm_75) mma m16n8k8 fp16, fp16 accumulate", "MMA"),
+    # Ampere (sm_80) and Ada (sm_89): F=24, 8 two-byte (4 tf32) products, e_zero -132 / -20
+    _nv("sm80_mma_fp16", 8, 24, -132, "rz_fp32", _16, "MMA('Ampere', 'm16n8k16.f32.{a}.{b}.f32')",
+        "Ampere (sm_80) and Ada (sm_89) mma fp16/bf16, fp32 accumulate", "MMA"),
+    _nv("sm80_mma_fp16_f16", 8, 24, -20, "rne_fp16", ("fp16",), "MMA('Ampere', 'm16n8k16.f16.f16.f16.f16')",
+        "Ampere (sm_80) and Ada (sm_89) mma fp16, fp16 accumulate", "MMA"),
+    _nv("sm80_mma_tf32", 4, 24, -132, "rz_fp32", ("tf32",), "MMA('Ampere', 'm16n8k8.f32.tf32.tf32.f32')",
+        "Ampere (sm_80) and Ada (sm_89) mma tf32 (fp32 truncated to tf32), fp32 accumulate", "MMA",
+        tf32_inputs=True),
+    _nv("sm89_mma_fp8_f16", 16, 13, -20, "rne_fp16", _FP8, "MMA('Ada Lovelace', 'm16n8k32.f16.{a}.{b}.f16')",
+        "Ada (sm_89) mma FP8, fp16 accumulate (F=13, RNE to fp16)", "MMA"),
+    # Hopper (sm_90) mma.sync, and Blackwell sm_100 / sm_120 mma on the same types: F=25,
+    # 16 two-byte (8 tf32) products; a K=8 (K=4 tf32) instruction fuses only that many
+    _nv("sm90_mma_fp16", 16, 25, -133, "rz_fp32", _16, "MMA('Hopper', 'm16n8k16.f32.{a}.{b}.f32')",
+        "Hopper (sm_90; Blackwell sm_100/sm_120 the same) mma.sync m16n8k16 fp16/bf16, fp32 accumulate", "MMA"),
+    _nv("sm90_mma_fp16_k8", 8, 25, -133, "rz_fp32", _16, "MMA('Hopper', 'm16n8k8.f32.{a}.{b}.f32')",
+        "Hopper (sm_90; sm_100/sm_120 the same) mma.sync m16n8k8 fp16/bf16: 8 products per step", "MMA"),
+    _nv("sm90_mma_fp16_f16", 16, 25, -21, "rne_fp16", ("fp16",), "MMA('Hopper', 'm16n8k16.f16.f16.f16.f16')",
+        "Hopper (sm_90; sm_100/sm_120 the same) mma.sync m16n8k16 fp16, fp16 accumulate", "MMA"),
+    _nv("sm90_mma_fp16_f16_k8", 8, 25, -21, "rne_fp16", ("fp16",), "MMA('Hopper', 'm16n8k8.f16.f16.f16.f16')",
+        "Hopper (sm_90; sm_100/sm_120 the same) mma.sync m16n8k8 fp16, fp16 accumulate", "MMA"),
+    _nv("sm90_mma_tf32", 8, 25, -133, "rz_fp32", ("tf32",), "MMA('Hopper', 'm16n8k8.f32.tf32.tf32.f32')",
+        "Hopper (sm_90; sm_100/sm_120 the same) mma.sync m16n8k8 tf32", "MMA", tf32_inputs=True),
+    _nv("sm90_mma_tf32_k4", 4, 25, -133, "rz_fp32", ("tf32",), "MMA('Hopper', 'm16n8k4.f32.tf32.tf32.f32')",
+        "Hopper (sm_90; sm_100/sm_120 the same) mma.sync m16n8k4 tf32: 4 products per step", "MMA",
+        tf32_inputs=True),
+    # Hopper wgmma: 32 bytes per step; fp16 output e_zero -21
+    _nv("sm90_wgmma_fp16_f16", 16, 25, -21, "rne_fp16", ("fp16",), "WGMMA('Hopper', 'm64n8k16.f16.f16.f16')",
+        "Hopper (sm_90) wgmma fp16, fp16 accumulate", "WGMMA"),
+    _nv("sm90_wgmma_tf32", 8, 25, -133, "rz_fp32", ("tf32",), "WGMMA('Hopper', 'm64n8k8.f32.tf32.tf32')",
+        "Hopper (sm_90) wgmma tf32, fp32 accumulate", "WGMMA", tf32_inputs=True),
+    _nv("sm90_wgmma_fp8_f16", 32, 13, -21, "rne_fp16", _FP8, "WGMMA('Hopper', 'm64n8k32.f16.{a}.{b}')",
+        "Hopper (sm_90) wgmma FP8, fp16 accumulate (F=13, RNE to fp16)", "WGMMA"),
+    # Blackwell (sm_100) tcgen05.mma
+    _nv("sm100_tf32", 8, 25, -133, "rz_fp32", ("tf32",), "TCGen05MMA('Blackwell', 'm64n8k8.kind::tf32.f32.tf32.tf32')",
+        "Blackwell (sm_100) tcgen05.mma kind::tf32", "TCGen05MMA", tf32_inputs=True),
+    _nv("sm100_f16", 16, 25, -133, "rz_fp32", _16, "TCGen05MMA('Blackwell', 'm64n8k16.kind::f16.f32.{a}.{b}')",
+        "Blackwell (sm_100) tcgen05.mma kind::f16 fp16/bf16, fp32 accumulate", "TCGen05MMA"),
+    _nv("sm100_f16_f16", 16, 25, -21, "rne_fp16", ("fp16",),
+        "TCGen05MMA('Blackwell', 'm64n8k16.kind::f16.f16.f16.f16')",
+        "Blackwell (sm_100) tcgen05.mma kind::f16 fp16, fp16 accumulate", "TCGen05MMA"),
+    _nv("sm100_f8f6f4_f16", 32, 25, -21, "rne_fp16", F8F6F4,
+        "TCGen05MMA('Blackwell', 'm64n8k32.kind::f8f6f4.f16.{a}.{b}')",
+        "Blackwell (sm_100) tcgen05.mma kind::f8f6f4, fp16 accumulate", "TCGen05MMA"),
+    # RTX Blackwell (sm_120) mma: its own shapes (m16n8k32, m16n8k64)
+    _nv("sm120_f8f6f4", 32, 25, -133, "rz_fp32", F8F6F4,
+        "MMA('RTX Blackwell', 'm16n8k32.kind::f8f6f4.f32.{a}.{b}.f32')",
+        "RTX Blackwell (sm_120) mma m16n8k32 kind::f8f6f4 (and its m16n8k32 e4m3/e5m2), fp32 accumulate", "MMA"),
+    _nv("sm120_f8f6f4_f16", 32, 25, -21, "rne_fp16", F8F6F4,
+        "MMA('RTX Blackwell', 'm16n8k32.kind::f8f6f4.f16.{a}.{b}.f16')",
+        "RTX Blackwell (sm_120) mma m16n8k32 kind::f8f6f4, fp16 accumulate", "MMA"),
+    _nv("sm120_mma_fp8_k16", 16, 25, -133, "rz_fp32", _FP8, "MMA('RTX Blackwell', 'm16n8k16.f32.{a}.{b}.f32')",
+        "RTX Blackwell (sm_120) mma m16n8k16 FP8: 16 products per step, fp32 accumulate", "MMA"),
+    _nv("sm120_mma_fp8_k16_f16", 16, 25, -21, "rne_fp16", _FP8, "MMA('RTX Blackwell', 'm16n8k16.f16.{a}.{b}.f16')",
+        "RTX Blackwell (sm_120) mma m16n8k16 FP8, fp16 accumulate", "MMA"),
+    Unit("sm120_mxf8f6f4", "nv", 32, 25, -133, "rz_fp32", F8F6F4, ("e8m0",), (32,),
+         peer="MMABlockScale('RTX Blackwell', 'm16n8k32.kind::mxf8f6f4.block32.f32.{a}.{b}.f32.ue8m0')",
+         title="RTX Blackwell (sm_120) mma m16n8k32 kind::mxf8f6f4 (E8M0 per 32)",
+         source=f"{_SIM} MMABlockScale (k=32: MMA_ST_FDPA F=25, e_zero -133); arithmetic/fdpa.py st_fdpa"),
+    Unit("sm120_mxf4", "nv_grouped", 64, 35, -139, "rz_fp32", ("e2m1",), ("e8m0",), (32,), group=16,
+         peer="MMABlockScale('RTX Blackwell', 'm16n8k64.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0')",
+         title="RTX Blackwell (sm_120) mma m16n8k64 kind::mxf4: groups of 16 exact, F=35 (MMA-Sim; "
+               "a hardware probe reports 25 bits, README)",
+         source=f"{_SIM} MMABlockScale (k=64: MMA_GST_FDPA G=16, F=35, e_zero -139)"),
+    Unit("sm120_mxf4nvf4", "nv_grouped", 64, 35, -139, "rz_fp32", ("e2m1",), ("e8m0", "ue4m3"), (16, 32),
+         group=16,
+         peer="MMABlockScale('RTX Blackwell', 'm16n8k64.kind::mxf4nvf4.block{bs}.f32.e2m1.e2m1.f32.{s}')",
+         title="RTX Blackwell (sm_120) mma m16n8k64 kind::mxf4nvf4: groups of 16 exact, F=35 (MMA-Sim; "
+               "a hardware probe reports 25 bits, README)",
+         source=f"{_SIM} MMABlockScale (k=64: MMA_GST_FDPA G=16, F=35, e_zero -139); "
+                "huweim/emulation_sys bit_width_test_/README.md (RTX 5090: 25 bits, RZ)"),
+    # AMD MFMA: mmasim/amd/sim.py MFMA picks the arithmetic by architecture and type;
+    # instruction lists in mmasim/amd/isa_mfma.py
+    Unit("cdna1_mfma_fp16", "exact", 4, formats=("fp16",), peer="MFMA('CDNA1', 'f32_32x32x8f16')",
+         title="AMD CDNA1 (MI100) MFMA fp16: 4 products and C summed exactly, one RNE rounding per step",
+         source=f"{_MMASIM} amd/sim.py MFMA (CDNA1 fp16: MMA_E_FDPA L_max=4); arithmetic/fdpa.py e_fdpa"),
+    Unit("cdna1_mfma_bf16", "exact", 2, formats=("bf16",), peer="MFMA('CDNA1', 'f32_32x32x4bf16')",
+         title="AMD CDNA1 (MI100) MFMA bf16: 2 products and C summed exactly, one RNE rounding per step",
+         source=f"{_MMASIM} amd/sim.py MFMA (CDNA1 bf16: MMA_E_FDPA L_max=2); arithmetic/fdpa.py e_fdpa"),
+    Unit("cdna2_mfma_fp16", "ftz", 4, formats=("fp16", "bf16"), peer="MFMA('CDNA2', 'f32_32x32x8f16')",
+         title="AMD CDNA2 (MI200) MFMA fp16 and bf16_1k: fp32 products added in fours, flush to zero",
+         source=f"{_MMASIM} amd/sim.py MFMA (CDNA2 fp16, bf16 _1k: MMA_FTZ_MUL_ADD P=4); "
+                "arithmetic/ftz_mul_add.py"),
+    Unit("cdna2_mfma_bf16", "ftz", 2, formats=("bf16",), peer="MFMA('CDNA2', 'f32_32x32x4bf16')",
+         title="AMD CDNA2 (MI200) MFMA bf16 (not _1k): fp32 products added in pairs, flush to zero",
+         source=f"{_MMASIM} amd/sim.py MFMA (CDNA2 bf16: MMA_FTZ_MUL_ADD P=2); arithmetic/ftz_mul_add.py"),
+    Unit("cdna3_mfma_fp16_k4", "amd", 4, 24, 0, "rne_fp32", _16, fraction_bits2=31, product_overflow_inf=True,
+         peer="MFMA('CDNA3', 'f32_32x32x4_2b_{a}')",
+         title="AMD CDNA3 (MI300) MFMA fp16/bf16 with K=4 (the _2b/_4b/_16b forms): 4 products per step",
+         source=f"{_MMASIM} amd/sim.py MFMA (CDNA3: MMA_TR_FDPA F=24, F2=31, L=min(K, 8))"),
+    Unit("cdna3_mfma_xf32", "amd", 4, 24, 0, "rne_fp32", ("tf32",), fraction_bits2=31, product_overflow_inf=True,
+         tf32_inputs=True, peer="MFMA('CDNA3', 'f32_16x16x8_xf32')",
+         title="AMD CDNA3 (MI300) MFMA xf32 (fp32 truncated to tf32): 4 products, F=24, C after, RNE",
+         source=f"{_MMASIM} amd/sim.py MFMA (CDNA3 xf32: MMA_TR_FDPA F=24, F2=31, L_max=4); {_TF32}"),
 ]
 
 # read-only: a caller's UNITS["x"] = ... would change every later matmul by that name
