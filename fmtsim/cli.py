@@ -206,6 +206,12 @@ def cmd_decode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _implementation_names() -> str:
+    from .conformance.impls import registry
+
+    return ", ".join(f"{n} ({i.install})" if i.install else n for n, i in registry().items())
+
+
 def cmd_conform(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -216,10 +222,16 @@ def cmd_conform(args: argparse.Namespace) -> int:
     if vec is not None and not (vec / "manifest.json").exists():
         raise UsageError(f"{vec}: no manifest.json (generate vectors with 'fmtsim gen -o {vec}')")
     print(f"golden vectors: {vec if vec is not None else 'none found (pass --vectors DIR)'}")
+    skipped: list[str] = []
     try:
-        rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec, profile=args.profile)
+        rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec, profile=args.profile,
+                   skipped=skipped if len(args.impl) > 1 else None)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    for why in skipped:
+        print(f"skipped {why}")
+    if skipped and not rows:
+        raise UsageError("nothing could run here: " + "; ".join(skipped))
     if sum(r.cases for r in rows) == 0:
         raise UsageError(f"nothing to check: no coverage model applies to {' '.join(args.impl)} with formats "
                          f"{' '.join(args.formats or ['(all)'])} (PyTorch casts only to FP8/E8M0; block "
@@ -543,9 +555,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("conform", help="run the coverage models against implementations")
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"],
-                   help="built-in: fmtsim, ml_dtypes, torch, torchao (these two need fmtsim[torch]), mmasim "
-                        "(matrix units; needs fmtsim[mma]); "
-                        "or an adapter as module:function or file.py:function (default: fmtsim ml_dtypes)")
+                   help="built-in (see docs/implementations.md): " + _implementation_names()
+                        + "; or an adapter as module:function or file.py:function (default: fmtsim ml_dtypes). "
+                          "With several, one that cannot run here is skipped with the reason")
     s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
     s.add_argument("--quick", action="store_true", help="boundary models only")
     s.add_argument("--vectors", help="golden vector directory (default: the vectors installed with fmtsim)")
