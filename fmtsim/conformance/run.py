@@ -13,6 +13,11 @@ Implementations:
     torchao    torchao's FP4/FP6 casts against the ``torchao`` profile, its MX
                ``to_mx`` (every element format and scale mode) and NVFP4 quantizer
                against fmtsim's, block by block (when importable).
+    cuda       NVIDIA's cuda_fp8.h / cuda_fp6.h / cuda_fp4.h host conversions, compiled into
+               a shim against the machine's CUDA headers, against the ``cuda`` profile
+               under each overflow and rounding mode they take (conformance.cuda_impl).
+    hip        AMD's amd_hip_fp8.h host conversions, compiled against a ROCm install,
+               against the ``hip`` profile (conformance.hip_impl).
     mmasim     MMA-Sim's matrix-instruction models against fmtsim.mma, every named
                unit it has, output bits (conformance.mma_peers; ``formats`` may
                name units to run only those).
@@ -42,7 +47,7 @@ from .models import iter_models
 
 __all__ = ["Row", "run", "IMPLEMENTATIONS"]
 
-IMPLEMENTATIONS = ("fmtsim", "ml_dtypes", "torch", "torchao", "mmasim")
+IMPLEMENTATIONS = ("fmtsim", "ml_dtypes", "torch", "torchao", "mmasim", "cuda", "hip")
 
 
 @dataclass
@@ -271,6 +276,11 @@ def run(impls: tuple[str, ...] = ("fmtsim", "ml_dtypes"), formats: list[str] | N
                              "or name an adapter as module:function")
         if impl in ("torch", "torchao"):
             rows.extend(_torch_rows(impl, formats, names, big, profile))
+            continue
+        if impl in ("cuda", "hip"):  # vendor headers compiled into a shim (cuda_impl / hip_impl)
+            import importlib
+
+            rows.extend(importlib.import_module(f"{__package__}.{impl}_impl").rows(names, big))
             continue
         if impl == "mmasim":
             from .mma_peers import mmasim_rows
