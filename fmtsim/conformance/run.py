@@ -57,6 +57,9 @@ _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 SRC_NAME = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
 
 
+_mismatch = mismatch  # the name older implementation modules import
+
+
 def decode_rows(dec: Decoder, names: tuple[str, ...]) -> list[Row]:
     """Every code of each format ``dec`` implements, decoded by it, against fmtsim.decode:
     bit-equal float32, or both NaN (unless the decoder claims NaN bits too)."""
