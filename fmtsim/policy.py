@@ -381,19 +381,134 @@ def _profile_te(fmt: Format) -> Policy:
     return _profile_ptx(fmt)
 
 
+# --- deployed runtimes, each held bit for bit by `fmtsim conform --impl NAME` (conformance/impls/) ---
+
+
+def _profile_onnxruntime(fmt: Format, saturate: bool) -> Policy:
+    # onnxruntime 1.32 CPU Cast kernels (opsets 21-25 agree). FP8: RNE, saturate=1 clips Inf and
+    # overflow to +-max; NaN keeps its sign, E5M2's is 0x7F/0xFF; saturate=0 gives the format's
+    # NaN/Inf, and bfloat16 sources lose the NaN's sign there (0x7F). DOUBLE sources round
+    # through float32 first. E8M0 (round_mode "up"): saturate=1 clamps 0, negatives and -Inf to
+    # 0x00 and +Inf to 0xFE; saturate=0 gives NaN for them and for 0 < x < 2^-127. No FP4 kernel.
+    # Its two non-saturating overflow bugs are named divergences (impls/onnxruntime.py).
+    if fmt.kind == "int" or fmt.name in ("e2m1", "e3m2", "e2m3", "ue4m3"):
+        return _profile_ocp(fmt)
+    overflow = "satfinite" if saturate else "nonsat"
+    if fmt.name == "e8m0":
+        return Policy("rup", overflow, "signed", intermediate="float32",
+                      **({} if saturate else {"e8m0_tiny": "nan"}))  # type: ignore[arg-type]
+    nan = "signed_all_ones" if fmt.name == "e5m2" else "signed"
+    bf16 = () if saturate or fmt.name not in ("e4m3", "e5m2") else (("bfloat16", "canonical"),)
+    return Policy("rne", overflow, nan, nan_sources=bf16, overflow_nan=nan if fmt.has_nan else None,
+                  intermediate="float32")
+
+
+def _profile_onnx_spec(fmt: Format, saturate: bool) -> Policy:
+    # The ONNX Cast operator's own tables (onnx/defs/tensor/defs.cc, the Cast schema doc of
+    # onnx 1.23, opset 25). FP8, saturate=1: Inf and [x] > FLT_MAX -> +-FLT_MAX, NaN -> NaN, RNE;
+    # saturate=0: Inf -> NaN (E4M3FN, FNUZ) or Inf (E5M2), overflow likewise, -NaN -> -NaN. E8M0
+    # "saturate + up": 0 -> E8M0_MIN, Inf and x > E8M0_MAX -> E8M0_MAX, x < E8M0_MIN -> E8M0_MIN;
+    # "non-saturate + nearest": 0, Inf, overflow and x < E8M0_MIN -> NaN (x < 0 and -0 are
+    # "unspecified": fmtsim's defaults for the mode). The table names no NaN code: the signed quiet NaN.
+    if fmt.kind == "int" or fmt.name in ("e2m1", "e3m2", "e2m3", "ue4m3"):
+        return _profile_ocp(fmt)
+    if fmt.name == "e8m0":
+        if saturate:
+            return Policy("rup", "satfinite", "signed", e8m0_zero="min", e8m0_inf="max", e8m0_tiny="min")
+        return Policy("rne", "nonsat", "signed", e8m0_zero="nan", e8m0_inf="nan", e8m0_tiny="nan")
+    return Policy("rne", "satfinite" if saturate else "nonsat", "signed")
+
+
+def _profile_openvino(fmt: Format) -> Policy:
+    # OpenVINO 2026.4 CPU plugin, Convert. f32 -> FP8 rounds through f16 first (double
+    # rounding), never saturates, NaN keeps its sign; E5M2 NaN codes are the NaN's top payload
+    # bits after quieting (IEEE narrowing: 0x7C01 -> 0x7E, 0x7FBD937D -> 0x7F). E8M0: RNE (ties to the even code), 0,
+    # negatives, -Inf and -NaN -> 0x00, +Inf -> 0xFE, NaN -> 0xFF. FP4: saturating, NaN -> +-6.
+    # The f16 double rounding accounts for every difference from one rounding (no divergence).
+    if fmt.name == "e4m3":
+        return Policy("rne", "nonsat", "signed", intermediate="float16")
+    if fmt.name == "e5m2":
+        return Policy("rne", "nonsat", "quiet_payload", intermediate="float16")
+    if fmt.name == "e8m0":
+        return Policy("rne", "satfinite", "signed", nan_negative="fixed", nan_code=0x00)
+    if fmt.name == "e2m1":
+        return Policy("rne", "satfinite", "signed_max")
+    return _profile_ocp(fmt)
+
+
+def _profile_xla(fmt: Format, folded: bool) -> Policy:
+    # XLA through jax 0.10 (CPU; eager equals jit): ml_dtypes' casts except E5M2 from f16/bf16,
+    # whose NaN is 0x7F whatever its sign, and FP4, whose NaN is 0x8 (-0) whatever its sign.
+    # Constant-folded (the input a compile-time constant, XLA's HLO evaluator): E5M2 NaN codes
+    # from the NaN's quieted payload (E4M3 keeps the signed NaN), E8M0 converts |x| with a float32 0 -> 0x00 (its
+    # negatives' extra bit 7 is a named divergence, impls/xla.py), FP4 maps +-Inf to +-0 and NaN
+    # to a zero with the NaN's sign. XLA has no FP6 type.
+    if fmt.name == "e2m1":
+        if folded:  # the quiet float32 NaNs and Infs only; other payloads and float16 differ (not modelled)
+            return Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero")
+        return Policy("rne", "satfinite", "neg_zero")
+    if fmt.name == "e8m0" and folded:
+        return Policy("rna", "nonsat", "signed", e8m0_negative="abs", e8m0_zero="min")
+    if fmt.name == "e5m2":
+        if folded:  # checked from float16 sources (float32 NaN payloads fold otherwise: not modelled)
+            return Policy("rne", "nonsat", "quiet_payload")
+        return Policy("rne", "nonsat", "signed", nan_sources=(("float16", "canonical"), ("bfloat16", "canonical")),
+                      overflow_nan="signed")
+    return _profile_ml_dtypes(fmt)
+
+
+def _profile_numkong(fmt: Format, simd: bool) -> Policy:
+    # NumKong 7.8 astype (float32 input). E4M3 and FP6 saturate (Inf too), E5M2 does not; RNE.
+    # NaN: x86 SIMD kernels: E4M3 and FP6 -> +-max, E5M2 -> +-Inf; serial C: E4M3 the signed
+    # NaN, E5M2 0x7D, FP6 +-max. The SIMD E5M2 NaN band is a named divergence (impls/numkong.py).
+    if fmt.name == "e4m3":
+        return Policy("rne", "satfinite", "signed_max" if simd else "signed")
+    if fmt.name == "e5m2":
+        return Policy("rne", "nonsat", "inf") if simd else Policy("rne", "nonsat", "fixed", nan_code=0x7D)
+    if fmt.name in ("e2m3", "e3m2"):
+        return Policy("rne", "satfinite", "signed_max")
+    return _profile_ocp(fmt)
+
+
+def _profile_apfloat(fmt: Format) -> Policy:
+    # LLVM APFloat::convert (LLVM 19): IEEE semantics, never saturating (the format's NaN/Inf on
+    # overflow), NaN keeps its sign (E5M2: its payload's top bits, quieted); the FiniteOnly
+    # FP4/FP6 formats clamp overflow to +-max and map +-Inf and +-NaN to a zero of the same sign. E8M0 (LLVM 20+): ties go up. The rounding
+    # mode is the caller's (all five of APFloat's: rne, rna, rtz, rup, rdn).
+    if fmt.name in ("e2m1", "e3m2", "e2m3"):
+        return Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero", tininess="after")
+    if fmt.name == "e8m0":
+        return Policy("rna", "nonsat", "signed", tininess="after")
+    if fmt.name == "e5m2":  # the NaN's payload, quieted, as IEEE narrowing does
+        return Policy("rne", "nonsat", "quiet_payload", tininess="after")
+    return Policy("rne", "nonsat", "signed" if fmt.has_nan else None, tininess="after")
+
+
 PROFILES = {
     "ocp": _profile_ocp,
     "ptx": _profile_ptx,
     "cuda": _profile_cuda,
     "hip": _profile_hip,
     "ml_dtypes": _profile_ml_dtypes,
-    "onnx_sat": lambda fmt: _profile_onnx(fmt, True),
+    "onnx_reference_sat": lambda fmt: _profile_onnx(fmt, True),
+    "onnx_reference_nosat": lambda fmt: _profile_onnx(fmt, False),
+    "onnx_sat": lambda fmt: _profile_onnx(fmt, True),  # the former names of the two above
     "onnx_nosat": lambda fmt: _profile_onnx(fmt, False),
+    "onnx_spec_sat": lambda fmt: _profile_onnx_spec(fmt, True),
+    "onnx_spec_nosat": lambda fmt: _profile_onnx_spec(fmt, False),
+    "onnxruntime_sat": lambda fmt: _profile_onnxruntime(fmt, True),
+    "onnxruntime_nosat": lambda fmt: _profile_onnxruntime(fmt, False),
     "gfloat": _profile_gfloat,
     "microxcaling": _profile_microxcaling,
     "torch": _profile_torch,
     "torchao": _profile_torchao,
     "te": _profile_te,
+    "openvino": _profile_openvino,
+    "xla": lambda fmt: _profile_xla(fmt, False),
+    "xla_folded": lambda fmt: _profile_xla(fmt, True),
+    "numkong_simd": lambda fmt: _profile_numkong(fmt, True),
+    "numkong_serial": lambda fmt: _profile_numkong(fmt, False),
+    "apfloat": _profile_apfloat,
 }
 
 

@@ -22,7 +22,8 @@ def test_the_committed_matrix_is_current():
     doc = ROOT / "docs" / "implementations.md"
     if not doc.exists():
         pytest.skip("no docs/ beside the tests (not a checkout)")
-    assert doc.read_text() == _tool().render(), "docs/implementations.md is stale: run python tools/gen_implementations.py"
+    stale = "docs/implementations.md is stale: run python tools/gen_implementations.py"
+    assert doc.read_text() == _tool().render(), stale
 
 
 def test_every_registered_entry_point_is_a_column_and_cells_are_computed():

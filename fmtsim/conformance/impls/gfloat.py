@@ -6,6 +6,8 @@ divergence, as is NaN into FP4/FP6, which the profile refuses)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..adapters import Adapter
@@ -14,7 +16,7 @@ from ..plugin import Decoder, Implementation, Request
 FORMATS = ("e4m3", "e5m2", "e8m0", "e2m1", "e3m2", "e2m3")
 
 
-def _info(fmt: str):  # type: ignore[no-untyped-def]
+def _info(fmt: str) -> Any:
     from gfloat import formats as gff
 
     return getattr(gff, f"format_info_ocp_{fmt}")

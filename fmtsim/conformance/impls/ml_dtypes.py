@@ -26,7 +26,9 @@ def _encode(x: np.ndarray, fmt: str) -> np.ndarray:
 
 
 def _decode(codes: np.ndarray, fmt: str) -> np.ndarray:
-    return codes.astype(np.uint8).view(get_format(fmt).ml_dtype).astype(np.float32)
+    dt = get_format(fmt).ml_dtype
+    assert dt is not None
+    return codes.astype(np.uint8).view(dt).astype(np.float32)
 
 
 class MlDtypes(Implementation):

@@ -37,7 +37,7 @@ class OnnxReference(Implementation):
     requires = ("onnx",)
     install = 'pip install "fmtsim[peers]"'
     capabilities = ("encode",)
-    profiles = ("onnx_sat", "onnx_nosat")
+    profiles = ("onnx_reference_sat", "onnx_reference_nosat")
     checked_with = "onnx 1.23"
 
     def encoders(self, req: Request) -> list[Adapter]:
@@ -50,7 +50,7 @@ class OnnxReference(Implementation):
             formats = tuple(f for f, t in ONNX_TYPES.items() if hasattr(onnx.TensorProto, t))
         return [Adapter(f"onnx[saturate={int(sat)}]", _cast(sat), profile=prof, formats=formats,
                         sources=("float32",), divergences="onnx")
-                for sat, prof in ((True, "onnx_sat"), (False, "onnx_nosat"))]
+                for sat, prof in ((True, "onnx_reference_sat"), (False, "onnx_reference_nosat"))]
 
 
 IMPLEMENTATIONS = [OnnxReference()]
