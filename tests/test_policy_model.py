@@ -27,6 +27,7 @@ POLICIES = [
     ("e5m2", Policy(nan="quiet_payload", nan_negative="signed_all_ones")),
     ("e4m3", Policy(nan="payload", nan_negative="fixed", nan_code=0x7D)),
     ("e5m2", Policy(nan="inf", nan_sources=(("bfloat16", "positive"),))),
+    ("e4m3fnuz", Policy(nan="as_inf", nan_unsigned_sources=("float16", "float32"), overflow_check="before")),
     ("e4m3", Policy(nan="signed_max", intermediate="float16")),  # OpenVINO-style double rounding
     ("e5m2", Policy(intermediate="float16", overflow="nonsat")),
     ("e4m3", Policy(intermediate="bfloat16", rounding="rtz")),
@@ -88,7 +89,7 @@ def _inputs(fmt, dtype, n_random=300):
         return np.concatenate([pts.astype(dtype), rnd.astype(dtype), extra.astype(dtype), _specials(dtype)])
 
 
-@pytest.mark.parametrize(("fmt", "pol"), slow_unless(POLICIES, keep={POLICIES[0], POLICIES[1], POLICIES[16]}),
+@pytest.mark.parametrize(("fmt", "pol"), slow_unless(POLICIES, keep={POLICIES[0], POLICIES[1], POLICIES[17]}),
                          ids=IDS)
 @pytest.mark.parametrize("dtype", slow_unless([np.float32, np.float16, ml_dtypes.bfloat16, np.float64],
                                               keep={np.float32}), ids=["f32", "f16", "bf16", "f64"])
