@@ -544,7 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("conform", help="run the coverage models against implementations")
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"],
                    help="built-in: fmtsim, ml_dtypes, torch, torchao (these two need fmtsim[torch]), mmasim "
-                        "(matrix units; needs fmtsim[mma]); "
+                        "(matrix units; needs fmtsim[mma]), cuda (NVIDIA's headers, compiled with the system "
+                        "C++ compiler), hip (AMD's amd_hip_fp8.h from ROCM_PATH/HIP_PATH/opt/rocm); "
                         "or an adapter as module:function or file.py:function (default: fmtsim ml_dtypes)")
     s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
     s.add_argument("--quick", action="store_true", help="boundary models only")

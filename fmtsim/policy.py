@@ -164,7 +164,8 @@ __all__ = [
 ROUNDING_MODES = ("rne", "rna", "rtz", "rup", "rdn", "sr")
 OVERFLOW_MODES = ("satfinite", "nonsat", "satsym")
 NAN_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "ml_dtypes",
-             "torchao", "te", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf", "quiet_payload")
+             "torchao", "te", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf",
+             "quiet_payload")
 OVERFLOW_NAN_MODES = ("signed", "positive", "canonical", "all_ones", "signed_all_ones")
 OVERFLOW_CHECKS = ("after", "before")
 INF_MODES = ("overflow", "nan", "max", "zero")

@@ -109,7 +109,7 @@ def test_sr_with_new_fields_equals_twin():
     xs = _inputs("e4m3", np.float32, 200)
     rb = np.random.default_rng(3).integers(0, 2**32, xs.size, dtype=np.uint64)
     got_c, got_f = fmtsim.encode_with_flags(xs, "e4m3", profile=pol, rbits=rb)
-    for x, r, c, fl in zip(xs, rb, got_c, got_f):
+    for x, r, c, fl in zip(xs, rb, got_c, got_f, strict=True):
         assert encode_one(float(x), "e4m3", profile=pol, src="float32", rbits=int(r),
                           negative_nan=bool(np.signbit(x))) == (c, fl), x
 
