@@ -523,8 +523,9 @@ def resolve(
         _check_choice("intermediate type", inter, INTERMEDIATES)
     tin = base.tininess or "before"
     _check_choice("tininess", tin, TININESS)
-    return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, intermediate=inter, tininess=tin,
-                    nan_unsigned_sources=unsigned_sources, **e8)
+    return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, e8["e8m0_negative"], e8["e8m0_zero"],
+                    e8["e8m0_inf"], e8["e8m0_tiny"], intermediate=inter, tininess=tin,
+                    nan_unsigned_sources=unsigned_sources)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

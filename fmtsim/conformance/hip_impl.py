@@ -126,8 +126,11 @@ def rows(names: list[str], big: bool) -> list[Any]:
         ours = decode(np.arange(256), fmt, np.float16).view(np.uint16)
         t_nan = np.isnan(theirs.view(np.float16))
         o_nan = np.isnan(ours.view(np.float16))
-        dec.add((theirs == ours) | (t_nan & o_nan), {},
-                lambda i, t=theirs, o=ours: f"code {i:#x}: AMD {int(t[i]):#06x}, fmtsim {int(o[i]):#06x}")
+
+        def describe(i: int, t: np.ndarray = theirs, o: np.ndarray = ours) -> str:
+            return f"code {i:#x}: AMD {int(t[i]):#06x}, fmtsim {int(o[i]):#06x}"
+
+        dec.add((theirs == ours) | (t_nan & o_nan), {}, describe)
         out.append(dec)
         by_key: dict[tuple[str, str], Row] = {}
         for model, src, x in iter_models(fmt, big=big):
