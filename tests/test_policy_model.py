@@ -66,8 +66,8 @@ def _twin(xs, fmt, pol, dtype):
     ut = NAN_BITS[np.dtype(dtype)]
     codes, flags = [], []
     for x in xs:
-        bits = int(np.asarray(x, dtype).view(ut)) if np.isnan(x) else None
         with np.errstate(invalid="ignore"):
+            bits = int(np.asarray(x, dtype).view(ut)) if np.isnan(x) else None
             c, fl = encode_one(float(x), fmt, profile=pol, src=src, nan_bits=bits,
                                negative_nan=bool(np.signbit(x)) if bits is not None else None)
         codes.append(c)

@@ -100,6 +100,16 @@ def test_hip_profile_equals_amd(fmt, src):
 
 
 @needs_hip
+@pytest.mark.parametrize("fmt", list(hip_impl.FORMATS))
+def test_hip_decodes(fmt):
+    theirs = hip_impl.vendor_decode(fmt)
+    ours = fmtsim.decode(np.arange(256), fmt, np.float32).view(np.uint32)
+    nan = np.isnan(theirs.view(np.float32))
+    assert np.array_equal(nan, np.isnan(ours.view(np.float32)))
+    assert np.array_equal(theirs[~nan], ours[~nan])
+
+
+@needs_hip
 def test_hip_examples_and_divergence():
     # overflow is tested before rounding: 449 rounds to 448 (OCP) but AMD gives NaN without saturation
     x = np.float32([449, -449, np.inf, np.nan, -np.nan])

@@ -10,8 +10,8 @@ implementation is skipped with the reason.
 Entry points: ``__hip_cvt_{float,double,halfraw,bfloat16raw}_to_fp8`` into ``__HIP_E4M3``,
 ``__HIP_E5M2``, ``__HIP_E4M3_FNUZ`` and ``__HIP_E5M2_FNUZ`` with ``__HIP_SATFINITE``
 (overflow='satfinite') or ``__HIP_NOSAT`` ('nonsat'), each held to
-``encode(x, fmt, profile="hip", overflow=...)``; decodes: ``__hip_cvt_fp8_to_halfraw`` of
-every code. Checked against ROCm clr commit f9f995c (2024-10-22, after rocm-6.2.2).
+``encode(x, fmt, profile="hip", overflow=...)``; decodes: float values of every code (the header's ``internal::cast_from_f8``, which its FP8 types' ``operator float``
+calls; ``__hip_cvt_fp8_to_halfraw`` needs hipcc's ``__half_raw``). Checked against ROCm clr commit f9f995c (2024-10-22, after rocm-6.2.2).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _lib() -> ctypes.CDLL:
     lib = build("hip_shim", [inc], identity, defines=_DEFINES, what="hip")
     lib.fmtsim_hip_to_fp8.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t,
                                       ctypes.c_int, ctypes.c_int]
-    lib.fmtsim_hip_decode.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint8), ctypes.POINTER(ctypes.c_uint16),
+    lib.fmtsim_hip_decode.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint8), ctypes.POINTER(ctypes.c_float),
                                       ctypes.c_size_t]
     return lib
 
@@ -95,12 +95,12 @@ def vendor_encode(x: np.ndarray, fmt: str, overflow: str = "satfinite") -> np.nd
 
 
 def vendor_decode(fmt: str) -> np.ndarray:
-    """AMD's decode of every code of ``fmt``, as float16 bits."""
+    """AMD's decode of every code of ``fmt``, as float32 bits."""
     codes = np.arange(256, dtype=np.uint8)
-    out = np.empty(256, dtype=np.uint16)
+    out = np.empty(256, dtype=np.float32)
     _lib().fmtsim_hip_decode(FORMATS[fmt], codes.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
-                             out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint16)), 256)
-    return out
+                             out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 256)
+    return out.view(np.uint32)
 
 
 def expected(x: np.ndarray, fmt: str, overflow: str) -> np.ndarray:
@@ -123,12 +123,12 @@ def rows(names: list[str], big: bool) -> list[Any]:
             continue
         dec = Row("hip", fmt, "decode_all")
         theirs = vendor_decode(fmt)
-        ours = decode(np.arange(256), fmt, np.float16).view(np.uint16)
-        t_nan = np.isnan(theirs.view(np.float16))
-        o_nan = np.isnan(ours.view(np.float16))
+        ours = decode(np.arange(256), fmt, np.float32).view(np.uint32)
+        t_nan = np.isnan(theirs.view(np.float32))
+        o_nan = np.isnan(ours.view(np.float32))
 
         def describe(i: int, t: np.ndarray = theirs, o: np.ndarray = ours) -> str:
-            return f"code {i:#x}: AMD {int(t[i]):#06x}, fmtsim {int(o[i]):#06x}"
+            return f"code {i:#x}: AMD {int(t[i]):#010x}, fmtsim {int(o[i]):#010x}"
 
         dec.add((theirs == ours) | (t_nan & o_nan), {}, describe)
         out.append(dec)
