@@ -150,9 +150,12 @@ def _reread_nan_payloads(flat: np.ndarray, src: str, pol: Resolved, out: np.ndar
     keep: those codes are recomputed from the source's own bit patterns."""
     for i in range(0, flat.size, CHUNK):
         part = flat[i : i + CHUNK]
-        where = np.nonzero(np.isnan(part))[0]
+        with np.errstate(invalid="ignore"):  # bfloat16 signalling NaNs
+            where = np.nonzero(np.isnan(part))[0]
         if where.size:
             bits = part[where].view(_BITS_VIEW[src])
+            if pol.nan_sign_dropped:
+                bits = bits & ~(_BITS_VIEW[src](1) << _BITS_VIEW[src](8 * bits.itemsize - 1))
             codes = payload_nan_codes(bits, src, pol)
             out[i + where] = codes
             if flags is not None:  # a NaN that became a number (or Inf) is invalid

@@ -177,7 +177,9 @@ def encode_one(
     zero_code = next((c for val, c in finite if val == 0), None)
 
     if v == "nan":
-        neg = _nan_sign(x, negative_nan, nan_bits, src)
+        neg = _nan_sign(x, negative_nan, nan_bits, src) and not pol.nan_sign_dropped
+        if pol.nan_sign_dropped and nan_bits is not None:
+            nan_bits &= ~(1 << sum(_SRC_FIELDS[src]))
         mode = pol.nan_neg if neg else pol.nan
         if mode == "as_inf":  # converted as the Inf of its sign
             code, _ = encode_one(-math.inf if neg else math.inf, f, src=src, policy=pol)

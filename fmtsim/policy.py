@@ -97,6 +97,10 @@ which is fmtsim's behaviour before these fields existed):
     nan_sources   ((source, mode), ...): the NaN mode for inputs of one source type
                   ('float16', 'bfloat16', 'float32', 'float64'), overriding ``nan`` and
                   ``nan_negative`` there (onnxruntime drops the sign for bfloat16 only).
+    nan_unsigned_sources
+                  source types whose NaN inputs lose their sign before the conversion (the
+                  NaN is converted as a positive NaN under every mode): AMD's half path goes
+                  through a float conversion that drops it.
     overflow_nan  how a NaN *produced* by nonsat overflow or an Inf input is written:
                   'signed' (quiet NaN with the input's sign), 'positive', 'canonical',
                   'all_ones' or 'signed_all_ones'. Default: like NaN inputs under
@@ -160,7 +164,8 @@ __all__ = [
 ROUNDING_MODES = ("rne", "rna", "rtz", "rup", "rdn", "sr")
 OVERFLOW_MODES = ("satfinite", "nonsat", "satsym")
 NAN_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "ml_dtypes",
-             "torchao", "te", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf", "quiet_payload")
+             "torchao", "te", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf",
+             "quiet_payload")
 OVERFLOW_NAN_MODES = ("signed", "positive", "canonical", "all_ones", "signed_all_ones")
 OVERFLOW_CHECKS = ("after", "before")
 INF_MODES = ("overflow", "nan", "max", "zero")
@@ -189,6 +194,7 @@ class Policy:
     nan_negative: str | None = None
     nan_code: int | None = None
     nan_sources: tuple[tuple[str, str], ...] = ()
+    nan_unsigned_sources: tuple[str, ...] = ()
     overflow_nan: str | None = None
     overflow_check: str | None = None
     inf: str | None = None
@@ -225,6 +231,8 @@ class Resolved:
     e8m0_tiny: str = "min"
     intermediate: str | None = None
     tininess: str = "before"
+    nan_unsigned_sources: tuple[str, ...] = ()
+    nan_sign_dropped: bool = False  # set by for_source for a source in nan_unsigned_sources
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -237,10 +245,13 @@ class Resolved:
 
     def for_source(self, src: str) -> Resolved:
         """This policy for inputs of type ``src``: a per-source NaN mode applied."""
+        pol = self
+        if self.nan_unsigned_sources:
+            pol = replace(pol, nan_sign_dropped=src in self.nan_unsigned_sources, nan_unsigned_sources=())
         for s, mode in self.nan_sources:
             if s == src:
-                return replace(self, nan=mode, nan_negative=None, nan_sources=())
-        return self if not self.nan_sources else replace(self, nan_sources=())
+                return replace(pol, nan=mode, nan_negative=None, nan_sources=())
+        return pol if not pol.nan_sources else replace(pol, nan_sources=())
 
     def without_intermediate(self) -> Resolved:
         return replace(self, intermediate=None) if self.intermediate else self
@@ -282,11 +293,12 @@ def _profile_hip(fmt: Format) -> Policy:
     # too); OCP Inf and overflow -> +-max with saturation, else E4M3 NaN with the sign / E5M2
     # +-Inf; FNUZ tests only the exponent, so NaN and Inf alike -> +-max with saturation and
     # 0x80 without. A -0 into FNUZ is 0x00. Formats other than FP8 keep the OCP defaults.
+    # Half inputs go through the host __half2float, which drops a NaN's sign.
     if fmt.name in ("e4m3", "e5m2"):
         return Policy("rne", "satfinite", "signed_all_ones", overflow_nan="signed_all_ones",
-                      overflow_check="before")
+                      overflow_check="before", nan_unsigned_sources=("float16",))
     if fmt.name in ("e4m3fnuz", "e5m2fnuz"):
-        return Policy("rne", "satfinite", "as_inf", overflow_check="before")
+        return Policy("rne", "satfinite", "as_inf", overflow_check="before", nan_unsigned_sources=("float16",))
     return _profile_ocp(fmt)
 
 
@@ -598,6 +610,9 @@ def resolve(
             raise TypeError("nan_sources must be ((source, nan mode), ...) pairs")
         _check_choice("nan_sources source", item[0], SOURCES)
         _check_nan_mode(f, item[1], "nan_sources mode", base.nan_code)
+    unsigned_sources = tuple(base.nan_unsigned_sources)
+    for s in unsigned_sources:
+        _check_choice("nan_unsigned_sources source", s, SOURCES)
     ovn = base.overflow_nan
     if ovn is not None:
         _check_choice("overflow_nan mode", ovn, OVERFLOW_NAN_MODES)
@@ -623,8 +638,9 @@ def resolve(
         _check_choice("intermediate type", inter, INTERMEDIATES)
     tin = base.tininess or "before"
     _check_choice("tininess", tin, TININESS)
-    return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, intermediate=inter, tininess=tin,
-                    **e8)
+    return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, e8["e8m0_negative"], e8["e8m0_zero"],
+                    e8["e8m0_inf"], e8["e8m0_tiny"], intermediate=inter, tininess=tin,
+                    nan_unsigned_sources=unsigned_sources)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

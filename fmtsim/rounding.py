@@ -347,6 +347,8 @@ def encode_f64(
     ``src`` names the type the values came from; it matters only for ``sr``.
     """
     x = np.asarray(x, dtype=np.float64)
+    if pol.nan_sign_dropped:  # the source conversion lost the NaN's sign
+        x = np.where(np.isnan(x), np.abs(x), x)
     pre_inexact = None
     if pol.intermediate is not None:  # double rounding: first into the intermediate type
         y = to_intermediate(x, pol.intermediate).astype(np.float64)

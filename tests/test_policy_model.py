@@ -27,6 +27,7 @@ POLICIES = [
     ("e5m2", Policy(nan="quiet_payload", nan_negative="signed_all_ones")),
     ("e4m3", Policy(nan="payload", nan_negative="fixed", nan_code=0x7D)),
     ("e5m2", Policy(nan="inf", nan_sources=(("bfloat16", "positive"),))),
+    ("e4m3fnuz", Policy(nan="as_inf", nan_unsigned_sources=("float16", "float32"), overflow_check="before")),
     ("e4m3", Policy(nan="signed_max", intermediate="float16")),  # OpenVINO-style double rounding
     ("e5m2", Policy(intermediate="float16", overflow="nonsat")),
     ("e4m3", Policy(intermediate="bfloat16", rounding="rtz")),
@@ -65,8 +66,8 @@ def _twin(xs, fmt, pol, dtype):
     ut = NAN_BITS[np.dtype(dtype)]
     codes, flags = [], []
     for x in xs:
-        bits = int(np.asarray(x, dtype).view(ut)) if np.isnan(x) else None
         with np.errstate(invalid="ignore"):
+            bits = int(np.asarray(x, dtype).view(ut)) if np.isnan(x) else None
             c, fl = encode_one(float(x), fmt, profile=pol, src=src, nan_bits=bits,
                                negative_nan=bool(np.signbit(x)) if bits is not None else None)
         codes.append(c)
@@ -88,7 +89,7 @@ def _inputs(fmt, dtype, n_random=300):
         return np.concatenate([pts.astype(dtype), rnd.astype(dtype), extra.astype(dtype), _specials(dtype)])
 
 
-@pytest.mark.parametrize(("fmt", "pol"), slow_unless(POLICIES, keep={POLICIES[0], POLICIES[1], POLICIES[16]}),
+@pytest.mark.parametrize(("fmt", "pol"), slow_unless(POLICIES, keep={POLICIES[0], POLICIES[1], POLICIES[17]}),
                          ids=IDS)
 @pytest.mark.parametrize("dtype", slow_unless([np.float32, np.float16, ml_dtypes.bfloat16, np.float64],
                                               keep={np.float32}), ids=["f32", "f16", "bf16", "f64"])
@@ -108,7 +109,7 @@ def test_sr_with_new_fields_equals_twin():
     xs = _inputs("e4m3", np.float32, 200)
     rb = np.random.default_rng(3).integers(0, 2**32, xs.size, dtype=np.uint64)
     got_c, got_f = fmtsim.encode_with_flags(xs, "e4m3", profile=pol, rbits=rb)
-    for x, r, c, fl in zip(xs, rb, got_c, got_f):
+    for x, r, c, fl in zip(xs, rb, got_c, got_f, strict=True):
         assert encode_one(float(x), "e4m3", profile=pol, src="float32", rbits=int(r),
                           negative_nan=bool(np.signbit(x))) == (c, fl), x
 

@@ -64,19 +64,34 @@ BEHAVIOURS = (
 @dataclass(frozen=True)
 class Column:
     impl: Implementation
-    path: Adapter | None  # None: fmtsim's own default (no profile)
+    paths: tuple[Adapter, ...]  # entry points with the same profile and options (one per format
+    # for implementations that have one entry point per format); empty: fmtsim's own default
 
     @property
     def label(self) -> str:
-        return "fmtsim default" if self.path is None else self.path.name
+        if not self.paths:
+            return "fmtsim default"
+        p = self.paths[0]
+        if len(self.paths) == 1:
+            return p.name
+        return f"{self.impl.name}[{','.join(p.options.values())}]" if p.options else self.impl.name
+
+    def path_for(self, fmt: str) -> Adapter | None:
+        return next((p for p in self.paths if p.formats is None or fmt in p.formats), None)
 
 
 def columns() -> list[Column]:
     req = Request(tuple(fmtsim.FORMATS), None, None, False, big=False)
-    cols = [Column(registry()["fmtsim"], None)]
+    cols = [Column(registry()["fmtsim"], ())]
     for impl in registry().values():
-        if "encode" in impl.capabilities:
-            cols.extend(Column(impl, p) for p in impl.encoders(req))
+        if "encode" not in impl.capabilities:
+            continue
+        groups: dict[tuple[str, tuple[tuple[str, str], ...], str], list[Adapter]] = {}
+        for p in impl.encoders(req):
+            key = (p.profile, tuple(sorted(p.options.items())), p.name if p.formats is None or len(p.formats) > 1
+                   else "")
+            groups.setdefault(key, []).append(p)
+        cols.extend(Column(impl, tuple(ps)) for ps in groups.values())
     return cols
 
 
@@ -98,20 +113,20 @@ def _code(c: int, fmt: str) -> str:
 
 
 def cell(col: Column, b: Behaviour) -> str:
-    if col.path is not None and col.path.formats is not None and b.fmt not in col.path.formats:
-        return "no cast"
     fmt = b.fmt
-    kw = {} if col.path is None else col.path.policy_for(fmt)
+    path = col.path_for(fmt)
+    if col.paths and path is None:
+        return "no cast"
+    kw = {} if path is None else path.policy_for(fmt)
     parts = []
     for v in b.inputs:
         x = np.array([v], np.float32)
         try:
-            got = int(fmtsim.encode(x, fmt, **kw)[0])
-            text = _code(got, fmt)
+            text = _code(int(fmtsim.encode(x, fmt, **kw)[0]), fmt)
         except ValueError:
             text = "raises"
-        if col.path is not None:
-            hit = [n for n, m in col.path.known(fmt, "float32", x).items() if m.any()]
+        if path is not None:
+            hit = [n for n, m in path.known(fmt, "float32", x).items() if m.any()]
             if hit:
                 text += f" [divergence: {', '.join(hit)}]"
         parts.append(text)
@@ -136,8 +151,8 @@ def render() -> str:
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "---|" * len(header))
     out.append("| held to (profile) | " + " | ".join(
-        "`ocp` options" if c.path is None else
-        "`" + ",".join([c.path.profile, *(f"{k}={v}" for k, v in c.path.options.items())]) + "`"
+        "no profile (defaults)" if not c.paths else
+        "`" + ",".join([c.paths[0].profile, *(f"{k}={v}" for k, v in c.paths[0].options.items())]) + "`"
         for c in cols) + " |")
     out.append("| version checked | " + " | ".join(c.impl.checked_with or "this fmtsim" for c in cols) + " |")
     for b in BEHAVIOURS:
@@ -174,12 +189,15 @@ README = OUT.parent.parent / "README.md"
 def readme_section() -> str:
     """The README's short table: the headline behaviours, one column per implementation (its
     first entry point), codes only."""
+    # one column per implementation: all its entry points, the first that has the format answers
     cols: list[Column] = []
     for c in columns():
-        if c.path is None or all(c.impl is not d.impl for d in cols):
+        same = next((i for i, d in enumerate(cols) if d.impl is c.impl and d.paths), None)
+        if same is None:
             cols.append(c)
-    lines = [BEGIN, "", "| behaviour | " + " | ".join(c.impl.name if c.path is not None else c.label
-                                                      for c in cols) + " |",
+        else:
+            cols[same] = Column(c.impl, cols[same].paths + c.paths)
+    lines = [BEGIN, "", "| behaviour | " + " | ".join(c.impl.name if c.paths else c.label for c in cols) + " |",
              "|" + "---|" * (len(cols) + 1)]
     for b in BEHAVIOURS:
         if b.headline:

@@ -203,8 +203,11 @@ def rows(names: list[str], big: bool) -> list[Any]:
         ours = decode(np.arange(theirs.size), fmt, dt).view(np.uint16)
         t_nan = np.isnan(theirs.view(dt).astype(np.float32))
         o_nan = np.isnan(ours.view(dt).astype(np.float32))
-        dec.add((theirs == ours) | (t_nan & o_nan), {},
-                lambda i, t=theirs, o=ours: f"code {i:#x}: NVIDIA {int(t[i]):#06x}, fmtsim {int(o[i]):#06x}")
+
+        def describe(i: int, t: np.ndarray = theirs, o: np.ndarray = ours) -> str:
+            return f"code {i:#x}: NVIDIA {int(t[i]):#06x}, fmtsim {int(o[i]):#06x}"
+
+        dec.add((theirs == ours) | (t_nan & o_nan), {}, describe)
         out.append(dec)
         ovs, rms, srcs = ENTRY_POINTS[fmt]
         by_key: dict[tuple[str, str, str], Row] = {}

@@ -63,9 +63,16 @@ void fmtsim_hip_to_fp8(int src, const void* x, std::uint8_t* out, std::size_t n,
   }
 }
 
-// every code decoded to float16 bits
-void fmtsim_hip_decode(int interp, const std::uint8_t* codes, std::uint16_t* out, std::size_t n) {
-  const __hip_fp8_interpretation_t t = static_cast<__hip_fp8_interpretation_t>(interp);
-  for (std::size_t i = 0; i < n; ++i) out[i] = __hip_cvt_fp8_to_halfraw(codes[i], t).x;
+// every code decoded to float by the header's own decoder (what the fp8 types' operator float
+// calls). __hip_cvt_fp8_to_halfraw is not used: outside hipcc its __half_raw holds an integer,
+// and the _Float16 result would be converted by value.
+void fmtsim_hip_decode(int interp, const std::uint8_t* codes, float* out, std::size_t n) {
+  const bool fnuz = interp >= 2;
+  const int we = (interp == 0 || interp == 2) ? 4 : 5;
+  const int wm = (interp == 0 || interp == 2) ? 3 : 2;
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] = fnuz ? internal::cast_from_f8<float, true>(codes[i], wm, we)
+                  : internal::cast_from_f8<float, false>(codes[i], wm, we);
+  }
 }
 }
