@@ -230,6 +230,17 @@ def cmd_conform(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     for why in skipped:
         print(f"skipped {why}")
+    from .conformance.impls import get_implementation
+
+    for spec in args.impl:  # the versions actually run, for the record
+        if ":" not in spec and not any(why.startswith(f"{get_implementation(spec).name}:") for why in skipped):
+            impl = get_implementation(spec)
+            try:
+                version = impl.version()
+            except Exception as e:  # a version query must not hide the results
+                version = f"version unknown ({type(e).__name__})"
+            print(f"{impl.name}: {version or 'version unknown'}" + (f" (profiles read off {impl.checked_with})"
+                                                                   if impl.checked_with else ""))
     if skipped and not rows:
         raise UsageError("nothing could run here: " + "; ".join(skipped))
     if sum(r.cases for r in rows) == 0:

@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from ..adapters import Adapter
+from ..divergences import DIVERGENCES
 from ..plugin import Decoder, Implementation, Request
 
 
@@ -36,6 +37,7 @@ class Cuda(Implementation):
     capabilities = ("decode", "encode")
     profiles = ("cuda",)
     checked_with = "CUDA 13.0 headers"
+    divergences = tuple(d for d in DIVERGENCES if d.implementation == "cuda")
 
     def missing(self) -> str | None:
         from ..cuda_impl import missing

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..adapters import Adapter
+from ..divergences import DIVERGENCES
 from ..plugin import Decoder, Implementation, Request
 
 FORMATS = ("e4m3", "e5m2", "e8m0", "e2m1", "e3m2", "e2m3")
@@ -51,6 +52,7 @@ class Gfloat(Implementation):
     capabilities = ("decode", "encode")
     profiles = ("gfloat",)
     checked_with = "gfloat 0.5"
+    divergences = tuple(d for d in DIVERGENCES if d.implementation == "gfloat")
 
     def decoders(self, req: Request) -> list[Decoder]:
         return [Decoder("gfloat", _decode, FORMATS)]

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..adapters import Adapter
+from ..divergences import DIVERGENCES
 from ..plugin import Decoder, Implementation, Request
 
 
@@ -33,6 +34,7 @@ class Hip(Implementation):
     capabilities = ("decode", "encode")
     profiles = ("hip",)
     checked_with = "ROCm clr f9f995c (after rocm-6.2.2)"
+    divergences = tuple(d for d in DIVERGENCES if d.implementation == "hip")
 
     def missing(self) -> str | None:
         from ..hip_impl import missing

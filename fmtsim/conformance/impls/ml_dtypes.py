@@ -15,6 +15,7 @@ import numpy as np
 
 from ...formats import FORMATS, get_format
 from ..adapters import Adapter
+from ..divergences import DIVERGENCES
 from ..plugin import Decoder, Implementation, Request
 
 _FORMATS = tuple(n for n, f in FORMATS.items() if f.kind == "float" and f.ml_dtype is not None)
@@ -38,6 +39,7 @@ class MlDtypes(Implementation):
     capabilities = ("decode", "encode", "vectors")
     profiles = ("ml_dtypes",)
     checked_with = "ml_dtypes 0.5, 0.6"
+    divergences = tuple(d for d in DIVERGENCES if d.implementation == "ml_dtypes")
 
     def decoders(self, req: Request) -> list[Decoder]:
         return [Decoder("ml_dtypes", _decode, _FORMATS, nan_bits=True)]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..adapters import Adapter
+from ..divergences import DIVERGENCES
 from ..plugin import Implementation, Request
 
 ONNX_TYPES = {"e4m3": "FLOAT8E4M3FN", "e5m2": "FLOAT8E5M2", "e4m3fnuz": "FLOAT8E4M3FNUZ",
@@ -39,6 +40,7 @@ class OnnxReference(Implementation):
     capabilities = ("encode",)
     profiles = ("onnx_reference_sat", "onnx_reference_nosat")
     checked_with = "onnx 1.23"
+    divergences = tuple(d for d in DIVERGENCES if d.implementation == "onnx")
 
     def encoders(self, req: Request) -> list[Adapter]:
         import importlib.util

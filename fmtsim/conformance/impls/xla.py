@@ -82,7 +82,7 @@ def _negative_finite(x: np.ndarray, fmt: Format) -> np.ndarray:
 
 DIVERGENCES = (
     Divergence("xla.e8m0_subnormal_ties_up", "xla", ("e8m0",), ("float32", "bfloat16"),
-               "As ml_dtypes (whose conversion XLA's CPU kernels share): float32/bfloat16 subnormals "
+               "As ml_dtypes.e8m0_subnormal_ties_up (jax 0.10, CPU): float32/bfloat16 subnormals "
                "strictly between 2^-127 and 1.5*2^-127 encode as 0x01; the nearest is 0x00.",
                _e8m0_subnormal),
     Divergence("xla.folded_e8m0_negative_sign_bit", "xla[folded]", ("e8m0",), ("float16", "bfloat16", "float32"),
