@@ -117,3 +117,14 @@ def test_onnx_and_gfloat_conform_on_the_boundary_model(impl):
     rows = run.run((impl,), big=False)
     assert rows and sum(r.cases for r in rows) > 10000
     assert sum(r.failed for r in rows) == 0, [(r.impl, r.fmt, r.examples) for r in rows if r.failed]
+
+
+def test_conform_records_the_version_it_ran(capsys):
+    pytest.importorskip("onnx", reason="onnx is not installed (pip install 'fmtsim[peers]')")
+    from importlib.metadata import version
+
+    from fmtsim.cli import main
+
+    assert main(["conform", "--impl", "onnx_spec", "--quick", "--formats", "e8m0"]) == 0
+    out = capsys.readouterr().out
+    assert f"onnx_spec: onnx {version('onnx')} (profiles read off onnx 1.23 (Cast, opset 25))" in out
