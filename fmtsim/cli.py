@@ -169,8 +169,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
         x = parse_value(text)
         if isinstance(x, float) and x != x and pol.nan == "raise":
             raise UsageError(f"{f.name} has no NaN encoding; choose one with --nan")
-        code, flags = encode_one(x, f, pol.rounding, pol.overflow, pol.nan,
-                                 rbits=args.rbits or 0, src=args.src)
+        code, flags = encode_one(x, f, rbits=args.rbits or 0, src=args.src, policy=pol)
         lo = hi = None
         tie = False
         if isinstance(x, Fraction) or (isinstance(x, float) and x == x and abs(x) != float("inf")):

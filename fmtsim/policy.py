@@ -550,11 +550,12 @@ def _profile_policy(profile: str | Policy | Profile, f: Format) -> Policy:
                     f"not {type(profile).__name__}")
 
 
-def _check_nan_mode(f: Format, n: str, what: str, nan_code: int | None) -> None:
-    _check_choice(what, n, NAN_MODES)
+def _check_nan_mode(f: Format, n: str, field: str, nan_code: int | None) -> None:
+    _check_choice(f"{field} mode", n, NAN_MODES)
+    what = f"{field}="
     if n in _NAN_CODE_MODES and not f.has_nan:
         raise ValueError(
-            f"{f.name} has no NaN encoding; {what} {n!r} is impossible "
+            f"{f.name} has no NaN encoding; {what}{n!r} is impossible "
             "(use 'raise', 'max', 'zero', 'ml_dtypes', 'torchao' or 'te')"
         )
     if n in ("torchao", "te") and (f.has_nan or f.kind != "float"):
@@ -573,7 +574,7 @@ def _check_nan_mode(f: Format, n: str, what: str, nan_code: int | None) -> None:
         if not 0 <= nan_code < f.n_codes:
             raise ValueError(f"nan_code {nan_code:#x} is outside {f.name}'s codes 0..{f.n_codes - 1:#x}")
     if f.name == "e8m0" and n not in _NAN_CODE_MODES + ("fixed", "as_inf"):
-        raise ValueError(f"e8m0: NaN encodes to 0xFF or a fixed code; {what} {n!r} cannot apply")
+        raise ValueError(f"e8m0: NaN encodes to 0xFF or a fixed code; {what}{n!r} cannot apply")
 
 
 def resolve(
@@ -598,18 +599,18 @@ def resolve(
     _check_choice("overflow mode", o, OVERFLOW_MODES)
     if o == "satsym" and not (f.kind == "int" and f.signed):
         raise ValueError(f"{f.name}: overflow='satsym' applies to signed integer formats only")
-    _check_nan_mode(f, n, "nan mode", base.nan_code)
+    _check_nan_mode(f, n, "nan", base.nan_code)
     # an explicit nan= replaces the whole NaN-input choice of the profile
     explicit_nan = nan is not None
     nn = None if explicit_nan else base.nan_negative
     if nn is not None:
-        _check_nan_mode(f, nn, "nan_negative mode", base.nan_code)
+        _check_nan_mode(f, nn, "nan_negative", base.nan_code)
     sources = () if explicit_nan else tuple(base.nan_sources)
     for item in sources:
         if not (isinstance(item, tuple) and len(item) == 2):
             raise TypeError("nan_sources must be ((source, nan mode), ...) pairs")
         _check_choice("nan_sources source", item[0], SOURCES)
-        _check_nan_mode(f, item[1], "nan_sources mode", base.nan_code)
+        _check_nan_mode(f, item[1], "nan_sources", base.nan_code)
     unsigned_sources = tuple(base.nan_unsigned_sources)
     for s in unsigned_sources:
         _check_choice("nan_unsigned_sources source", s, SOURCES)

@@ -7,11 +7,13 @@ install found through ``$ROCM_PATH``, ``$HIP_PATH`` or ``/opt/rocm`` (an install
 ``hipamd/include/``), and called through ctypes. Without a compiler or headers the
 implementation is skipped with the reason.
 
-Entry points: ``__hip_cvt_{float,double,halfraw,bfloat16raw}_to_fp8`` into ``__HIP_E4M3``,
-``__HIP_E5M2``, ``__HIP_E4M3_FNUZ`` and ``__HIP_E5M2_FNUZ`` with ``__HIP_SATFINITE``
-(overflow='satfinite') or ``__HIP_NOSAT`` ('nonsat'), each held to
-``encode(x, fmt, profile="hip", overflow=...)``; decodes: float values of every code (the header's ``internal::cast_from_f8``, which its FP8 types' ``operator float``
-calls; ``__hip_cvt_fp8_to_halfraw`` needs hipcc's ``__half_raw``). Checked against ROCm clr commit f9f995c (2024-10-22, after rocm-6.2.2).
+Entry points: ``__hip_cvt_{float,double,halfraw,bfloat16raw}_to_fp8`` into
+``__HIP_E4M3``, ``__HIP_E5M2``, ``__HIP_E4M3_FNUZ`` and ``__HIP_E5M2_FNUZ`` with
+``__HIP_SATFINITE`` (overflow='satfinite') or ``__HIP_NOSAT`` ('nonsat'), each held to
+``encode(x, fmt, profile="hip", overflow=...)``. Decodes: the float value of every code by
+the header's ``internal::cast_from_f8``, which its FP8 types' ``operator float`` calls
+(``__hip_cvt_fp8_to_halfraw`` needs hipcc's ``__half_raw``). Checked against ROCm clr
+commit f9f995c (2024-10-22, after rocm-6.2.2).
 """
 
 from __future__ import annotations

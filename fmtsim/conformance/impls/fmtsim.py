@@ -54,9 +54,11 @@ def _encode_ties(name: str, profile: str | None = None) -> Row:
                 with np.errstate(invalid="ignore"):
                     xs = x[~np.isnan(x.astype(np.float64))]
             wide = xs.astype(np.float64)
-            got = encode(xs, name, rounding=pol.rounding, overflow=pol.overflow, nan=pol.nan)
+            # a profile's finer fields (per-sign NaN codes, E8M0 specials ...) ride on the profile
+            got = (encode(xs, name, profile=profile) if profile is not None else
+                   encode(xs, name, rounding=pol.rounding, overflow=pol.overflow, nan=pol.nan))
             want = np.array([
-                encode_one(float(v), name, pol.rounding, pol.overflow, pol.nan, src=src,
+                encode_one(float(v), name, src=src, policy=pol,
                            negative_nan=bool(np.signbit(v)))[0]
                 for v in wide
             ], dtype=np.uint8)
