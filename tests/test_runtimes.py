@@ -118,3 +118,12 @@ def test_runtime_versions_are_recorded():
         assert impl.checked_with and impl.install
         if impl.missing() is None:
             assert impl.version()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", ["onnxruntime_sat", "onnxruntime_nosat", "onnx_spec_sat", "onnx_spec_nosat",
+                                     "openvino", "xla", "xla_folded", "numkong_simd", "numkong_serial", "apfloat",
+                                     "onnx_reference_sat", "onnx_reference_nosat"])
+def test_runtime_profiles_fast_path_equals_oracle(profile):
+    rows = run.run(("fmtsim",), big=False, profile=profile)
+    assert rows and all(r.failed == 0 for r in rows), [(r.fmt, r.model, r.examples) for r in rows if r.failed]
