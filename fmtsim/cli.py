@@ -170,8 +170,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
         x = parse_value(text)
         if isinstance(x, float) and x != x and pol.nan == "raise":
             raise UsageError(f"{f.name} has no NaN encoding; choose one with --nan")
-        code, flags = encode_one(x, f, pol.rounding, pol.overflow, pol.nan,
-                                 rbits=args.rbits or 0, src=args.src)
+        code, flags = encode_one(x, f, rbits=args.rbits or 0, src=args.src, policy=pol)
         lo = hi = None
         tie = False
         if isinstance(x, Fraction) or (isinstance(x, float) and x == x and abs(x) != float("inf")):
@@ -207,6 +206,12 @@ def cmd_decode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _implementation_names() -> str:
+    from .conformance.impls import registry
+
+    return ", ".join(f"{n} ({i.install})" if i.install else n for n, i in registry().items())
+
+
 def cmd_conform(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -217,10 +222,27 @@ def cmd_conform(args: argparse.Namespace) -> int:
     if vec is not None and not (vec / "manifest.json").exists():
         raise UsageError(f"{vec}: no manifest.json (generate vectors with 'fmtsim gen -o {vec}')")
     print(f"golden vectors: {vec if vec is not None else 'none found (pass --vectors DIR)'}")
+    skipped: list[str] = []
     try:
-        rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec, profile=args.profile)
+        rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec, profile=args.profile,
+                   skipped=skipped if len(args.impl) > 1 else None)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    for why in skipped:
+        print(f"skipped {why}")
+    from .conformance.impls import get_implementation
+
+    for spec in args.impl:  # the versions actually run, for the record
+        if ":" not in spec and not any(why.startswith(f"{get_implementation(spec).name}:") for why in skipped):
+            impl = get_implementation(spec)
+            try:
+                version = impl.version()
+            except Exception as e:  # a version query must not hide the results
+                version = f"version unknown ({type(e).__name__})"
+            print(f"{impl.name}: {version or 'version unknown'}" + (f" (profiles read off {impl.checked_with})"
+                                                                   if impl.checked_with else ""))
+    if skipped and not rows:
+        raise UsageError("nothing could run here: " + "; ".join(skipped))
     if sum(r.cases for r in rows) == 0:
         raise UsageError(f"nothing to check: no coverage model applies to {' '.join(args.impl)} with formats "
                          f"{' '.join(args.formats or ['(all)'])} (PyTorch casts only to FP8/E8M0; block "
@@ -577,9 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("conform", help="run the coverage models against implementations")
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"],
-                   help="built-in: fmtsim, ml_dtypes, torch, torchao (these two need fmtsim[torch]), mmasim "
-                        "(matrix units; needs fmtsim[mma]); "
-                        "or an adapter as module:function or file.py:function (default: fmtsim ml_dtypes)")
+                   help="built-in (see docs/implementations.md): " + _implementation_names()
+                        + "; or an adapter as module:function or file.py:function (default: fmtsim ml_dtypes). "
+                          "With several, one that cannot run here is skipped with the reason")
     s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
     s.add_argument("--quick", action="store_true", help="boundary models only")
     s.add_argument("--vectors", help="golden vector directory (default: the vectors installed with fmtsim)")

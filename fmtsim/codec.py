@@ -15,8 +15,8 @@ import numpy as np
 
 from .arrays import as_numpy
 from .formats import Format, get_format
-from .policy import Resolved, resolve
-from .rounding import CHUNK, encode_f64, encode_fast, torchao_nan_codes
+from .policy import Policy, Profile, Resolved, resolve
+from .rounding import CHUNK, FLAG_INVALID, encode_f64, encode_fast, payload_nan_codes, to_intermediate
 
 __all__ = ["encode", "decode", "quantize", "encode_with_flags", "as_float_array"]
 
@@ -118,10 +118,10 @@ def _check_nans(flat: np.ndarray, shape: tuple[int, ...], fmt: Format) -> None:
 
 def _prepare(
     x: Any, fmt: str | Format, rounding: str | None, overflow: str | None, nan: str | None,
-    rbits: Any, profile: str | None,
+    rbits: Any, profile: str | Policy | Profile | None,
 ) -> tuple[np.ndarray, np.ndarray, str, Resolved, np.ndarray | None]:
     arr, src = as_float_array(x)
-    pol = resolve(fmt, rounding, overflow, nan, profile)
+    pol = resolve(fmt, rounding, overflow, nan, profile).for_source(src)
     flat = np.ascontiguousarray(arr).reshape(-1)
     if pol.rounding == "sr":
         if rbits is None:
@@ -136,16 +136,30 @@ def _prepare(
     return arr, flat, src, pol, r
 
 
-def _reread_nan_payloads(flat: np.ndarray, pol: Resolved, out: np.ndarray) -> None:
-    """nan='torchao' depends on the NaN's payload bits, which the tables (indexed by the
-    top bits) and float64 widening (which quiets signalling NaNs) do not keep."""
+_BITS_VIEW = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.uint32, "float64": np.uint64}
+
+
+def _reads_payload(pol: Resolved) -> bool:
+    return bool({"torchao", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg})
+
+
+def _reread_nan_payloads(flat: np.ndarray, src: str, pol: Resolved, out: np.ndarray,
+                         flags: np.ndarray | None = None) -> None:
+    """nan='torchao' and 'payload' depend on the NaN's payload bits, which the tables
+    (indexed by the top bits) and float64 widening (which quiets signalling NaNs) do not
+    keep: those codes are recomputed from the source's own bit patterns."""
     for i in range(0, flat.size, CHUNK):
         part = flat[i : i + CHUNK]
-        where = np.nonzero(np.isnan(part))[0]
+        with np.errstate(invalid="ignore"):  # bfloat16 signalling NaNs
+            where = np.nonzero(np.isnan(part))[0]
         if where.size:
-            with np.errstate(invalid="ignore"):
-                bits = part[where].astype(np.float32).view(np.uint32)
-            out[i + where] = torchao_nan_codes(bits, pol)
+            bits = part[where].view(_BITS_VIEW[src])
+            if pol.nan_sign_dropped:
+                bits = bits & ~(_BITS_VIEW[src](1) << _BITS_VIEW[src](8 * bits.itemsize - 1))
+            codes = payload_nan_codes(bits, src, pol)
+            out[i + where] = codes
+            if flags is not None:  # a NaN that became a number (or Inf) is invalid
+                flags[i + where] = np.where(np.isin(codes, pol.fmt.nan_codes), 0, FLAG_INVALID)
 
 
 def _finish(out: np.ndarray, shape: tuple[int, ...]) -> Any:
@@ -161,7 +175,7 @@ def encode(
     overflow: str | None = None,
     nan: str | None = None,
     rbits: Any = None,
-    profile: str | None = None,
+    profile: str | Policy | Profile | None = None,
 ) -> Any:
     """Encode numbers into ``fmt`` codes (np.uint8), each rounded once from its exact value.
 
@@ -173,7 +187,10 @@ def encode(
          'raise' (ValueError) for formats without. See fmtsim.policy.
     rbits: with rounding='sr' only; unsigned integers of x's shape (see
            fmtsim.rounding for exactly which bits are used).
-    profile: a named bundle of defaults ('ocp', 'ptx', 'ml_dtypes'); explicit
+    profile: a named bundle of defaults (a name in fmtsim.policy.PROFILES: 'ocp',
+             'ptx', 'cuda', 'hip', 'ml_dtypes', ...), or a fmtsim.policy.Policy for
+             the finer choices (NaN codes per sign and source, overflow before
+             rounding, Inf inputs, E8M0 specials, an intermediate type); explicit
              keywords win over it.
 
     Returns uint8 codes of x's shape (a numpy scalar for 0-d input). UE4M3
@@ -188,9 +205,15 @@ def encode(
                 flat[i : i + CHUNK].astype(np.float64), pol, rbits=r[i : i + CHUNK], src=src
             )
     elif flat.size:
-        encode_fast(flat, pol, out)
-    if pol.nan == "torchao":
-        _reread_nan_payloads(flat, pol, out)
+        if pol.intermediate is not None:  # double rounding, as the implementation does
+            with np.errstate(invalid="ignore"):  # widening signalling NaNs quiets them: fine
+                fast_in = np.concatenate([to_intermediate(flat[i : i + CHUNK].astype(np.float64), pol.intermediate)
+                                          for i in range(0, flat.size, CHUNK)])
+            encode_fast(fast_in, pol.without_intermediate(), out)
+        else:
+            encode_fast(flat, pol, out)
+    if _reads_payload(pol):
+        _reread_nan_payloads(flat, src, pol, out)
     return _finish(out, arr.shape)
 
 
@@ -202,7 +225,7 @@ def encode_with_flags(
     overflow: str | None = None,
     nan: str | None = None,
     rbits: Any = None,
-    profile: str | None = None,
+    profile: str | Policy | Profile | None = None,
 ) -> tuple[Any, Any]:
     """Like :func:`encode`, also returning per-element exception flags (np.uint8).
 
@@ -221,8 +244,8 @@ def encode_with_flags(
         out[i : i + CHUNK] = c
         assert f is not None
         flags[i : i + CHUNK] = f
-    if pol.nan == "torchao":
-        _reread_nan_payloads(flat, pol, out)
+    if _reads_payload(pol):
+        _reread_nan_payloads(flat, src, pol, out, flags)
     return _finish(out, arr.shape), _finish(flags, arr.shape)
 
 

@@ -14,11 +14,36 @@ from fractions import Fraction
 from functools import cache
 
 from .formats import Format, get_format
-from .policy import resolve
+from .policy import Policy, Profile, Resolved, resolve
 
 __all__ = ["value_of", "encode_one", "exact_value"]
 
 _SRC = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126), "float64": (53, -1022)}
+# (significand field bits, exponent field bits) of each source type, for NaN patterns
+_SRC_FIELDS = {"float16": (10, 5), "bfloat16": (7, 8), "float32": (23, 8), "float64": (52, 11)}
+_EMAX = {"float16": 15, "bfloat16": 127, "float32": 127, "float64": 1023}
+
+
+def round_ieee(v: Fraction | str, kind: str) -> Fraction | str:
+    """``v`` rounded to nearest, ties to even, into the IEEE type ``kind`` (overflow to
+    Inf); 'nan', '+inf', '-inf' and '-0' pass, and a negative that rounds to 0 is '-0'."""
+    if isinstance(v, str) or v == 0:
+        return v
+    p, emin = _SRC[kind]
+    a = abs(v)
+    e = max(_floor_log2(a), emin)
+    ulp = Fraction(2) ** (e - p + 1)
+    q = a / ulp
+    n = math.floor(q)
+    rem = q - n
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
+        n += 1
+    r = n * ulp
+    if r >= Fraction(2) ** (_EMAX[kind] + 1):
+        return "-inf" if v < 0 else "+inf"
+    if r == 0:
+        return "-0" if v < 0 else Fraction(0)
+    return -r if v < 0 else r
 
 
 def value_of(code: int, fmt: str | Format) -> Fraction | str:
@@ -114,78 +139,93 @@ def exact_value(x: float | Fraction) -> Fraction | str:
 def encode_one(
     x: float | Fraction,
     fmt: str | Format,
-    rounding: str = "rne",
-    overflow: str = "satfinite",
+    rounding: str | None = None,
+    overflow: str | None = None,
     nan: str | None = None,
     *,
     rbits: int = 0,
     src: str = "float64",
     negative_nan: bool | None = None,
     nan_bits32: int | None = None,
+    nan_bits: int | None = None,
+    profile: str | Policy | Profile | None = None,
+    policy: Resolved | None = None,
 ) -> tuple[int, int]:
     """(code, flags) of one value. ``x`` is a Python float (exact) or a Fraction.
 
-    For a NaN input, ``negative_nan`` gives its sign (Python floats lose it
-    through some operations); by default it is read from ``x``. ``nan_bits32``
-    is its float32 bit pattern, read only by nan='torchao' (default: the quiet NaN).
+    The policy is ``policy`` if given, else ``resolve(fmt, rounding, overflow, nan,
+    profile)``; it is then specialised to ``src`` (per-source NaN modes). For a NaN
+    input, ``negative_nan`` gives its sign (Python floats lose it through some
+    operations); by default it is read from ``x`` (or ``nan_bits``). ``nan_bits`` is
+    its bit pattern in ``src`` and ``nan_bits32`` its float32 pattern: read only by
+    nan='payload' and 'torchao' (default: the quiet NaN of that sign).
     """
-    pol = resolve(fmt, rounding, overflow, nan)
+    pol = (policy if policy is not None else resolve(fmt, rounding, overflow, nan, profile)).for_source(src)
     f = pol.fmt
-    nan_mode = pol.nan
     v = exact_value(x)
     INEXACT, UNDERFLOW, OVERFLOW, INVALID, SATURATED = 1, 2, 4, 16, 32
+
+    if pol.intermediate is not None and v != "nan":  # rounded into the intermediate type first
+        w = round_ieee(v, pol.intermediate)
+        code, fl = encode_one(w if isinstance(w, Fraction) else _special_float(w), f, rbits=rbits,
+                              src=pol.intermediate, policy=pol.without_intermediate())
+        return code, fl | (INEXACT if w != v else 0)
+
     finite = _finite_codes(f, pol.overflow == "satsym")
     lo_val, lo_code = finite[0]
     hi_val, hi_code = finite[-1]
     zero_code = next((c for val, c in finite if val == 0), None)
 
-    if f.name == "e8m0":
-        if isinstance(v, str) or v <= 0:
-            return 0xFF, (0 if v == "nan" else INVALID)
-        if v < lo_val:
-            return lo_code, INEXACT | UNDERFLOW
-
     if v == "nan":
-        neg = negative_nan if negative_nan is not None else math.copysign(1.0, float(x)) < 0
-        if nan_mode == "ml_dtypes" and f.has_nan:
-            nan_mode = "signed"
-        if nan_mode == "signed":
-            return _quiet_nan(f, neg), 0
-        if nan_mode == "signed_all_ones":
-            if f.specials == "fnuz" or not f.signed:
-                return _canonical_nan(f), 0
-            return _canonical_nan(f) | (1 << (f.bits - 1) if neg else 0), 0
-        if nan_mode == "torchao":  # rounded as +-1.m, m the float32 significand field
-            bits = nan_bits32 if nan_bits32 is not None else (0xFFC00000 if neg else 0x7FC00000)
-            one_m = (1 + Fraction(bits & 0x7FFFFF, 1 << 23)) * (-1 if bits >> 31 else 1)
-            return encode_one(one_m, f, "rne", "satfinite", "zero")[0], INVALID
-        if nan_mode == "all_ones":
-            ones = (1 << f.bits) - 1
-            return (ones if value_of(ones, f) == "nan" else _quiet_nan(f, False)), 0
-        if nan_mode == "canonical":
-            return _canonical_nan(f), 0
-        if nan_mode == "max":
-            return hi_code, INVALID
-        if nan_mode == "ml_dtypes":
-            nz = _neg_zero_code(f)
-            assert zero_code is not None
-            return (zero_code if neg or nz is None else nz), INVALID
-        assert zero_code is not None
-        return zero_code, INVALID  # "zero", and "raise" (callers raise before)
+        neg = _nan_sign(x, negative_nan, nan_bits, src) and not pol.nan_sign_dropped
+        if pol.nan_sign_dropped and nan_bits is not None:
+            nan_bits &= ~(1 << sum(_SRC_FIELDS[src]))
+        mode = pol.nan_neg if neg else pol.nan
+        if mode == "as_inf":  # converted as the Inf of its sign
+            code, _ = encode_one(-math.inf if neg else math.inf, f, src=src, policy=pol)
+            return code, 0 if value_of(code, f) == "nan" else INVALID
+        if nan_bits is None and mode in ("payload", "quiet_payload"):
+            nan_bits = nan_bits32 if nan_bits32 is not None and src == "float32" else _quiet_pattern(src, neg)
+        return _nan_input(f, pol, mode, neg, nan_bits, nan_bits32, src)
+
+    if f.name == "e8m0":
+        negative = v in ("-inf", "-0") or (isinstance(v, Fraction) and v < 0)
+        if negative:
+            if pol.e8m0_negative == "nan":
+                return 0xFF, INVALID
+            if pol.e8m0_negative == "min":
+                return 0x00, INEXACT | SATURATED
+            v = "+inf" if v == "-inf" else (Fraction(0) if v == "-0" else -v)  # type: ignore[operator]
+        if v == 0:
+            return (0xFF, INVALID) if pol.e8m0_zero == "nan" else (0x00, INEXACT | SATURATED)
+        if v == "+inf":
+            return (0xFF, INVALID) if pol.e8m0_inf == "nan" else (0xFE, INEXACT | SATURATED)
+        assert isinstance(v, Fraction)
+        if v < lo_val:
+            if pol.e8m0_tiny == "nan":
+                return 0xFF, INVALID
+            return lo_code, INEXACT | (UNDERFLOW if _tiny(v, f, pol, lo_val) else 0)
 
     nonsat = pol.overflow == "nonsat"
     if v in ("+inf", "-inf"):
         if v == "-inf" and not f.signed:
             return zero_code, INEXACT | SATURATED  # type: ignore[return-value]
         code_max = hi_code if v == "+inf" else lo_code
+        if pol.inf == "nan":
+            return _nan_for_overflow(f, pol, v == "-inf"), INVALID
+        if pol.inf == "zero":
+            nz = _neg_zero_code(f)
+            return (nz if v == "-inf" and nz is not None else zero_code), INEXACT | SATURATED  # type: ignore[return-value]
+        if pol.inf == "max":
+            return code_max, INEXACT | SATURATED
         if nonsat and f.has_inf:
             return (min(f.inf_codes) | (0 if v == "+inf" else 1 << (f.bits - 1))), 0
         if nonsat and f.has_nan:
-            return _nan_for_overflow(f, nan_mode, v == "-inf"), INVALID
+            return _nan_for_overflow(f, pol, v == "-inf"), INVALID
         return code_max, INEXACT | SATURATED
 
     if v == "-0":
-        if nan_mode == "te":  # TransformerEngine's reference FP4 cast writes -0.0 as +0
+        if pol.nan == "te":  # TransformerEngine's reference FP4 cast writes -0.0 as +0
             return zero_code, 0  # type: ignore[return-value]
         nz = _neg_zero_code(f)
         return (nz if nz is not None else zero_code), 0  # type: ignore[return-value]
@@ -205,7 +245,8 @@ def encode_one(
     below_bottom = lo_val - _ulp_beyond(f, -lo_val) if lo_val < 0 else None
     pick: tuple[Fraction, int | None]
     mode = pol.rounding
-    if v >= above_top or (below_bottom is not None and v <= below_bottom):
+    before = pol.overflow_check == "before" and (v > hi_val or v < lo_val)
+    if before or v >= above_top or (below_bottom is not None and v <= below_bottom):
         pick = (v, None)
     else:
         down: tuple[Fraction, int | None] = finite[k - 1] if k > 0 else (below_bottom, None)  # type: ignore[assignment]
@@ -244,7 +285,7 @@ def encode_one(
             raise ValueError(mode)
 
     flags = INEXACT
-    if f.kind == "float" and f.min_normal is not None and 0 < abs(v) < f.min_normal:
+    if f.kind == "float" and f.min_normal is not None and 0 < abs(v) < f.min_normal and _tiny(v, f, pol, abs(pick[0])):
         flags |= UNDERFLOW
     if pick[1] is not None:
         nz = _neg_zero_code(f)
@@ -258,16 +299,137 @@ def encode_one(
         if f.has_inf:
             return min(f.inf_codes) | (0 if positive else 1 << (f.bits - 1)), flags
         if f.has_nan:
-            return _nan_for_overflow(f, nan_mode, not positive), flags
+            return _nan_for_overflow(f, pol, not positive), flags
     return (hi_code if positive else lo_code), flags | SATURATED
 
 
-def _nan_for_overflow(f: Format, nan_mode: str, negative: bool) -> int:
-    if nan_mode == "canonical":
-        return _canonical_nan(f)
-    if nan_mode == "all_ones":
+def _special_float(w: str) -> float:
+    return {"nan": math.nan, "+inf": math.inf, "-inf": -math.inf, "-0": -0.0}[w]
+
+
+def _nan_sign(x: float | Fraction, negative_nan: bool | None, nan_bits: int | None, src: str) -> bool:
+    if negative_nan is not None:
+        return negative_nan
+    if nan_bits is not None:
+        man, exp = _SRC_FIELDS[src]
+        return bool(nan_bits >> (man + exp) & 1)
+    return math.copysign(1.0, float(x)) < 0
+
+
+def _quiet_pattern(src: str, negative: bool) -> int:
+    man, exp = _SRC_FIELDS[src]
+    return (int(negative) << (man + exp)) | (((1 << exp) - 1) << man) | (1 << (man - 1))
+
+
+def _as_float32_nan_bits(bits: int, src: str) -> int:
+    """A NaN pattern of ``src`` as float32 would hold it: the significand's top bits."""
+    man, exp = _SRC_FIELDS[src]
+    sign = bits >> (man + exp) & 1
+    field = bits & ((1 << man) - 1)
+    field = field << (23 - man) if man <= 23 else field >> (man - 23)
+    return (sign << 31) | 0x7F800000 | field
+
+
+def _tiny(v: Fraction, f: Format, pol: Resolved, result: Fraction) -> bool:
+    """Whether the underflow flag calls the inexact result of ``v`` tiny."""
+    assert f.min_normal is not None
+    a = abs(v)
+    if not 0 < a < f.min_normal:
+        return False
+    if pol.tininess == "before":
+        return True
+    if pol.rounding == "sr":
+        return result != f.min_normal
+    # the value rounded to the format's precision with no lower exponent bound
+    p = f.man_bits + 1
+    ulp = Fraction(2) ** (_floor_log2(a) - p + 1)
+    lo = math.floor(a / ulp) * ulp
+    hi = lo + ulp
+    negative = v < 0
+    mode = pol.rounding
+    if lo == a:
+        r = a
+    elif mode == "rtz" or (mode == "rup" and negative) or (mode == "rdn" and not negative):
+        r = lo
+    elif mode in ("rup", "rdn"):
+        r = hi
+    elif a - lo != hi - a:
+        r = lo if a - lo < hi - a else hi
+    elif mode == "rna":
+        r = hi
+    else:
+        r = lo if (lo / ulp) % 2 == 0 else hi
+    return r < f.min_normal
+
+
+def _nan_input(f: Format, pol: Resolved, mode: str, neg: bool, bits: int | None, bits32: int | None,
+               src: str) -> tuple[int, int]:
+    """(code, flags) of a NaN input under NaN mode ``mode``."""
+    INVALID = 16
+    finite = _finite_codes(f, pol.overflow == "satsym")
+    hi_code = finite[-1][1]
+    zero_code = next((c for val, c in finite if val == 0), None)
+    if f.name == "e8m0":
+        return (pol.nan_code, INVALID) if mode == "fixed" else (0xFF, 0)  # type: ignore[return-value]
+    if mode == "ml_dtypes" and f.has_nan:
+        mode = "signed"
+    if mode in ("signed", "positive", "signed_all_ones", "all_ones", "canonical"):
+        return _nan_by_name(f, mode, neg), 0
+    if mode == "fixed":
+        assert pol.nan_code is not None
+        return pol.nan_code, 0 if value_of(pol.nan_code, f) == "nan" else INVALID
+    if mode == "inf":
+        return min(f.inf_codes) | ((1 << (f.bits - 1)) if neg else 0), INVALID
+    if mode == "neg_zero":
+        return 1 << (f.bits - 1), INVALID
+    if mode == "signed_max":
+        lo_code = finite[0][1]
+        return (lo_code if neg and f.signed else hi_code), INVALID
+    if mode in ("payload", "quiet_payload"):
+        assert bits is not None
+        man, _ = _SRC_FIELDS[src]
+        if mode == "quiet_payload":
+            bits |= 1 << (man - 1)
+        top = (bits & ((1 << man) - 1)) >> (man - f.man_bits)
+        code = (1 << (f.bits - 1) if neg else 0) | (((1 << f.exp_bits) - 1) << f.man_bits) | top
+        return code, 0 if value_of(code, f) == "nan" else INVALID
+    if mode == "torchao":  # rounded as +-1.m, m the float32 significand field
+        b32 = bits32 if bits32 is not None else (
+            _as_float32_nan_bits(bits, src) if bits is not None else (0xFFC00000 if neg else 0x7FC00000))
+        one_m = (1 + Fraction(b32 & 0x7FFFFF, 1 << 23)) * (-1 if b32 >> 31 else 1)
+        return encode_one(one_m, f, "rne", "satfinite", "zero")[0], INVALID
+    if mode == "max":
+        return hi_code, INVALID
+    if mode == "ml_dtypes":
+        nz = _neg_zero_code(f)
+        assert zero_code is not None
+        return (zero_code if neg or nz is None else nz), INVALID
+    assert zero_code is not None
+    return zero_code, INVALID  # "zero", "te", and "raise" (callers raise before)
+
+
+def _nan_by_name(f: Format, mode: str, neg: bool) -> int:
+    """The NaN code a named NaN-writing mode gives for a sign."""
+    if mode == "signed":
+        return _quiet_nan(f, neg)
+    if mode == "positive":
+        return _quiet_nan(f, False)
+    if mode == "signed_all_ones":
+        if f.specials == "fnuz" or not f.signed:
+            return _canonical_nan(f)
+        return _canonical_nan(f) | (1 << (f.bits - 1) if neg else 0)
+    if mode == "all_ones":
         ones = (1 << f.bits) - 1
         return ones if value_of(ones, f) == "nan" else _quiet_nan(f, False)
+    assert mode == "canonical", mode
+    return _canonical_nan(f)
+
+
+def _nan_for_overflow(f: Format, pol: Resolved, negative: bool) -> int:
+    if pol.overflow_nan is not None:
+        return _nan_by_name(f, pol.overflow_nan, negative)
+    if pol.nan in ("canonical", "all_ones"):
+        return _nan_by_name(f, pol.nan, negative)
     return _quiet_nan(f, negative)
 
 

@@ -63,16 +63,88 @@ Under ``canonical`` and ``all_ones`` a NaN produced by nonsat overflow or an Inf
 input is written the same way; under the others it is the quiet NaN with the
 input's sign.
 
-E8M0 has no sign, zero or infinity: NaN, +-Inf, +-0 and negative inputs all
-encode to its NaN 0xFF under every policy (OCP MX 5.4.1; ml_dtypes agrees).
-Positive values below 2^-127 encode to 0x00 (the smallest scale) whatever the
-mode: there is nothing below it. Unsigned UE4M3 and unsigned integers clamp
+More NaN-input modes (the behaviours of deployed implementations):
+
+    positive   the quiet NaN with the sign dropped (E4M3 0x7F, E5M2 0x7E).
+    inf        +-Inf with the NaN's sign (formats with Inf: E5M2 0x7C/0xFC).
+    signed_max +-max finite with the NaN's sign.
+    neg_zero   -0 whatever the NaN's sign (formats with -0).
+    payload    taken from the NaN's bit pattern in its source type: the sign, an
+               all-ones exponent and the top mantissa bits of the source significand
+               field. Where that pattern is not a NaN of the format it is what the
+               format reads it as (E5M2: a clear top payload gives +-Inf; E4M3: +-256..448).
+               IEEE-style and FN formats (E4M3, E5M2) only.
+    quiet_payload
+               'payload' of the NaN quieted first (its top significand bit set), as IEEE
+               hardware narrows a NaN: NVIDIA's double -> E5M2 (0x7FF4... -> 0x7F).
+    fixed      the one code ``nan_code`` (e.g. 0x7D), whatever the sign.
+    as_inf     converted as the Inf of the NaN's sign would be (under ``inf`` and the
+               overflow mode): AMD's host cast_to_f8 into FNUZ tests only the exponent
+               (+-max with saturation, 0x80 without).
+
+OCP MX v1.0 5.4.1 defines the E8M0 *encoding* (bias 127, 0xFF the only NaN, no sign,
+zero or Inf); what a conversion does with the inputs that have no code is a policy
+(the ``e8m0_*`` fields below). fmtsim's default follows its own ``satfinite``
+definition under saturation: out-of-range inputs clamp to the nearest end of the
+range, as for the other unsigned formats: +Inf -> 0xFE (max), +-0, negatives, -Inf
+and positives below 2^-127 -> 0x00 (min). Under ``nonsat`` +-Inf, +-0 and negatives are
+the NaN 0xFF (ml_dtypes agrees) and positives below 2^-127 still 0x00. NaN is 0xFF
+under every NaN mode but ``fixed``. Unsigned UE4M3 and unsigned integers clamp
 negative inputs to 0.
+
+The fields of :class:`Policy` beyond rounding / overflow / nan (None: the default,
+which is fmtsim's behaviour before these fields existed):
+
+    nan_negative  NaN mode for NaN inputs whose sign bit is set (default: ``nan``).
+    nan_code      the code of nan='fixed' (and nan_negative='fixed').
+    nan_sources   ((source, mode), ...): the NaN mode for inputs of one source type
+                  ('float16', 'bfloat16', 'float32', 'float64'), overriding ``nan`` and
+                  ``nan_negative`` there (onnxruntime drops the sign for bfloat16 only).
+    nan_unsigned_sources
+                  source types whose NaN inputs lose their sign before the conversion (the
+                  NaN is converted as a positive NaN under every mode): AMD's half path goes
+                  through a float conversion that drops it.
+    overflow_nan  how a NaN *produced* by nonsat overflow or an Inf input is written:
+                  'signed' (quiet NaN with the input's sign), 'positive', 'canonical',
+                  'all_ones' or 'signed_all_ones'. Default: like NaN inputs under
+                  nan='canonical'/'all_ones', else 'signed' (CUDA's __NV_NOSAT keeps the
+                  sign on overflow while NaN inputs become 0x7F: nan='canonical',
+                  overflow_nan='signed').
+    overflow_check
+                  'after' (default): round first, then compare with max finite (OFP8);
+                  'before': a finite |x| > max finite overflows even when it would round
+                  down to max (AMD's HIP host cast_to_f8: E4M3 448 < |x| <= 464 -> NaN
+                  without saturation). Saturation gives +-max either way.
+    inf           what +-Inf inputs become: 'overflow' (default: what overflow gives under
+                  the overflow mode, +-max under satfinite), 'nan' (the overflow NaN even
+                  under satfinite: HIP), 'max' (+-max whatever the mode), 'zero' (+-0:
+                  LLVM APFloat into FP4/FP6).
+    e8m0_negative negatives, -0 and -Inf into E8M0: 'nan' (0xFF), 'min' (0x00) or 'abs'
+                  (the magnitude is converted: NVIDIA, torch). Default: 'min' under
+                  satfinite, 'nan' otherwise.
+    e8m0_zero     +-0 (after e8m0_negative): 'nan' or 'min'. Default as e8m0_negative.
+    e8m0_inf      +Inf (after e8m0_negative): 'nan' or 'max' (0xFE). Default: 'max' under
+                  satfinite, 'nan' otherwise.
+    e8m0_tiny     0 < x < 2^-127: 'min' (default: 0x00, there is nothing below it) or
+                  'nan' (onnxruntime without saturation).
+    intermediate  None, or 'float16' / 'bfloat16' / 'float32': the input is first rounded
+                  to nearest-even into that IEEE type (overflow to Inf), then converted
+                  (double rounding: OpenVINO's float32 -> float16 -> FP8). Sources no wider
+                  than it pass unchanged.
+    tininess      'before' (default) or 'after': when the underflow flag calls a result
+                  tiny. 'after' (LLVM APFloat, IEEE 754 7.5 alternative): the value rounded
+                  to the format's precision with an unbounded exponent is below the
+                  smallest normal (under 'sr', the result is not the smallest normal).
+
+A profile is data: a function from a Format to a :class:`Policy`, listed in
+:data:`PROFILES`. ``resolve(..., profile=...)`` takes a profile name, a Policy (the
+same for every format) or such a function; explicit keywords win over it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 
 from .formats import Format, get_format
 
@@ -81,6 +153,12 @@ __all__ = [
     "OVERFLOW_MODES",
     "NAN_MODES",
     "PROFILES",
+    "OVERFLOW_NAN_MODES",
+    "OVERFLOW_CHECKS",
+    "INF_MODES",
+    "E8M0_MODES",
+    "INTERMEDIATES",
+    "TININESS",
     "Policy",
     "Resolved",
     "resolve",
@@ -89,44 +167,154 @@ __all__ = [
 ROUNDING_MODES = ("rne", "rna", "rtz", "rup", "rdn", "sr")
 OVERFLOW_MODES = ("satfinite", "nonsat", "satsym")
 NAN_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "ml_dtypes",
-             "torchao", "te")
+             "torchao", "te", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf",
+             "quiet_payload")
+OVERFLOW_NAN_MODES = ("signed", "positive", "canonical", "all_ones", "signed_all_ones")
+OVERFLOW_CHECKS = ("after", "before")
+INF_MODES = ("overflow", "nan", "max", "zero")
+E8M0_MODES = {
+    "e8m0_negative": ("nan", "min", "abs"),
+    "e8m0_zero": ("nan", "min"),
+    "e8m0_inf": ("nan", "max"),
+    "e8m0_tiny": ("min", "nan"),
+}
+INTERMEDIATES = ("float16", "bfloat16", "float32")
+TININESS = ("before", "after")
+SOURCES = ("float16", "bfloat16", "float32", "float64")
+# NaN modes that need the format to have a NaN code / that give a NaN code
+_NAN_CODE_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "positive")
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Caller-level choices; None means "the format's or the profile's default"."""
+    """Caller-level choices; None means "the format's or the profile's default".
+
+    See the module docstring for every field's meaning and values."""
 
     rounding: str | None = None
     overflow: str | None = None
     nan: str | None = None
+    nan_negative: str | None = None
+    nan_code: int | None = None
+    nan_sources: tuple[tuple[str, str], ...] = ()
+    nan_unsigned_sources: tuple[str, ...] = ()
+    overflow_nan: str | None = None
+    overflow_check: str | None = None
+    inf: str | None = None
+    e8m0_negative: str | None = None
+    e8m0_zero: str | None = None
+    e8m0_inf: str | None = None
+    e8m0_tiny: str | None = None
+    intermediate: str | None = None
+    tininess: str | None = None
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """A policy made concrete for one format: every field is decided."""
+    """A policy made concrete for one format: every field is decided.
+
+    The first four fields are positional (``Resolved(fmt, rounding, overflow, nan)``);
+    the rest default to fmtsim's behaviour before they existed. ``nan_negative`` is
+    always a mode (``nan`` unless a profile split them); ``overflow_nan`` None keeps the
+    historic coupling to ``nan``; the ``e8m0_*`` fields are filled in for every format."""
 
     fmt: Format
     rounding: str
     overflow: str
     nan: str
+    nan_negative: str | None = None
+    nan_code: int | None = None
+    nan_sources: tuple[tuple[str, str], ...] = ()
+    overflow_nan: str | None = None
+    overflow_check: str = "after"
+    inf: str = "overflow"
+    e8m0_negative: str = "nan"
+    e8m0_zero: str = "nan"
+    e8m0_inf: str = "nan"
+    e8m0_tiny: str = "min"
+    intermediate: str | None = None
+    tininess: str = "before"
+    nan_unsigned_sources: tuple[str, ...] = ()
+    nan_sign_dropped: bool = False  # set by for_source for a source in nan_unsigned_sources
 
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.fmt.name, self.rounding, self.overflow, self.nan)
+
+    @property
+    def nan_neg(self) -> str:
+        """The NaN mode for negative NaN inputs."""
+        return self.nan if self.nan_negative is None else self.nan_negative
+
+    def for_source(self, src: str) -> Resolved:
+        """This policy for inputs of type ``src``: a per-source NaN mode applied."""
+        pol = self
+        if self.nan_unsigned_sources:
+            pol = replace(pol, nan_sign_dropped=src in self.nan_unsigned_sources, nan_unsigned_sources=())
+        for s, mode in self.nan_sources:
+            if s == src:
+                return replace(pol, nan=mode, nan_negative=None, nan_sources=())
+        return pol if not pol.nan_sources else replace(pol, nan_sources=())
+
+    def without_intermediate(self) -> Resolved:
+        return replace(self, intermediate=None) if self.intermediate else self
 
 
 def _profile_ocp(fmt: Format) -> Policy:
     return Policy("rne", "satfinite", "canonical" if fmt.has_nan else "raise")
 
 
+# E8M0 as fmtsim converted it before the e8m0_* fields existed (every special input -> NaN
+# 0xFF): what the onnx reference evaluator's saturating cast and microxcaling still do
+_E8M0_ALL_NAN = {"e8m0_negative": "nan", "e8m0_zero": "nan", "e8m0_inf": "nan"}
+# NVIDIA's E8M0 conversions (cuda_fp8.hpp __nv_cvt_*_to_e8m0, CUDA 13; cvt.rp/rz.satfinite.ue8m0x2):
+# the absolute value is rounded; results below 2^-127 (zero included) clip to 0x00
+_E8M0_NVIDIA = {"e8m0_negative": "abs", "e8m0_zero": "min", "e8m0_tiny": "min"}
+
+
+def _profile_cuda(fmt: Format) -> Policy:
+    # cuda_fp8.h / cuda_fp6.h / cuda_fp4.h host conversions (CUDA 13.0), checked bit for bit
+    # against the headers by `fmtsim conform --impl cuda`. FP8 (RNE only): NaN -> canonical
+    # 0x7F for every NaN; __NV_SATFINITE: Inf and overflow -> +-max; __NV_NOSAT: overflow and
+    # +-Inf -> the NaN/Inf with the input's sign. FP4/FP6 always saturate, NaN -> +max, rounding
+    # cudaRoundNearest or cudaRoundZero. E8M0: rounding cudaRoundZero or cudaRoundPosInf, the
+    # magnitude rounded, below 2^-127 -> 0x00, above 2^127: 0xFE (satfinite) or 0xFF (nosat).
+    if fmt.name == "e8m0":
+        return Policy("rup", "satfinite", "signed", **_E8M0_NVIDIA)  # type: ignore[arg-type]
+    if fmt.kind == "int":
+        return Policy("rne", "satfinite", "zero")
+    # float64 sources: the NaN is narrowed as IEEE hardware does (sign kept, quieted, top bits)
+    f64_nan = {"e4m3": "signed", "e5m2": "quiet_payload"}.get(fmt.name)
+    return Policy("rne", "satfinite", "canonical" if fmt.has_nan else "max", overflow_nan="signed",
+                  nan_sources=(("float64", f64_nan),) if f64_nan else ())
+
+
+def _profile_hip(fmt: Format) -> Policy:
+    # AMD HIP amd_hip_fp8.h host path (internal::cast_to_f8, from rocBLAS), read and compiled
+    # from ROCm clr at commit f9f995c (2024-10-22, after rocm-6.2.2): RNE; the magnitude is
+    # compared with max finite BEFORE rounding; OCP NaN -> 0x7F with the input's sign (E5M2
+    # too); OCP Inf and overflow -> +-max with saturation, else E4M3 NaN with the sign / E5M2
+    # +-Inf; FNUZ tests only the exponent, so NaN and Inf alike -> +-max with saturation and
+    # 0x80 without. A -0 into FNUZ is 0x00. Formats other than FP8 keep the OCP defaults.
+    # Half inputs go through the host __half2float, which drops a NaN's sign.
+    if fmt.name in ("e4m3", "e5m2"):
+        return Policy("rne", "satfinite", "signed_all_ones", overflow_nan="signed_all_ones",
+                      overflow_check="before", nan_unsigned_sources=("float16",))
+    if fmt.name in ("e4m3fnuz", "e5m2fnuz"):
+        return Policy("rne", "satfinite", "as_inf", overflow_check="before", nan_unsigned_sources=("float16",))
+    return _profile_ocp(fmt)
+
+
 def _profile_ptx(fmt: Format) -> Policy:
     # PTX cvt: .satfinite is mandatory for FP8/FP6/FP4; NaN -> canonical 0x7F for
     # FP8, +MAX_NORM for FP4/FP6; float->int cvt turns NaN into 0; E8M0 takes .rz or
-    # .rp only, and .rp (cvt.rp.satfinite.ue8m0x2) is the one MX scale recipes use.
+    # .rp only, and .rp (cvt.rp.satfinite.ue8m0x2) is the one MX scale recipes use; its
+    # zero/negative/tiny results (unspecified by PTX) are what NVIDIA's headers give, whose
+    # device path is that instruction: equal to the cuda profile under satfinite.
     if fmt.kind == "int":
         return Policy("rne", "satfinite", "zero")
     if fmt.name == "e8m0":  # cvt to ue8m0x2 takes only .rz or .rp; MX scale recipes use .rp
-        return Policy("rup", "satfinite", "canonical")
+        return Policy("rup", "satfinite", "canonical", **_E8M0_NVIDIA)  # type: ignore[arg-type]
     return Policy("rne", "satfinite", "canonical" if fmt.has_nan else "max")
 
 
@@ -146,7 +334,7 @@ def _profile_onnx(fmt: Format, saturate: bool) -> Policy:
         return Policy("rne", "satfinite", "zero")
     overflow = "satfinite" if saturate else "nonsat"
     if fmt.name == "e8m0":
-        return Policy("rup", overflow, "signed")
+        return Policy("rup", overflow, "signed", **_E8M0_ALL_NAN)  # type: ignore[arg-type]
     return Policy("rne", overflow, "signed" if fmt.has_nan else "ml_dtypes")
 
 
@@ -163,8 +351,9 @@ def _profile_microxcaling(fmt: Format) -> Policy:
     # _quantize_elemwise_core, read, not run: it is not on PyPI): a NaN input stays a NaN
     # value, and an Inf input is written back as Inf after the saturating clamp. FP4/FP6
     # have no code for either, so NaN keeps fmtsim's default (raise; signed NaN where the
-    # format has one); only E5M2 could hold its Inf, which this profile saturates.
-    return Policy("rna", "satfinite", None)
+    # format has one); only E5M2 could hold its Inf, which this profile saturates. E8M0 scales
+    # come from its own shared-exponent code, so element E8M0 keeps fmtsim's former rule.
+    return Policy("rna", "satfinite", None, **_E8M0_ALL_NAN)  # type: ignore[arg-type]
 
 
 def _profile_torch(fmt: Format) -> Policy:
@@ -207,17 +396,134 @@ def _profile_te(fmt: Format) -> Policy:
     return _profile_ptx(fmt)
 
 
+# --- deployed runtimes, each held bit for bit by `fmtsim conform --impl NAME` (conformance/impls/) ---
+
+
+def _profile_onnxruntime(fmt: Format, saturate: bool) -> Policy:
+    # onnxruntime 1.32 CPU Cast kernels (opsets 21-25 agree). FP8: RNE, saturate=1 clips Inf and
+    # overflow to +-max; NaN keeps its sign, E5M2's is 0x7F/0xFF; saturate=0 gives the format's
+    # NaN/Inf, and bfloat16 sources lose the NaN's sign there (0x7F). DOUBLE sources round
+    # through float32 first. E8M0 (round_mode "up"): saturate=1 clamps 0, negatives and -Inf to
+    # 0x00 and +Inf to 0xFE; saturate=0 gives NaN for them and for 0 < x < 2^-127. No FP4 kernel.
+    # Its two non-saturating overflow bugs are named divergences (impls/onnxruntime.py).
+    if fmt.kind == "int" or fmt.name in ("e2m1", "e3m2", "e2m3", "ue4m3"):
+        return _profile_ocp(fmt)
+    overflow = "satfinite" if saturate else "nonsat"
+    if fmt.name == "e8m0":
+        return Policy("rup", overflow, "signed", intermediate="float32",
+                      **({} if saturate else {"e8m0_tiny": "nan"}))  # type: ignore[arg-type]
+    nan = "signed_all_ones" if fmt.name == "e5m2" else "signed"
+    bf16 = () if saturate or fmt.name not in ("e4m3", "e5m2") else (("bfloat16", "canonical"),)
+    return Policy("rne", overflow, nan, nan_sources=bf16, overflow_nan=nan if fmt.has_nan else None,
+                  intermediate="float32")
+
+
+def _profile_onnx_spec(fmt: Format, saturate: bool) -> Policy:
+    # The ONNX Cast operator's own tables (onnx/defs/tensor/defs.cc, the Cast schema doc of
+    # onnx 1.23, opset 25). FP8, saturate=1: Inf and [x] > FLT_MAX -> +-FLT_MAX, NaN -> NaN, RNE;
+    # saturate=0: Inf -> NaN (E4M3FN, FNUZ) or Inf (E5M2), overflow likewise, -NaN -> -NaN. E8M0
+    # "saturate + up": 0 -> E8M0_MIN, Inf and x > E8M0_MAX -> E8M0_MAX, x < E8M0_MIN -> E8M0_MIN;
+    # "non-saturate + nearest": 0, Inf, overflow and x < E8M0_MIN -> NaN (x < 0 and -0 are
+    # "unspecified": fmtsim's defaults for the mode). The table names no NaN code: the signed quiet NaN.
+    if fmt.kind == "int" or fmt.name in ("e2m1", "e3m2", "e2m3", "ue4m3"):
+        return _profile_ocp(fmt)
+    if fmt.name == "e8m0":
+        if saturate:
+            return Policy("rup", "satfinite", "signed", e8m0_zero="min", e8m0_inf="max", e8m0_tiny="min")
+        return Policy("rne", "nonsat", "signed", e8m0_zero="nan", e8m0_inf="nan", e8m0_tiny="nan")
+    return Policy("rne", "satfinite" if saturate else "nonsat", "signed")
+
+
+def _profile_openvino(fmt: Format) -> Policy:
+    # OpenVINO 2026.4 CPU plugin, Convert. f32 -> FP8 rounds through f16 first (double
+    # rounding), never saturates, NaN keeps its sign; E5M2 NaN codes are the NaN's top payload
+    # bits after quieting (IEEE narrowing: 0x7C01 -> 0x7E, 0x7FBD937D -> 0x7F). E8M0: RNE (ties to the even code), 0,
+    # negatives, -Inf and -NaN -> 0x00, +Inf -> 0xFE, NaN -> 0xFF. FP4: saturating, NaN -> +-6.
+    # The f16 double rounding accounts for every difference from one rounding (no divergence).
+    if fmt.name == "e4m3":
+        return Policy("rne", "nonsat", "signed", intermediate="float16")
+    if fmt.name == "e5m2":
+        return Policy("rne", "nonsat", "quiet_payload", intermediate="float16")
+    if fmt.name == "e8m0":
+        return Policy("rne", "satfinite", "signed", nan_negative="fixed", nan_code=0x00)
+    if fmt.name == "e2m1":
+        return Policy("rne", "satfinite", "signed_max")
+    return _profile_ocp(fmt)
+
+
+def _profile_xla(fmt: Format, folded: bool) -> Policy:
+    # XLA through jax 0.10 (CPU; eager equals jit): ml_dtypes' casts except E5M2 from f16/bf16,
+    # whose NaN is 0x7F whatever its sign, and FP4, whose NaN is 0x8 (-0) whatever its sign.
+    # Constant-folded (the input a compile-time constant, XLA's HLO evaluator): E5M2 NaN codes
+    # from the NaN's quieted payload (E4M3 keeps the signed NaN), E8M0 converts |x| with a float32 0 -> 0x00 (its
+    # negatives' extra bit 7 is a named divergence, impls/xla.py), FP4 maps +-Inf to +-0 and NaN
+    # to a zero with the NaN's sign. XLA has no FP6 type.
+    if fmt.name == "e2m1":
+        if folded:  # the quiet float32 NaNs and Infs only; other payloads and float16 differ (not modelled)
+            return Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero")
+        return Policy("rne", "satfinite", "neg_zero")
+    if fmt.name == "e8m0" and folded:
+        return Policy("rna", "nonsat", "signed", e8m0_negative="abs", e8m0_zero="min")
+    if fmt.name == "e5m2":
+        if folded:  # checked from float16 sources (float32 NaN payloads fold otherwise: not modelled)
+            return Policy("rne", "nonsat", "quiet_payload")
+        return Policy("rne", "nonsat", "signed", nan_sources=(("float16", "canonical"), ("bfloat16", "canonical")),
+                      overflow_nan="signed")
+    return _profile_ml_dtypes(fmt)
+
+
+def _profile_numkong(fmt: Format, simd: bool) -> Policy:
+    # NumKong 7.8 astype (float32 input). E4M3 and FP6 saturate (Inf too), E5M2 does not; RNE.
+    # NaN: x86 SIMD kernels: E4M3 and FP6 -> +-max, E5M2 -> +-Inf; serial C: E4M3 the signed
+    # NaN, E5M2 0x7D, FP6 +-max. The SIMD E5M2 NaN band is a named divergence (impls/numkong.py).
+    if fmt.name == "e4m3":
+        return Policy("rne", "satfinite", "signed_max" if simd else "signed")
+    if fmt.name == "e5m2":
+        return Policy("rne", "nonsat", "inf") if simd else Policy("rne", "nonsat", "fixed", nan_code=0x7D)
+    if fmt.name in ("e2m3", "e3m2"):
+        return Policy("rne", "satfinite", "signed_max")
+    return _profile_ocp(fmt)
+
+
+def _profile_apfloat(fmt: Format) -> Policy:
+    # LLVM APFloat::convert (LLVM 19): IEEE semantics, never saturating (the format's NaN/Inf on
+    # overflow), NaN keeps its sign (E5M2: its payload's top bits, quieted); the FiniteOnly
+    # FP4/FP6 formats clamp overflow to +-max and map +-Inf and +-NaN to a zero of the same sign. E8M0 (LLVM 20+): ties go up. The rounding
+    # mode is the caller's (all five of APFloat's: rne, rna, rtz, rup, rdn).
+    if fmt.name in ("e2m1", "e3m2", "e2m3"):
+        return Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero", tininess="after")
+    if fmt.name == "e8m0":
+        return Policy("rna", "nonsat", "signed", tininess="after")
+    if fmt.name == "e5m2":  # the NaN's payload, quieted, as IEEE narrowing does
+        return Policy("rne", "nonsat", "quiet_payload", tininess="after")
+    return Policy("rne", "nonsat", "signed" if fmt.has_nan else None, tininess="after")
+
+
 PROFILES = {
     "ocp": _profile_ocp,
     "ptx": _profile_ptx,
+    "cuda": _profile_cuda,
+    "hip": _profile_hip,
     "ml_dtypes": _profile_ml_dtypes,
-    "onnx_sat": lambda fmt: _profile_onnx(fmt, True),
+    "onnx_reference_sat": lambda fmt: _profile_onnx(fmt, True),
+    "onnx_reference_nosat": lambda fmt: _profile_onnx(fmt, False),
+    "onnx_sat": lambda fmt: _profile_onnx(fmt, True),  # the former names of the two above
     "onnx_nosat": lambda fmt: _profile_onnx(fmt, False),
+    "onnx_spec_sat": lambda fmt: _profile_onnx_spec(fmt, True),
+    "onnx_spec_nosat": lambda fmt: _profile_onnx_spec(fmt, False),
+    "onnxruntime_sat": lambda fmt: _profile_onnxruntime(fmt, True),
+    "onnxruntime_nosat": lambda fmt: _profile_onnxruntime(fmt, False),
     "gfloat": _profile_gfloat,
     "microxcaling": _profile_microxcaling,
     "torch": _profile_torch,
     "torchao": _profile_torchao,
     "te": _profile_te,
+    "openvino": _profile_openvino,
+    "xla": lambda fmt: _profile_xla(fmt, False),
+    "xla_folded": lambda fmt: _profile_xla(fmt, True),
+    "numkong_simd": lambda fmt: _profile_numkong(fmt, True),
+    "numkong_serial": lambda fmt: _profile_numkong(fmt, False),
+    "apfloat": _profile_apfloat,
 }
 
 
@@ -228,37 +534,118 @@ def _check_choice(what: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"unknown {what} {value!r}; choose one of: {', '.join(allowed)}")
 
 
+Profile = Callable[[Format], Policy]
+
+
+def _profile_policy(profile: str | Policy | Profile, f: Format) -> Policy:
+    if isinstance(profile, Policy):
+        return profile
+    if isinstance(profile, str):
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
+        return PROFILES[profile](f)
+    if callable(profile):
+        pol = profile(f)
+        if not isinstance(pol, Policy):
+            raise TypeError(f"a profile function must return a Policy, not {type(pol).__name__}")
+        return pol
+    raise TypeError(f"profile must be a name ({', '.join(PROFILES)}), a Policy or a function of a Format, "
+                    f"not {type(profile).__name__}")
+
+
+def _check_nan_mode(f: Format, n: str, field: str, nan_code: int | None) -> None:
+    _check_choice(f"{field} mode", n, NAN_MODES)
+    what = f"{field}="
+    if n in _NAN_CODE_MODES and not f.has_nan:
+        raise ValueError(
+            f"{f.name} has no NaN encoding; {what}{n!r} is impossible "
+            "(use 'raise', 'max', 'zero', 'ml_dtypes', 'torchao' or 'te')"
+        )
+    if n in ("torchao", "te") and (f.has_nan or f.kind != "float"):
+        raise ValueError(f"{f.name}: nan={n!r} reproduces an FP4/FP6 cast and applies to e2m1, e3m2 and e2m3 only")
+    if n == "inf" and not f.has_inf:
+        raise ValueError(f"{f.name} has no infinity; nan='inf' is impossible")
+    if n == "neg_zero" and not (f.kind == "float" and f.has_neg_zero):
+        raise ValueError(f"{f.name} has no -0; nan='neg_zero' is impossible")
+    if n in ("payload", "quiet_payload") and f.specials not in ("ieee", "fn"):
+        raise ValueError(f"{f.name}: nan={n!r} applies to IEEE-style and FN formats (e4m3, e5m2) only")
+    if n == "fixed":
+        if nan_code is None:
+            raise ValueError("nan='fixed' needs nan_code, the code to write")
+        if isinstance(nan_code, bool) or not isinstance(nan_code, int):
+            raise TypeError(f"nan_code must be an int, not {type(nan_code).__name__}")
+        if not 0 <= nan_code < f.n_codes:
+            raise ValueError(f"nan_code {nan_code:#x} is outside {f.name}'s codes 0..{f.n_codes - 1:#x}")
+    if f.name == "e8m0" and n not in _NAN_CODE_MODES + ("fixed", "as_inf"):
+        raise ValueError(f"e8m0: NaN encodes to 0xFF or a fixed code; {what}{n!r} cannot apply")
+
+
 def resolve(
     fmt: str | Format,
     rounding: str | None = None,
     overflow: str | None = None,
     nan: str | None = None,
-    profile: str | None = None,
+    profile: str | Policy | Profile | None = None,
 ) -> Resolved:
-    """Concrete policy for ``fmt``: explicit arguments win over the profile's."""
+    """Concrete policy for ``fmt``: explicit arguments win over the profile's.
+
+    ``profile``: a name in :data:`PROFILES`, a :class:`Policy` or a function
+    Format -> Policy."""
     f = get_format(fmt)
     base = Policy("rne", "satfinite", None)
     if profile is not None:
-        if not isinstance(profile, str):
-            raise TypeError(f"profile must be a name ({', '.join(PROFILES)}), not {type(profile).__name__}")
-        if profile not in PROFILES:
-            raise ValueError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
-        base = PROFILES[profile](f)
+        base = _profile_policy(profile, f)
     r = rounding if rounding is not None else base.rounding or "rne"
     o = overflow if overflow is not None else base.overflow or "satfinite"
     n = nan if nan is not None else base.nan or ("signed" if f.has_nan else "raise")
     _check_choice("rounding mode", r, ROUNDING_MODES)
     _check_choice("overflow mode", o, OVERFLOW_MODES)
-    _check_choice("nan mode", n, NAN_MODES)
     if o == "satsym" and not (f.kind == "int" and f.signed):
         raise ValueError(f"{f.name}: overflow='satsym' applies to signed integer formats only")
-    if n in ("signed", "canonical", "all_ones", "signed_all_ones") and not f.has_nan:
-        raise ValueError(
-            f"{f.name} has no NaN encoding; nan={n!r} is impossible "
-            "(use 'raise', 'max', 'zero', 'ml_dtypes', 'torchao' or 'te')"
-        )
-    if n in ("torchao", "te") and (f.has_nan or f.kind != "float"):
-        raise ValueError(f"{f.name}: nan={n!r} reproduces an FP4/FP6 cast and applies to e2m1, e3m2 and e2m3 only")
-    if f.name == "e8m0" and n not in ("signed", "canonical", "all_ones", "signed_all_ones"):
-        raise ValueError(f"e8m0: NaN always encodes to 0xFF; nan={n!r} cannot apply")
-    return Resolved(f, r, o, n)
+    _check_nan_mode(f, n, "nan", base.nan_code)
+    # an explicit nan= replaces the whole NaN-input choice of the profile
+    explicit_nan = nan is not None
+    nn = None if explicit_nan else base.nan_negative
+    if nn is not None:
+        _check_nan_mode(f, nn, "nan_negative", base.nan_code)
+    sources = () if explicit_nan else tuple(base.nan_sources)
+    for item in sources:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError("nan_sources must be ((source, nan mode), ...) pairs")
+        _check_choice("nan_sources source", item[0], SOURCES)
+        _check_nan_mode(f, item[1], "nan_sources", base.nan_code)
+    unsigned_sources = tuple(base.nan_unsigned_sources)
+    for s in unsigned_sources:
+        _check_choice("nan_unsigned_sources source", s, SOURCES)
+    ovn = base.overflow_nan
+    if ovn is not None:
+        _check_choice("overflow_nan mode", ovn, OVERFLOW_NAN_MODES)
+    check = base.overflow_check or "after"
+    _check_choice("overflow_check", check, OVERFLOW_CHECKS)
+    inf = base.inf or "overflow"
+    _check_choice("inf mode", inf, INF_MODES)
+    if inf == "nan" and not f.has_nan:
+        raise ValueError(f"{f.name} has no NaN encoding; inf='nan' is impossible")
+    if inf == "zero" and not f.has_zero:
+        raise ValueError(f"{f.name} has no zero; inf='zero' is impossible")
+    sat = o != "nonsat"
+    e8 = {
+        "e8m0_negative": base.e8m0_negative or ("min" if sat else "nan"),
+        "e8m0_zero": base.e8m0_zero or ("min" if sat else "nan"),
+        "e8m0_inf": base.e8m0_inf or ("max" if sat else "nan"),
+        "e8m0_tiny": base.e8m0_tiny or "min",
+    }
+    for k, v in e8.items():
+        _check_choice(k, v, E8M0_MODES[k])
+    inter = base.intermediate
+    if inter is not None:
+        _check_choice("intermediate type", inter, INTERMEDIATES)
+    tin = base.tininess or "before"
+    _check_choice("tininess", tin, TININESS)
+    return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, e8["e8m0_negative"], e8["e8m0_zero"],
+                    e8["e8m0_inf"], e8["e8m0_tiny"], intermediate=inter, tininess=tin,
+                    nan_unsigned_sources=unsigned_sources)
+
+
+#: every field name of a Policy, in order (for tools that print or build policies)
+POLICY_FIELDS = tuple(fl.name for fl in fields(Policy))

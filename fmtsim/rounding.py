@@ -159,14 +159,27 @@ def _quiet_nan(fmt: Format, negative: bool) -> int:
     return max(cands)
 
 
-def _nan_code(pol: Resolved, negative: np.ndarray) -> np.ndarray:
-    """Codes for NaN inputs (the 'raise' policy is enforced by the caller)."""
+# bits of the significand field of each source type (for nan='payload')
+_SRC_MAN_BITS = {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52}
+
+
+def _nan_code(pol: Resolved, negative: np.ndarray, mode: str | None = None) -> np.ndarray:
+    """Codes for NaN inputs under one NaN mode (default: the policy's, split by sign).
+
+    The 'raise' policy is enforced by the caller; 'payload' gives the code of a quiet
+    NaN's payload here (callers with the source bits use :func:`payload_nan_codes`)."""
     fmt = pol.fmt
-    n = pol.nan
+    if mode is None:
+        if pol.nan_neg != pol.nan:
+            return np.where(negative, _nan_code(pol, negative, pol.nan_neg), _nan_code(pol, negative, pol.nan))
+        mode = pol.nan
+    n = mode
     if n == "ml_dtypes" and fmt.has_nan:
         n = "signed"
     if n == "signed":
         return np.where(negative, _quiet_nan(fmt, True), _quiet_nan(fmt, False))
+    if n == "positive":
+        return np.full(negative.shape, _quiet_nan(fmt, False))
     if n == "signed_all_ones":
         if fmt.specials == "fnuz":
             return np.full(negative.shape, _quiet_nan(fmt, False))
@@ -178,14 +191,60 @@ def _nan_code(pol: Resolved, negative: np.ndarray) -> np.ndarray:
     if n == "canonical":
         return np.full(negative.shape, _quiet_nan(fmt, False) if fmt.specials == "fnuz" else
                        max(c for c in fmt.nan_codes if not c & fmt.sign_mask))
-    pos = _sides(fmt)[0]
+    if n == "fixed":
+        assert pol.nan_code is not None
+        return np.full(negative.shape, pol.nan_code)
+    if n == "inf":
+        return np.where(negative, min(fmt.inf_codes) | fmt.sign_mask, min(fmt.inf_codes))
+    if n == "neg_zero":
+        return np.full(negative.shape, fmt.sign_mask)
+    if n in ("payload", "quiet_payload"):  # a quiet NaN's payload: the top mantissa bit only
+        quiet = np.full(negative.shape, 1 << (fmt.man_bits - 1)) | (fmt.n_codes - 1 - fmt.sign_mask
+                                                                    - ((1 << fmt.man_bits) - 1))
+        return np.where(negative, quiet | fmt.sign_mask, quiet)
+    pos, neg = _sides(fmt)
     zero = int(pos.codes[0]) if pos.mag[0] == 0 else 0
     if n == "max":
         return np.full(negative.shape, int(pos.codes[-1]))
+    if n == "signed_max":
+        neg_max = int(neg.codes[-1]) if neg is not None and fmt.signed else int(pos.codes[-1])
+        return np.where(negative, neg_max, int(pos.codes[-1]))
     if n == "ml_dtypes":
         negzero = zero | fmt.sign_mask if fmt.has_neg_zero else zero
         return np.where(negative, zero, negzero)
     return np.full(negative.shape, zero)  # "zero", "te"; placeholders for "raise", "torchao"
+
+
+def payload_nan_codes(bits: np.ndarray, src: str, pol: Resolved) -> np.ndarray:
+    """Codes of NaNs given as bit patterns of ``src`` under their sign's NaN mode, where
+    that mode reads the pattern ('payload': sign, all-ones exponent, top mantissa bits;
+    'torchao'); other modes as :func:`_nan_code`."""
+    fmt = pol.fmt
+    width = 64 if src == "float64" else 32 if src == "float32" else 16
+    b = bits.astype(np.uint64)
+    negative = (b >> np.uint64(width - 1)) & np.uint64(1) == 1
+    out = _nan_code(pol, negative).astype(np.int64)
+    for mode, sel in ((pol.nan, ~negative), (pol.nan_neg, negative)):
+        if not sel.any():
+            continue
+        if mode in ("payload", "quiet_payload"):
+            shift = np.uint64(_SRC_MAN_BITS[src] - fmt.man_bits)
+            top = (b[sel] >> shift) & np.uint64((1 << fmt.man_bits) - 1)
+            if mode == "quiet_payload":
+                top |= np.uint64(1 << (fmt.man_bits - 1))
+            exp_ones = fmt.n_codes - 1 - fmt.sign_mask - ((1 << fmt.man_bits) - 1)
+            out[sel] = top.astype(np.int64) | exp_ones | np.where(negative[sel], fmt.sign_mask, 0)
+        elif mode == "torchao":
+            b32 = _bits_as_float32_bits(b[sel], src)
+            out[sel] = torchao_nan_codes(b32, pol)
+    return out
+
+
+def _bits_as_float32_bits(b: np.ndarray, src: str) -> np.ndarray:
+    dt = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.uint32, "float64": np.uint64}[src]
+    ft = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}[src]
+    with np.errstate(invalid="ignore"):
+        return b.astype(dt).view(ft).astype(np.float32).view(np.uint32)
 
 
 def torchao_nan_codes(bits32: np.ndarray, pol: Resolved) -> np.ndarray:
@@ -195,11 +254,26 @@ def torchao_nan_codes(bits32: np.ndarray, pol: Resolved) -> np.ndarray:
 
 
 def _overflow_nan(pol: Resolved, code: int, negative: bool) -> int:
-    """A NaN that overflow produces is written like a NaN input under the 'canonical'
-    and 'all_ones' policies (PTX, gfloat); otherwise it is the signed quiet NaN."""
-    if code in pol.fmt.nan_codes and pol.nan in ("canonical", "all_ones"):
-        return int(_nan_code(pol, np.array([negative]))[0])
+    """A NaN that overflow (or an Inf input) produces: written as ``overflow_nan`` says;
+    by default like a NaN input under the 'canonical' and 'all_ones' policies (PTX,
+    gfloat), otherwise the signed quiet NaN."""
+    if code not in pol.fmt.nan_codes:
+        return code
+    if pol.overflow_nan is not None:
+        return int(_nan_code(pol, np.array([negative]), pol.overflow_nan)[0])
+    if pol.nan in ("canonical", "all_ones"):
+        return int(_nan_code(pol, np.array([negative]), pol.nan)[0])
     return code
+
+
+def to_intermediate(x: np.ndarray, kind: str) -> np.ndarray:
+    """float64 values rounded once, to nearest even, into ``kind`` (overflow -> Inf); as that dtype."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if kind == "float32":
+            return x.astype(np.float32)
+        # round to odd into float32 first: 24 >= 11 + 2 bits, so the next RNE is the only one
+        f32 = odd_f64_to_f32_bits(np.asarray(x, dtype=np.float64)).view(np.float32)
+        return f32.astype(np.float16 if kind == "float16" else ml_dtypes.bfloat16)
 
 
 def _direction(rounding: str, negative: bool) -> str:
@@ -272,8 +346,24 @@ def encode_f64(
     NaN inputs under nan='raise' get a placeholder code: callers check first.
     ``src`` names the type the values came from; it matters only for ``sr``.
     """
-    fmt = pol.fmt
     x = np.asarray(x, dtype=np.float64)
+    if pol.nan_sign_dropped:  # the source conversion lost the NaN's sign
+        x = np.where(np.isnan(x), np.abs(x), x)
+    pre_inexact = None
+    if pol.intermediate is not None:  # double rounding: first into the intermediate type
+        y = to_intermediate(x, pol.intermediate).astype(np.float64)
+        pre_inexact = ~np.isnan(x) & (y != x)
+        x, src, pol = y, pol.intermediate, pol.without_intermediate()
+    fmt = pol.fmt
+    as_inf = None
+    if "as_inf" in (pol.nan, pol.nan_neg):  # such NaNs take the path of the Inf of their sign
+        sign = np.signbit(x)
+        as_inf = np.isnan(x) & np.where(sign, pol.nan_neg == "as_inf", pol.nan == "as_inf")
+        x = np.where(as_inf, np.where(sign, -np.inf, np.inf), x)
+    e8m0 = fmt.name == "e8m0"
+    negative_in = np.signbit(x)
+    if e8m0 and pol.e8m0_negative == "abs":
+        x = np.where(np.isnan(x), x, np.abs(x))
     codes = np.zeros(x.shape, dtype=np.int64)
     flags = np.zeros(x.shape, dtype=np.uint8) if want_flags else None
     negative = np.signbit(x)
@@ -282,6 +372,7 @@ def encode_f64(
     isinf = np.isinf(x)
     finite = ~isnan & ~isinf
     pos_side, neg_side = _sides(fmt, pol.overflow == "satsym")
+    nonsat = pol.overflow == "nonsat"
 
     for side, negative_side in ((pos_side, False), (neg_side, True)):
         sel = finite & (negative if negative_side else ~negative)
@@ -291,8 +382,10 @@ def encode_f64(
         ai = a[sel]
         idx, exact = _round_side(ai, side, how, rbits=None if rbits is None else rbits[sel], src=src)
         over = idx > side.n
+        if pol.overflow_check == "before":  # beyond max finite before rounding
+            over |= ai > side.mag[side.n]
         c = side.codes[np.minimum(idx, side.n)]
-        if pol.overflow == "nonsat" and how != "down":
+        if nonsat and how != "down":
             c = np.where(over, _overflow_nan(pol, side.overflow_code, negative_side), c)
         codes[sel] = c
         if flags is not None:
@@ -301,7 +394,10 @@ def encode_f64(
             saturated = over & (c == side.codes[-1])
             f |= np.where(saturated, FLAG_SATURATED, 0)
             if fmt.kind == "float" and fmt.min_normal is not None:
-                tiny = (ai > 0) & (ai < float(fmt.min_normal)) & ~exact
+                mn = float(fmt.min_normal)
+                tiny = (ai > 0) & (ai < mn) & ~exact
+                if pol.tininess == "after":
+                    tiny &= ~_reaches_min_normal(ai, mn, fmt.man_bits + 1, how, side.mag[np.minimum(idx, side.n)])
                 f |= np.where(tiny, FLAG_UNDERFLOW, 0)
             if negative_side and not fmt.signed:  # unsigned: clamped to zero, not rounded
                 f = np.where(ai > 0, FLAG_INEXACT | FLAG_SATURATED, 0)
@@ -312,8 +408,18 @@ def encode_f64(
         sel = isinf & (negative if negative_side else ~negative)
         if side is None or not sel.any():
             continue
-        nonsat = pol.overflow == "nonsat"
-        c = _overflow_nan(pol, side.overflow_code, negative_side) if nonsat else int(side.codes[-1])
+        if negative_side and not fmt.signed:  # unsigned: -Inf clamps to zero
+            c = int(side.codes[-1])
+        elif pol.inf == "nan":
+            c = _overflow_nan(pol, _quiet_nan(fmt, negative_side), negative_side)
+        elif pol.inf == "max":
+            c = int(side.codes[-1])
+        elif pol.inf == "zero":
+            c = int(side.codes[0])
+        elif nonsat:
+            c = _overflow_nan(pol, side.overflow_code, negative_side)
+        else:
+            c = int(side.codes[-1])
         codes[sel] = c
         if flags is not None:
             is_num = c not in fmt.inf_codes and c not in fmt.nan_codes
@@ -322,9 +428,9 @@ def encode_f64(
 
     # NaN inputs
     if isnan.any():
-        if pol.nan == "torchao":
+        if {"torchao", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg}:
             with np.errstate(invalid="ignore"):
-                nan_out = torchao_nan_codes(x[isnan].astype(np.float32).view(np.uint32), pol).astype(np.int64)
+                nan_out = payload_nan_codes(x[isnan].view(np.uint64), "float64", pol)
         else:
             nan_out = _nan_code(pol, negative[isnan])
         codes[isnan] = nan_out
@@ -334,14 +440,52 @@ def encode_f64(
     if pol.nan == "te":  # TransformerEngine's reference FP4 cast: -0.0 in, +0 out
         codes[(x == 0) & negative] = 0
 
-    # E8M0: no sign, zero or Inf. Those inputs are NaN 0xFF (OCP MX 5.4.1).
-    if fmt.name == "e8m0":
-        bad = isnan | isinf | negative | (x == 0)
-        codes[bad] = fmt.nan_codes[0]
-        if flags is not None:
-            flags[bad] = np.where(isnan[bad], 0, FLAG_INVALID)
+    if e8m0:  # no sign, zero or Inf: each has its policy
+        _e8m0_specials(x, negative_in, pol, codes, flags)
 
+    if flags is not None and as_inf is not None and as_inf.any():  # a NaN input: invalid unless still NaN
+        flags[as_inf] = np.where(np.isin(codes[as_inf], fmt.nan_codes), 0, FLAG_INVALID)
+    if flags is not None and pre_inexact is not None:
+        flags |= np.where(pre_inexact, FLAG_INEXACT, 0).astype(np.uint8)
     return codes.astype(np.uint8), flags
+
+
+def _reaches_min_normal(a: np.ndarray, mn: float, p: int, how: str, result: np.ndarray) -> np.ndarray:
+    """Tininess after rounding: does ``a`` (0 < a < mn) round to mn at precision ``p``
+    with an unbounded exponent? Only a > mn (1 - 2^-p), the last step below mn, can."""
+    t = a / mn  # exact: a power-of-two scale
+    if how in ("ne", "na"):  # the tie (1 - 2^-(p+1)) goes to the even neighbour mn
+        return t >= 1 - 2.0 ** -(p + 1)
+    if how == "up":
+        return t > 1 - 2.0**-p
+    if how == "down":
+        return np.zeros(a.shape, dtype=bool)
+    return result == mn  # sr: tiny unless the result is the smallest normal
+
+
+def _e8m0_specials(x: np.ndarray, negative_in: np.ndarray, pol: Resolved, codes: np.ndarray,
+                   flags: np.ndarray | None) -> None:
+    """E8M0 inputs with no code of their own: negatives (and -0, -Inf), +-0, +Inf, tiny."""
+    fmt = pol.fmt
+    nan_code = fmt.nan_codes[0]
+    notnan = ~np.isnan(x)
+    clamp = FLAG_INEXACT | FLAG_SATURATED
+    # (inputs, rule, whether 'min' is a rounding of the input: its flags stay)
+    rules = [
+        (notnan & negative_in & (pol.e8m0_negative != "abs"), pol.e8m0_negative, False),
+        (notnan & (x == 0), pol.e8m0_zero, False),
+        (notnan & np.isposinf(x), pol.e8m0_inf, False),
+        (notnan & (x > 0) & (x < float(fmt.min_positive)), pol.e8m0_tiny, True),
+    ]
+    done = np.zeros(x.shape, dtype=bool)
+    for sel, rule, rounded in rules:
+        sel = sel & ~done
+        done |= sel
+        if not sel.any():
+            continue
+        codes[sel] = nan_code if rule == "nan" else (0 if rule == "min" else fmt.n_codes - 2)
+        if flags is not None and not (rounded and rule == "min"):
+            flags[sel] = FLAG_INVALID if rule == "nan" else clamp
 
 
 # ---- tables -------------------------------------------------------------------------

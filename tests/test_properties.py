@@ -126,8 +126,10 @@ def test_e8m0_rules():
     assert enc(3.0, "e8m0", rounding="rna") == 129 and enc(3.0, "e8m0") == 128
     assert enc(0.75, "e8m0", rounding="rna") == 127 and enc(0.75, "e8m0") == 126
     assert enc(3.0, "e8m0", profile="ml_dtypes") == 129
-    for bad in (0.0, -0.0, -1.0, np.inf, -np.inf, np.nan):
-        assert enc(bad, "e8m0") == 0xFF
+    # satfinite clamps what has no code (docs/rules.md §2); nonsat makes it NaN; NaN is 0xFF
+    for bad, code in ((0.0, 0x00), (-0.0, 0x00), (-1.0, 0x00), (np.inf, 0xFE), (-np.inf, 0x00), (np.nan, 0xFF)):
+        assert enc(bad, "e8m0") == code
+        assert enc(bad, "e8m0", overflow="nonsat") == 0xFF
     assert enc(2.0**-130, "e8m0") == 0x00
     assert enc(2.0**-130, "e8m0", rounding="rup") == 0x00
     # PTX cvt.rz / cvt.rp .satfinite.ue8m0x2 on positive finite inputs

@@ -10,6 +10,15 @@ casts or torchao's FP4/FP6 casts.
     python tools/sweep.py e4m3 --jobs 2        # input ranges on 2 local processes
     python tools/sweep.py all --scheduler tcp://host:8786   # ... or on a Dask cluster
 
+    python tools/sweep.py cuda                 # NVIDIA's host conversions, every entry point
+    python tools/sweep.py cuda --entry e8m0:satfinite:rup --start 0x0 --stop 0x80000000
+
+``cuda`` compiles fmtsim's shim against the CUDA headers on the machine (see
+fmtsim.conformance.cuda_impl) and compares every float32 pattern of ``--start`` ..
+``--stop`` (default: all 2^32) with ``encode(x, fmt, profile="cuda", overflow=...,
+rounding=...)``, one entry point (format, overflow, rounding) after another, printing
+progress per 1/16 of the range.
+
 The oracle threshold table is built independently of the fast path: for each
 sign the exact oracle (fmtsim.oracle, rational arithmetic) is bisected over the
 bit patterns to find every pattern where its answer changes (its answer is
@@ -171,6 +180,76 @@ def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, peer: str | N
     }
 
 
+def sweep_cuda(entry: tuple[str, str, str], start: int, stop: int, chunk: int,
+               progress: bool = True) -> dict[str, object]:
+    """NVIDIA's float32 conversion for one entry point against the cuda profile, patterns start..stop-1."""
+    from fmtsim.conformance import cuda_impl
+    from fmtsim.conformance.divergences import explain
+
+    fmt, ov, rm = entry
+    t0 = time.perf_counter()
+    diffs = 0
+    known: dict[str, int] = {}
+    examples: list[str] = []
+    span = max(stop - start, 1)
+    next_report = start
+    for base in range(start, stop, chunk):
+        pats = np.arange(base, min(base + chunk, stop), dtype=np.uint64)
+        x = pats.astype(np.uint32).view(np.float32)
+        theirs = cuda_impl.vendor_encode(x, fmt, ov, rm)
+        ours = np.asarray(fmtsim.encode(x, fmt, profile="cuda", overflow=ov, rounding=rm), np.uint8)
+        bad = ours != theirs
+        if bad.any():
+            covered = np.zeros_like(bad)
+            for name, mask in explain("cuda", fmt, "float32", x).items():
+                known[name] = known.get(name, 0) + int((bad & mask).sum())
+                covered |= mask
+            un = bad & ~covered
+            diffs += int(un.sum())
+            for i in np.nonzero(un)[0][: max(0, 3 - len(examples))]:
+                examples.append(f"pattern {int(pats[i]):#010x}: NVIDIA {theirs[i]:#x}, fmtsim {ours[i]:#x}")
+        if progress and base >= next_report:
+            print(f"  cuda {fmt} {ov} {rm}: {(base - start) / span:.0%} ({time.perf_counter() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+            next_report = base + span // 16
+    return {"entry point": f"{fmt} {ov} {rm} (float32)", "patterns": f"{start:#010x}..{stop - 1:#010x}",
+            "count": stop - start, "unexplained differences": diffs,
+            "known divergences": "; ".join(f"{k}: {v}" for k, v in known.items()) or "-",
+            "wall s": round(time.perf_counter() - t0, 1), "examples": examples}
+
+
+def _main_cuda(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from fmtsim.conformance import cuda_impl
+
+    why = cuda_impl.missing()
+    if why is not None:
+        print(f"sweep: {why}", file=sys.stderr)
+        return 2
+    entries = sorted({(f, o, r) for f, o, r, _ in cuda_impl.entry_points()})
+    if args.entry:
+        want = tuple(args.entry.split(":"))
+        if want not in entries:
+            print(f"sweep: unknown cuda entry point {args.entry!r}; choose from "
+                  + ", ".join(":".join(e) for e in entries), file=sys.stderr)
+            return 2
+        entries = [want]  # type: ignore[list-item]
+    start, stop = int(args.start, 0), int(args.stop, 0)
+    if not 0 <= start < stop <= TOTAL:
+        print("sweep: need 0 <= --start < --stop <= 0x100000000", file=sys.stderr)
+        return 2
+    print(f"CUDA {cuda_impl.version()} headers from {cuda_impl.find_include_dirs()[1]}", file=sys.stderr)
+    results = []
+    for e in entries:
+        r = sweep_cuda(e, start, stop, args.chunk)
+        for ex in r.pop("examples"):  # type: ignore[attr-defined]
+            print("  ", ex)
+        results.append(r)
+    print(tabulate([list(r.values()) for r in results], list(results[0].keys()), disable_numparse=True))
+    return 1 if any(r["unexplained differences"] for r in results) else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("format", help="a format name, or 'all' for every format the peer has")
@@ -182,7 +261,12 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=1 << 24, help="patterns per input range (one task)")
     ap.add_argument("--jobs", type=int, help="local worker processes (default: this process)")
     ap.add_argument("--scheduler", help="a Dask scheduler address (tcp://host:8786) to run the ranges on")
+    ap.add_argument("--entry", help="cuda only: FORMAT:OVERFLOW:ROUNDING, e.g. e4m3:nonsat:rne (default: all)")
+    ap.add_argument("--start", default="0", help="cuda only: first float32 pattern (default 0)")
+    ap.add_argument("--stop", default=hex(TOTAL), help="cuda only: one past the last pattern (default 2^32)")
     args = ap.parse_args()
+    if args.format == "cuda":
+        return _main_cuda(args)
     from tabulate import tabulate
 
     if args.format == "all":

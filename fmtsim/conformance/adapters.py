@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,27 +32,48 @@ import numpy as np
 from ..codec import encode
 from ..formats import get_format
 from ..policy import PROFILES, resolve
+from .divergences import Divergence, explain, explain_among
 
 __all__ = ["Adapter", "load_adapter"]
 
 
 @dataclass
 class Adapter:
+    """One encode entry point and what it claims: the profile (plus explicit encode options,
+    e.g. ``{"overflow": "nonsat"}`` for a non-saturating kernel) it matches bit for bit, the
+    formats and source dtypes it takes, and its named divergences: the name of an
+    implementation in :data:`~fmtsim.conformance.divergences.DIVERGENCES`, or the
+    :class:`~fmtsim.conformance.divergences.Divergence` records themselves."""
+
     name: str
     encode: Callable[[np.ndarray, str], Any]
     profile: str = "ocp"
     formats: tuple[str, ...] | None = None
     sources: tuple[str, ...] = ("float32",)
-    divergences: str | None = None  # whose named divergences (conformance.divergences) apply
+    divergences: str | tuple[Divergence, ...] | None = None
+    options: dict[str, str] = field(default_factory=dict)  # encode keywords beside the profile
+
+    def policy_for(self, fmt: str) -> dict[str, str]:
+        """The encode keywords this path is held to for ``fmt`` (the profile plus options)."""
+        return {"profile": self.profile, **self.options}
 
     def expected(self, x: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
         """(mask of inputs the profile accepts, fmtsim's codes for them)."""
-        pol = resolve(fmt, profile=self.profile)
+        kw = self.policy_for(fmt)
+        pol = resolve(fmt, **kw)
         keep = np.ones(x.shape, bool)
         if pol.nan == "raise":
             with np.errstate(invalid="ignore"):
                 keep = ~np.isnan(x.astype(np.float64))
-        return keep, np.asarray(encode(x[keep], fmt, profile=self.profile), dtype=np.uint8).reshape(-1)
+        return keep, np.asarray(encode(x[keep], fmt, **kw), dtype=np.uint8).reshape(-1)
+
+    def known(self, fmt: str, source: str, x: np.ndarray) -> dict[str, np.ndarray]:
+        """name -> mask of the inputs each of this path's named divergences covers."""
+        if self.divergences is None:
+            return {}
+        if isinstance(self.divergences, str):
+            return explain(self.divergences, fmt, source, x)
+        return explain_among(self.divergences, fmt, source, x)
 
 
 def load_adapter(spec: str) -> Adapter:

@@ -9,7 +9,7 @@ fail on any difference outside them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +17,7 @@ import numpy as np
 from ..codec import encode
 from ..formats import Format, get_format
 
-__all__ = ["Divergence", "DIVERGENCES", "BLOCK_DIVERGENCES", "explain"]
+__all__ = ["Divergence", "DIVERGENCES", "BLOCK_DIVERGENCES", "explain", "explain_among"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,27 @@ def _e8m0_subnormal_magnitude(x: np.ndarray, fmt: Format) -> np.ndarray:
         return _e8m0_subnormal(np.abs(np.asarray(x, dtype=np.float64)), fmt)
 
 
+def _hip_wide_shift(x: np.ndarray, fmt: Format) -> np.ndarray:
+    """Inputs for which AMD's host cast_to_f8 shifts a 64-bit integer by 64 or more bits.
+
+    It builds ``1ull << (mfmt - wm + exponent_diff)`` (mfmt: the source's significand
+    bits, 52 for double, 23 for float, which half and bfloat16 go through; wm: the
+    format's mantissa bits; exponent_diff = (1 - f8_bias) - the input's unbiased
+    exponent, at least 1 - f8_bias + 126 for float subnormals): undefined in C++ once the
+    count reaches 64, and on x86 the count wraps."""
+    x = np.asarray(x)
+    mfmt = 52 if x.dtype == np.float64 else 23
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = np.abs(x.astype(np.float64))
+        _, e = np.frexp(a)
+    act = e.astype(np.int64) - 1  # unbiased exponent of a normal input
+    if mfmt == 23:  # float subnormals: the header uses the exponent field's 1 - bias
+        act = np.maximum(act, -126)
+    bias = (1 << (fmt.exp_bits - 1)) - 1 + (1 if fmt.specials == "fnuz" else 0)
+    diff = (1 - bias) - act
+    return np.isfinite(a) & (a > 0) & (mfmt - fmt.man_bits + diff >= 64)
+
+
 def _zero_or_negative(x: np.ndarray, fmt: Format) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         a = np.asarray(x, dtype=np.float64)
@@ -69,7 +90,7 @@ def _onnx_e8m0(x: np.ndarray, fmt: Format) -> np.ndarray:
 def _gfloat_e8m0_underflow(x: np.ndarray, fmt: Format) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         a = np.asarray(x, dtype=np.float64)
-    return (a > 0) & (a < 2.0**-128)
+    return (a > 0) & (a < 1.5 * 2.0**-128)
 
 
 def _gfloat_overflow(x: np.ndarray, fmt: Format) -> np.ndarray:
@@ -104,10 +125,21 @@ DIVERGENCES = [
         ("e8m0",),
         ("float32",),
         "The ONNX reference Cast to FLOAT8E8M0 (onnx 1.23) reads only the exponent bits: 0 "
-        "becomes 0x00 and a finite negative x the code of |x| (fmtsim: NaN 0xFF, since E8M0 "
-        "has no zero or sign, OCP MX 5.4.1, as ml_dtypes does); and a float32 subnormal, whose "
+        "becomes 0x00 and a finite negative x the code of |x| (the onnx_sat profile: NaN 0xFF, "
+        "fmtsim's former E8M0 rule, as ml_dtypes does); and a float32 subnormal, whose "
         "exponent field is 0, rounds up to 0x01 even at or below 2^-127 (fmtsim: 0x00).",
         _onnx_e8m0,
+    ),
+    Divergence(
+        "hip.shift_of_64_or_more",
+        "hip",
+        ("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz"),
+        ("float32", "float64", "float16", "bfloat16"),
+        "AMD's host cast_to_f8 (amd_hip_fp8.h, from rocBLAS) shifts a 64-bit integer by "
+        "mfmt - wm + exponent_diff bits, 64 or more for inputs far below the format's smallest "
+        "subnormal (float: |x| < 2^-49 into E4M3; double: |x| < 2^-20): undefined behaviour in "
+        "C++; on x86 the count wraps and e.g. float 5.3e-23 gives E4M3 0x01 (exact: 0x00).",
+        _hip_wide_shift,
     ),
     Divergence(
         "gfloat.overflow_raises",
@@ -151,8 +183,9 @@ DIVERGENCES = [
         "gfloat",
         ("e8m0",),
         ("float32", "float64"),
-        "gfloat rounds values below 2^-128 toward a zero that E8M0 lacks and writes NaN 0xFF; "
-        "fmtsim writes the smallest scale 0x00.",
+        "gfloat rounds positive values below 1.5*2^-128 (0.75 of the smallest scale 2^-127; measured "
+        "on gfloat 0.5 by bisection) toward a zero that E8M0 lacks and writes NaN 0xFF; fmtsim "
+        "writes the smallest scale 0x00.",
         _gfloat_e8m0_underflow,
     ),
 ]
@@ -183,9 +216,16 @@ def explain(
     implementation: str, fmt: str | Format, source: str, x: np.ndarray
 ) -> dict[str, np.ndarray]:
     """name -> mask of inputs covered by each known divergence of ``implementation``."""
+    return explain_among([d for d in DIVERGENCES if d.implementation == implementation], fmt, source, x)
+
+
+def explain_among(
+    divergences: Iterable[Divergence], fmt: str | Format, source: str, x: np.ndarray
+) -> dict[str, np.ndarray]:
+    """name -> mask of inputs covered by each of ``divergences`` that concerns ``fmt`` and ``source``."""
     f = get_format(fmt)
     out = {}
-    for d in DIVERGENCES:
-        if d.implementation == implementation and f.name in d.formats and source in d.sources:
+    for d in divergences:
+        if f.name in d.formats and source in d.sources:
             out[d.name] = d.expected(x, f)
     return out

@@ -552,7 +552,7 @@ def compare(cfg: Config, case: tuple[Any, ...], op: Any = None) -> tuple[np.ndar
 
 def mmasim_rows(units: list[str] | None = None, big: bool = True, seed: int = 10) -> list[Any]:
     """One Row per (unit, formats, model): fmtsim.mma against MMA-Sim, output bits."""
-    from .run import Row
+    from .rows import Row
 
     why = missing()
     if why is not None:

@@ -26,11 +26,12 @@ import numpy as np
 from ..layout import unpack_fp4
 from .adapters import Adapter
 
-__all__ = ["missing", "torch_adapter", "torchao_adapter", "decode_rows", "torchao_block_rows", "TORCH_DTYPES"]
+__all__ = ["missing", "torch_adapter", "torchao_adapter", "torch_decode", "torchao_decode", "torchao_block_rows",
+           "TORCH_DTYPES", "TORCHAO_CASTS"]
 
 TORCH_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz",
                 "e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu"}
-_TORCHAO_CASTS = {"e2m1": "f32_to_f4_unpacked", "e2m3": "f32_to_f6_e2m3_unpacked",
+TORCHAO_CASTS = {"e2m1": "f32_to_f4_unpacked", "e2m3": "f32_to_f6_e2m3_unpacked",
                   "e3m2": "f32_to_f6_e3m2_unpacked"}
 
 
@@ -61,7 +62,7 @@ def _torch_encode(x: np.ndarray, fmt: str) -> np.ndarray:
 def _torchao_encode(x: np.ndarray, fmt: str) -> np.ndarray:
     from torchao.prototype.mx_formats import kernels
 
-    return getattr(kernels, _TORCHAO_CASTS[fmt])(_tensor(x.astype(np.float32, copy=False))).numpy()
+    return getattr(kernels, TORCHAO_CASTS[fmt])(_tensor(x.astype(np.float32, copy=False))).numpy()
 
 
 def torch_adapter() -> Adapter:
@@ -70,43 +71,25 @@ def torch_adapter() -> Adapter:
 
 
 def torchao_adapter() -> Adapter:
-    return Adapter("torchao", _torchao_encode, profile="torchao", formats=tuple(_TORCHAO_CASTS),
+    return Adapter("torchao", _torchao_encode, profile="torchao", formats=tuple(TORCHAO_CASTS),
                    sources=("float32",), divergences="torchao")
 
 
-def decode_rows(impl: str, names: list[str]) -> list[Any]:
-    """Every code decoded to float32 by the peer against fmtsim.decode: bit-equal, or
-    both NaN (NaN payloads are not part of either format's meaning)."""
+def torch_decode(codes: np.ndarray, fmt: str) -> np.ndarray:
+    """Every code of an FP8/E8M0 format through PyTorch's cast to float32."""
     import torch
 
-    from ..codec import decode
-    from ..formats import get_format
-    from .run import Row
+    t = torch.from_numpy(np.asarray(codes, dtype=np.uint8)).view(getattr(torch, TORCH_DTYPES[fmt]))
+    return np.asarray(t.to(torch.float32).numpy())
 
-    rows = []
-    for name in names:
-        f = get_format(name)
-        if impl == "torch" and name in TORCH_DTYPES:
-            codes = np.arange(f.n_codes, dtype=np.uint8)
-            theirs = torch.from_numpy(codes).view(getattr(torch, TORCH_DTYPES[name])).to(torch.float32).numpy()
-        elif impl == "torchao" and name in _TORCHAO_CASTS:
-            from torchao.prototype.mx_formats import kernels
 
-            codes = np.arange(f.n_codes, dtype=np.uint8)
-            to_f32 = _TORCHAO_CASTS[name].replace("f32_to_", "").replace("_unpacked", "_unpacked_to_f32")
-            theirs = getattr(kernels, to_f32)(torch.from_numpy(codes)).numpy()
-        else:
-            continue
-        ours = decode(codes, name, np.float32)
-        ok = (ours.view(np.uint32) == theirs.view(np.uint32)) | (np.isnan(ours) & np.isnan(theirs))
-        row = Row(impl, name, "decode_all")
+def torchao_decode(codes: np.ndarray, fmt: str) -> np.ndarray:
+    """Every code of an FP4/FP6 format through torchao's unpacked-to-float32 bit cast."""
+    import torch
+    from torchao.prototype.mx_formats import kernels
 
-        def describe(i: int, t: np.ndarray = theirs, o: np.ndarray = ours) -> str:
-            return f"code {i:#x}: {impl} {t[i]!r}, fmtsim {o[i]!r}"
-
-        row.add(ok, {}, describe)
-        rows.append(row)
-    return rows
+    to_f32 = TORCHAO_CASTS[fmt].replace("f32_to_", "").replace("_unpacked", "_unpacked_to_f32")
+    return np.asarray(getattr(kernels, to_f32)(torch.from_numpy(np.asarray(codes, dtype=np.uint8))).numpy())
 
 
 def torchao_block_rows(schemes: list[str] | None = None) -> list[Any]:
@@ -121,7 +104,7 @@ def torchao_block_rows(schemes: list[str] | None = None) -> list[Any]:
     from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale
 
     from .. import mx, nvfp4
-    from .run import Row
+    from .rows import Row
     from .vectors import block_inputs
 
     elem_dtypes = {"mxfp8_e4m3": torch.float8_e4m3fn, "mxfp8_e5m2": torch.float8_e5m2,

@@ -1,0 +1,226 @@
+"""The ``cuda`` implementation of ``fmtsim conform``: NVIDIA's own host conversion functions.
+
+A small C++ shim (shims/cuda_shim.cpp) is compiled on first use with the system compiler
+against the user's CUDA headers and called through ctypes; fmtsim carries none of NVIDIA's
+code. Headers are looked for, in order, in ``$CUDA_HOME``/``$CUDA_PATH``, beside ``nvcc``
+on PATH (``dirname(nvcc)/../include``), ``/usr/local/cuda/include``, and NVIDIA's pip
+wheels (``pip install "fmtsim[cuda]"``: nvidia-cuda-runtime, nvidia-cuda-crt and
+nvidia-cuda-cccl, all three needed). Without a compiler or headers the implementation
+is skipped with the reason.
+
+Entry points (each is held to ``encode(x, fmt, profile="cuda", overflow=..., rounding=...)``):
+
+    e4m3, e5m2     __nv_cvt_{float,double,halfraw,bfloat16raw}_to_fp8 with __NV_SATFINITE
+                   (overflow='satfinite') or __NV_NOSAT ('nonsat'); round to nearest even.
+    e2m3, e3m2     __nv_cvt_*_to_fp6 with cudaRoundNearest ('rne') or cudaRoundZero ('rtz');
+                   always saturating.
+    e2m1           __nv_cvt_*_to_fp4, the same modes.
+    e8m0           __nv_cvt_{float,double,bfloat16raw}_to_e8m0 with cudaRoundZero ('rtz') or
+                   cudaRoundPosInf ('rup'), __NV_SATFINITE or __NV_NOSAT.
+
+Decodes: __nv_cvt_fp8/fp6/fp4_to_halfraw and __nv_cvt_e8m0_to_bf16raw of every code.
+Checked against CUDA 13.0 (V13.0.88) headers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..codec import decode, encode
+from .shim_build import ShimUnavailable, build
+
+__all__ = ["ENTRY_POINTS", "find_include_dirs", "missing", "vendor_encode", "vendor_decode", "rows",
+           "entry_points"]
+
+# fmt -> (overflow modes, rounding modes, sources) NVIDIA's functions take
+ENTRY_POINTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "e4m3": (("satfinite", "nonsat"), ("rne",), ("float32", "float64", "float16", "bfloat16")),
+    "e5m2": (("satfinite", "nonsat"), ("rne",), ("float32", "float64", "float16", "bfloat16")),
+    "e2m3": (("satfinite",), ("rne", "rtz"), ("float32", "float64", "float16", "bfloat16")),
+    "e3m2": (("satfinite",), ("rne", "rtz"), ("float32", "float64", "float16", "bfloat16")),
+    "e2m1": (("satfinite",), ("rne", "rtz"), ("float32", "float64", "float16", "bfloat16")),
+    "e8m0": (("satfinite", "nonsat"), ("rtz", "rup"), ("float32", "float64", "bfloat16")),
+}
+_SRC_CODE = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
+_SRC_DTYPE = {"float32": np.float32, "float64": np.float64, "float16": np.uint16, "bfloat16": np.uint16}
+_ROUNDING_CODE = {"rne": 0, "rtz": 1, "rup": 2, "rdn": 3}
+_DECODE_KIND = {"e4m3": 0, "e5m2": 1, "e2m3": 2, "e3m2": 3, "e2m1": 4, "e8m0": 5}
+_HEADERS = ("cuda_fp8.h", "cuda_fp8.hpp", "cuda_fp6.h", "cuda_fp6.hpp", "cuda_fp4.h", "cuda_fp4.hpp")
+
+
+def entry_points() -> Iterator[tuple[str, str, str, str]]:
+    """(format, overflow, rounding, source) of every NVIDIA conversion function and mode."""
+    for fmt, (ovs, rms, srcs) in ENTRY_POINTS.items():
+        for ov in ovs:
+            for rm in rms:
+                for src in srcs:
+                    yield fmt, ov, rm, src
+
+
+def _wheel_include_dirs() -> list[Path] | None:
+    """Include folders of NVIDIA's pip wheels (runtime + crt + cccl), or None if any is missing."""
+    try:
+        import nvidia  # namespace package of NVIDIA's wheels
+    except ImportError:
+        return None
+    dirs = []
+    for sub in ("cuda_runtime", "cuda_crt", "cuda_cccl"):
+        found = None
+        for base in getattr(nvidia, "__path__", []):
+            for cand in (Path(base) / sub / "include", Path(base) / "cu13" / "include"):
+                if cand.is_dir():
+                    found = cand
+                    break
+            if found:
+                break
+        if found is None:
+            return None
+        if found not in dirs:
+            dirs.append(found)
+    return dirs
+
+
+def find_include_dirs() -> tuple[list[Path] | None, str]:
+    """(include folders holding cuda_fp8.h and what it needs, where they came from)."""
+    cands: list[tuple[Path, str]] = []
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            cands.append((Path(os.environ[env]) / "include", f"${env}"))
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        cands.append((Path(nvcc).resolve().parent.parent / "include", f"nvcc at {nvcc}"))
+    cands.append((Path("/usr/local/cuda/include"), "/usr/local/cuda"))
+    for inc, origin in cands:
+        if (inc / "cuda_fp8.h").is_file() and (inc / "cuda_fp4.h").is_file():
+            return [inc], origin
+    wheels = _wheel_include_dirs()
+    if wheels and any((d / "cuda_fp8.h").is_file() for d in wheels):
+        return wheels, "NVIDIA pip wheels"
+    return None, ""
+
+
+@cache
+def _lib() -> ctypes.CDLL:
+    dirs, _ = find_include_dirs()
+    if dirs is None:
+        raise ShimUnavailable(
+            "cuda: NVIDIA's headers (cuda_fp8.h, cuda_fp6.h, cuda_fp4.h) were not found: set CUDA_HOME, put nvcc "
+            "on PATH, or pip install \"fmtsim[cuda]\" (nvidia-cuda-runtime, nvidia-cuda-crt, nvidia-cuda-cccl)")
+    identity = [d / h for d in dirs for h in _HEADERS if (d / h).is_file()]
+    lib = build("cuda_shim", dirs, identity, what="cuda")
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    u8p = ctypes.POINTER(ctypes.c_uint8)
+    lib.fmtsim_to_fp8.argtypes = [ctypes.c_int, vp, u8p, sz, ctypes.c_int, ctypes.c_int]
+    lib.fmtsim_to_fp6.argtypes = [ctypes.c_int, vp, u8p, sz, ctypes.c_int, ctypes.c_int]
+    lib.fmtsim_to_fp4.argtypes = [ctypes.c_int, vp, u8p, sz, ctypes.c_int]
+    lib.fmtsim_to_e8m0.argtypes = [ctypes.c_int, vp, u8p, sz, ctypes.c_int, ctypes.c_int]
+    lib.fmtsim_decode.argtypes = [ctypes.c_int, u8p, ctypes.POINTER(ctypes.c_uint16), sz]
+    lib.fmtsim_cuda_version.restype = ctypes.c_int
+    return lib
+
+
+def missing() -> str | None:
+    """Why the cuda implementation cannot run here (None when it can)."""
+    try:
+        _lib()
+    except ShimUnavailable as e:
+        return str(e)
+    return None
+
+
+def version() -> str:
+    """CUDART_VERSION of the headers the shim was built against, as 'major.minor'."""
+    v = int(_lib().fmtsim_cuda_version())
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def vendor_encode(x: np.ndarray, fmt: str, overflow: str = "satfinite", rounding: str | None = None) -> np.ndarray:
+    """NVIDIA's codes for the 1-D array ``x`` (float32, float64, float16 or bfloat16)."""
+    lib = _lib()
+    src = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.float16): "float16",
+           np.dtype(ml_dtypes.bfloat16): "bfloat16"}[x.dtype]
+    ovs, rms, srcs = ENTRY_POINTS[fmt]
+    rm = rounding or rms[0]
+    if overflow not in ovs or rm not in rms or src not in srcs:
+        raise ValueError(f"cuda: no NVIDIA conversion into {fmt} from {src} with overflow={overflow!r}, "
+                         f"rounding={rm!r}")
+    arr = np.ascontiguousarray(x).view(_SRC_DTYPE[src])
+    out = np.empty(arr.size, dtype=np.uint8)
+    ptr, optr = arr.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+    sat = int(overflow == "satfinite")
+    s = _SRC_CODE[src]
+    if fmt in ("e4m3", "e5m2"):
+        lib.fmtsim_to_fp8(s, ptr, optr, arr.size, sat, int(fmt == "e5m2"))
+    elif fmt in ("e2m3", "e3m2"):
+        lib.fmtsim_to_fp6(s, ptr, optr, arr.size, int(fmt == "e3m2"), _ROUNDING_CODE[rm])
+    elif fmt == "e2m1":
+        lib.fmtsim_to_fp4(s, ptr, optr, arr.size, _ROUNDING_CODE[rm])
+    else:
+        lib.fmtsim_to_e8m0(s, ptr, optr, arr.size, sat, _ROUNDING_CODE[rm])
+    return out
+
+
+def vendor_decode(fmt: str) -> np.ndarray:
+    """NVIDIA's decode of every code of ``fmt``: float16 bits (bfloat16 bits for e8m0)."""
+    n = 256 if fmt in ("e4m3", "e5m2", "e8m0") else (64 if fmt in ("e2m3", "e3m2") else 16)
+    codes = np.arange(n, dtype=np.uint8)
+    out = np.empty(n, dtype=np.uint16)
+    _lib().fmtsim_decode(_DECODE_KIND[fmt], codes.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+                         out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint16)), n)
+    return out
+
+
+def expected(x: np.ndarray, fmt: str, overflow: str, rounding: str) -> np.ndarray:
+    """What fmtsim's ``cuda`` profile says NVIDIA's function gives."""
+    return np.asarray(encode(x, fmt, profile="cuda", overflow=overflow, rounding=rounding), np.uint8).reshape(-1)
+
+
+def rows(names: list[str], big: bool) -> list[Any]:
+    """Conformance rows: every entry point on every coverage model, and every decode."""
+    from .divergences import explain
+    from .models import iter_models
+    from .run import Row, _mismatch
+
+    why = missing()
+    if why is not None:
+        raise ValueError(why)
+    out: list[Row] = []
+    for fmt in names:
+        if fmt not in ENTRY_POINTS:
+            continue
+        dec = Row("cuda", fmt, "decode_all")
+        theirs = vendor_decode(fmt)
+        dt = ml_dtypes.bfloat16 if fmt == "e8m0" else np.float16
+        ours = decode(np.arange(theirs.size), fmt, dt).view(np.uint16)
+        t_nan = np.isnan(theirs.view(dt).astype(np.float32))
+        o_nan = np.isnan(ours.view(dt).astype(np.float32))
+
+        def describe(i: int, t: np.ndarray = theirs, o: np.ndarray = ours) -> str:
+            return f"code {i:#x}: NVIDIA {int(t[i]):#06x}, fmtsim {int(o[i]):#06x}"
+
+        dec.add((theirs == ours) | (t_nan & o_nan), {}, describe)
+        out.append(dec)
+        ovs, rms, srcs = ENTRY_POINTS[fmt]
+        by_key: dict[tuple[str, str, str], Row] = {}
+        for model, src, x in iter_models(fmt, big=big):
+            if src not in srcs:
+                continue
+            for ov in ovs:
+                for rm in rms:
+                    label = f"{model} {ov} {rm}"
+                    row = by_key.setdefault((model, ov, rm), Row("cuda", fmt, label))
+                    got = vendor_encode(x, fmt, ov, rm)
+                    want = expected(x, fmt, ov, rm)
+                    row.add(got == want, explain("cuda", fmt, src, x),
+                            _mismatch(src, x, got, "NVIDIA", want, f"fmtsim[cuda,{ov},{rm}]"))
+        out.extend(by_key.values())
+    return out

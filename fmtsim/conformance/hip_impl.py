@@ -1,0 +1,146 @@
+"""The ``hip`` implementation of ``fmtsim conform``: AMD's own host FP8 conversions.
+
+fmtsim carries none of AMD's code. A small C++ shim (shims/hip_shim.cpp) is compiled on
+first use with the system compiler against ``hip/amd_detail/amd_hip_fp8.h`` from a ROCm
+install found through ``$ROCM_PATH``, ``$HIP_PATH`` or ``/opt/rocm`` (an installed tree's
+``include/``, or a checkout of ROCm's ``clr`` repository, whose headers sit under
+``hipamd/include/``), and called through ctypes. Without a compiler or headers the
+implementation is skipped with the reason.
+
+Entry points: ``__hip_cvt_{float,double,halfraw,bfloat16raw}_to_fp8`` into
+``__HIP_E4M3``, ``__HIP_E5M2``, ``__HIP_E4M3_FNUZ`` and ``__HIP_E5M2_FNUZ`` with
+``__HIP_SATFINITE`` (overflow='satfinite') or ``__HIP_NOSAT`` ('nonsat'), each held to
+``encode(x, fmt, profile="hip", overflow=...)``. Decodes: the float value of every code by
+the header's ``internal::cast_from_f8``, which its FP8 types' ``operator float`` calls
+(``__hip_cvt_fp8_to_halfraw`` needs hipcc's ``__half_raw``). Checked against ROCm clr
+commit f9f995c (2024-10-22, after rocm-6.2.2).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..codec import decode, encode
+from .shim_build import ShimUnavailable, build
+
+__all__ = ["FORMATS", "SOURCES", "find_include_dir", "missing", "vendor_encode", "vendor_decode", "rows"]
+
+FORMATS = {"e4m3": 0, "e5m2": 1, "e4m3fnuz": 2, "e5m2fnuz": 3}
+SOURCES = ("float32", "float64", "float16", "bfloat16")
+OVERFLOWS = ("satfinite", "nonsat")
+_SRC_CODE = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
+_SRC_DTYPE = {"float32": np.float32, "float64": np.float64, "float16": np.uint16, "bfloat16": np.uint16}
+_HEADER = Path("hip") / "amd_detail" / "amd_hip_fp8.h"
+# outside hipcc the header's include chain pulls in the device warp intrinsics, which the host
+# compiler lacks; the FP8 host path needs none of them
+_DEFINES = ("HIP_INCLUDE_HIP_AMD_DETAIL_WARP_FUNCTIONS_H",)
+
+
+def find_include_dir() -> tuple[Path | None, str]:
+    """(the include folder holding hip/amd_detail/amd_hip_fp8.h, where it came from)."""
+    roots: list[tuple[Path, str]] = []
+    for env in ("ROCM_PATH", "HIP_PATH"):
+        if os.environ.get(env):
+            roots.append((Path(os.environ[env]), f"${env}"))
+    roots.append((Path("/opt/rocm"), "/opt/rocm"))
+    for root, origin in roots:
+        for inc in (root / "include", root / "hipamd" / "include"):
+            if (inc / _HEADER).is_file():
+                return inc, f"{origin} ({inc})"
+    return None, ""
+
+
+@cache
+def _lib() -> ctypes.CDLL:
+    inc, _ = find_include_dir()
+    if inc is None:
+        raise ShimUnavailable(
+            "hip: AMD's amd_hip_fp8.h was not found: set ROCM_PATH or HIP_PATH to a ROCm install (or a checkout "
+            "of ROCm's clr repository), or install ROCm under /opt/rocm")
+    identity = [p for p in (inc / "hip" / "amd_detail").glob("*.h")]
+    lib = build("hip_shim", [inc], identity, defines=_DEFINES, what="hip")
+    lib.fmtsim_hip_to_fp8.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t,
+                                      ctypes.c_int, ctypes.c_int]
+    lib.fmtsim_hip_decode.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint8), ctypes.POINTER(ctypes.c_float),
+                                      ctypes.c_size_t]
+    return lib
+
+
+def missing() -> str | None:
+    """Why the hip implementation cannot run here (None when it can)."""
+    try:
+        _lib()
+    except ShimUnavailable as e:
+        return str(e)
+    return None
+
+
+def vendor_encode(x: np.ndarray, fmt: str, overflow: str = "satfinite") -> np.ndarray:
+    """AMD's codes for the 1-D array ``x`` (float32, float64, float16 or bfloat16)."""
+    src = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.float16): "float16",
+           np.dtype(ml_dtypes.bfloat16): "bfloat16"}[x.dtype]
+    if fmt not in FORMATS or overflow not in OVERFLOWS:
+        raise ValueError(f"hip: no AMD conversion into {fmt} with overflow={overflow!r}")
+    arr = np.ascontiguousarray(x).view(_SRC_DTYPE[src])
+    out = np.empty(arr.size, dtype=np.uint8)
+    _lib().fmtsim_hip_to_fp8(_SRC_CODE[src], arr.ctypes.data_as(ctypes.c_void_p),
+                             out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), arr.size,
+                             int(overflow == "satfinite"), FORMATS[fmt])
+    return out
+
+
+def vendor_decode(fmt: str) -> np.ndarray:
+    """AMD's decode of every code of ``fmt``, as float32 bits."""
+    codes = np.arange(256, dtype=np.uint8)
+    out = np.empty(256, dtype=np.float32)
+    _lib().fmtsim_hip_decode(FORMATS[fmt], codes.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+                             out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 256)
+    return out.view(np.uint32)
+
+
+def expected(x: np.ndarray, fmt: str, overflow: str) -> np.ndarray:
+    """What fmtsim's ``hip`` profile says AMD's function gives."""
+    return np.asarray(encode(x, fmt, profile="hip", overflow=overflow), np.uint8).reshape(-1)
+
+
+def rows(names: list[str], big: bool) -> list[Any]:
+    """Conformance rows: every entry point on every coverage model, and every decode."""
+    from .divergences import explain
+    from .models import iter_models
+    from .run import Row, _mismatch
+
+    why = missing()
+    if why is not None:
+        raise ValueError(why)
+    out: list[Row] = []
+    for fmt in names:
+        if fmt not in FORMATS:
+            continue
+        dec = Row("hip", fmt, "decode_all")
+        theirs = vendor_decode(fmt)
+        ours = decode(np.arange(256), fmt, np.float32).view(np.uint32)
+        t_nan = np.isnan(theirs.view(np.float32))
+        o_nan = np.isnan(ours.view(np.float32))
+
+        def describe(i: int, t: np.ndarray = theirs, o: np.ndarray = ours) -> str:
+            return f"code {i:#x}: AMD {int(t[i]):#010x}, fmtsim {int(o[i]):#010x}"
+
+        dec.add((theirs == ours) | (t_nan & o_nan), {}, describe)
+        out.append(dec)
+        by_key: dict[tuple[str, str], Row] = {}
+        for model, src, x in iter_models(fmt, big=big):
+            for ov in OVERFLOWS:
+                row = by_key.setdefault((model, ov), Row("hip", fmt, f"{model} {ov}"))
+                got = vendor_encode(x, fmt, ov)
+                want = expected(x, fmt, ov)
+                row.add(got == want, explain("hip", fmt, src, x),
+                        _mismatch(src, x, got, "AMD", want, f"fmtsim[hip,{ov}]"))
+        out.extend(by_key.values())
+    return out

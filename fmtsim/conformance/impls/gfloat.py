@@ -1,0 +1,65 @@
+"""``gfloat``: graphcore-research's gfloat, ``round_float`` (TiesToEven, sat=False) then
+``encode_float``, with its OCP format infos (float32 and float64 input), held to fmtsim's
+``gfloat`` profile; and ``decode_ndarray`` of every code. Its named divergences are ``gfloat.*``
+in conformance.divergences (gfloat raises on FP4/FP6 overflow: such inputs are left to that
+divergence, as is NaN into FP4/FP6, which the profile refuses)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..adapters import Adapter
+from ..divergences import DIVERGENCES
+from ..plugin import Decoder, Implementation, Request
+
+FORMATS = ("e4m3", "e5m2", "e8m0", "e2m1", "e3m2", "e2m3")
+
+
+def _info(fmt: str) -> Any:
+    from gfloat import formats as gff
+
+    return getattr(gff, f"format_info_ocp_{fmt}")
+
+
+def _encode(x: np.ndarray, fmt: str) -> np.ndarray:
+    # the scalar pair, one value at a time: gfloat's round_ndarray/encode_ndarray disagree with
+    # it on E8M0 (0 -> 0x00, tiny values -> -1), and the scalar pair is what gfloat documents
+    import gfloat
+
+    fi = _info(fmt)
+    out = np.empty(x.shape, np.int64)
+    for i, v in enumerate(np.asarray(x, dtype=np.float64).tolist()):
+        try:
+            out[i] = gfloat.encode_float(fi, gfloat.round_float(fi, v))
+        except ValueError:  # an overflow it cannot write: the gfloat.overflow_raises divergence
+            out[i] = -1
+    return out
+
+
+def _decode(codes: np.ndarray, fmt: str) -> np.ndarray:
+    import gfloat
+
+    return np.asarray(gfloat.decode_ndarray(_info(fmt), np.asarray(codes, dtype=np.int64))).astype(np.float32)
+
+
+class Gfloat(Implementation):
+    name = "gfloat"
+    summary = "gfloat round_float (TiesToEven, sat=False) + encode_float, OCP format infos"
+    requires = ("gfloat",)
+    install = 'pip install "fmtsim[peers]"'
+    capabilities = ("decode", "encode")
+    profiles = ("gfloat",)
+    checked_with = "gfloat 0.5"
+    divergences = tuple(d for d in DIVERGENCES if d.implementation == "gfloat")
+
+    def decoders(self, req: Request) -> list[Decoder]:
+        return [Decoder("gfloat", _decode, FORMATS)]
+
+    def encoders(self, req: Request) -> list[Adapter]:
+        return [Adapter("gfloat", _encode, profile="gfloat", formats=FORMATS, sources=("float32", "float64"),
+                        divergences="gfloat")]
+
+
+IMPLEMENTATIONS = [Gfloat()]

@@ -1,0 +1,121 @@
+"""What an implementation under test is: one :class:`Implementation` object per implementation.
+
+An implementation says what it implements and how it is held to fmtsim, and nothing else
+knows about it: ``fmtsim conform`` (conformance.run) asks each one for its capabilities and
+runs them. The capabilities, in the order the runner uses them:
+
+    oracle   rows the implementation computes itself against an exact source (fmtsim's fast
+             paths against the Fraction oracle)
+    decode   :class:`Decoder` s: every code of a format decoded by the implementation, against
+             :func:`fmtsim.decode`
+    encode   :class:`~fmtsim.conformance.adapters.Adapter` s, one per entry point (a cast kernel
+             with its options): the coverage models' inputs encoded by the implementation against
+             :func:`fmtsim.encode` under the profile (and options) it is held to, differences
+             inside a named divergence counted under its name
+    block    rows for shared-scale schemes (MX, NVFP4), block by block
+    gemm     rows for matrix units
+    vectors  the committed golden vectors, through :meth:`Implementation.vector_encoder`
+
+An implementation lives in one module under ``fmtsim/conformance/impls/`` (or in any
+installed package that names it under the ``fmtsim.implementations`` entry-point group):
+the module defines ``IMPLEMENTATIONS``, a list of objects of this class. Importing such a
+module must be cheap and must not import the implementation's own package: that happens
+in the methods, after :meth:`Implementation.missing` said it is there.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .adapters import Adapter
+from .divergences import Divergence
+from .rows import Row
+
+__all__ = ["CAPABILITIES", "Request", "Decoder", "Implementation"]
+
+CAPABILITIES = ("oracle", "decode", "encode", "block", "gemm", "vectors")
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked ``fmtsim conform`` for, already sorted by kind."""
+
+    names: tuple[str, ...]  # element formats (canonical names)
+    schemes: tuple[str, ...] | None  # block schemes named; None: all (no --formats given)
+    units: tuple[str, ...] | None  # matrix units named; None: all
+    formats_given: bool
+    big: bool = True
+    profile: str | None = None  # --profile: overrides every encode path's claimed profile
+    vectors: Path | None = None
+
+
+@dataclass
+class Decoder:
+    """One decode entry point: ``decode(codes, fmt) -> float32 values`` for every code."""
+
+    label: str
+    decode: Callable[[np.ndarray, str], Any]
+    formats: tuple[str, ...]
+    nan_bits: bool = False  # True: NaN results must equal fmtsim's bit for bit; else any NaN
+
+
+class Implementation:
+    """One implementation under test. Subclass it (or instantiate it and set the attributes);
+    every method has a default that says "not implemented by this one"."""
+
+    name: str = ""
+    aliases: tuple[str, ...] = ()
+    summary: str = ""  # one line: what is run
+    requires: tuple[str, ...] = ()  # importable modules it needs
+    install: str = ""  # how a user gets them (printed when they are missing)
+    capabilities: tuple[str, ...] = ()
+    profiles: tuple[str, ...] = ()  # the fmtsim profiles it is held to
+    divergences: tuple[Divergence, ...] = ()  # its named divergences (bugs), each an exact predicate
+    checked_with: str = ""  # the version(s) the profiles and divergences were read off
+
+    def missing(self) -> str | None:
+        """Why this implementation cannot run here, or None when it can."""
+        for mod in self.requires:
+            if importlib.util.find_spec(mod) is None:
+                how = f" ({self.install})" if self.install else ""
+                return f"{self.name}: the {mod} package is not installed{how}"
+        return None
+
+    def version(self) -> str:
+        """The version actually run (for the report)."""
+        out = []
+        for mod in self.requires:
+            try:
+                out.append(f"{mod} {importlib.metadata.version(mod)}")
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return ", ".join(out)
+
+    def decoders(self, req: Request) -> list[Decoder]:
+        return []
+
+    def encoders(self, req: Request) -> list[Adapter]:
+        return []
+
+    def oracle_rows(self, req: Request) -> list[Row]:
+        return []
+
+    def block_rows(self, req: Request) -> list[Row]:
+        return []
+
+    def gemm_rows(self, req: Request) -> list[Row]:
+        return []
+
+    def vector_encoder(self, meta: dict[str, Any], src: str
+                       ) -> tuple[Callable[[np.ndarray, np.ndarray | None], Any], Adapter | None] | None:
+        """For one committed vector file (its manifest entry, source dtype name): a function
+        ``(x, rbits) -> codes`` and the encode path whose divergences apply (None: none
+        apply), or None when this implementation does not run that file."""
+        return None

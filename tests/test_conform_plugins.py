@@ -1,0 +1,130 @@
+"""Conformance as plugins: every implementation is one registered object, the runner names none."""
+
+import importlib.util
+import inspect
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fmtsim
+from fmtsim.conformance import impls, run
+from fmtsim.conformance.adapters import Adapter
+from fmtsim.conformance.divergences import Divergence
+from fmtsim.conformance.plugin import CAPABILITIES, Implementation, Request
+from fmtsim.policy import PROFILES
+
+BUILT_IN = {"fmtsim", "ml_dtypes", "torch", "torchao", "mmasim", "onnx", "gfloat"}
+
+
+def test_the_registry_holds_every_built_in_with_a_valid_claim():
+    reg = impls.registry()
+    assert BUILT_IN <= set(reg)
+    for name, impl in reg.items():
+        assert impl.name == name and impl.summary
+        assert impl.capabilities and set(impl.capabilities) <= set(CAPABILITIES), name
+        assert set(impl.profiles) <= set(PROFILES), (name, impl.profiles)
+        for d in impl.divergences:
+            assert d.name.startswith(f"{name}.") and d.formats and d.sources, d.name
+        # building the entry points needs no package of the implementation's own
+        req = Request(tuple(fmtsim.FORMATS), None, None, False, big=False)
+        for enc in impl.encoders(req) if "encode" in impl.capabilities else []:
+            assert isinstance(enc, Adapter) and enc.profile in PROFILES, (name, enc.name)
+            assert set(enc.sources) <= {"float16", "bfloat16", "float32", "float64"}
+
+
+def test_the_runner_names_no_implementation():
+    source = inspect.getsource(run)
+    for name in impls.registry():
+        if name == "fmtsim":
+            continue
+        assert f'"{name}"' not in source and f"'{name}'" not in source, name
+    assert "torch_peers" not in source and "mma_peers" not in source
+
+
+def test_implementations_report_rows_without_importing_the_runner():
+    """Row lives below the runner: importing an implementation module leaves run.py unloaded."""
+    code = ("import sys, fmtsim.conformance.impls as r; r.registry(); "
+            "import fmtsim.conformance.torch_peers, fmtsim.conformance.mma_peers; "
+            "print('fmtsim.conformance.run' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+class _Halving(Implementation):
+    """A made-up implementation: E2M1 by truncation (rtz), one named bug on [5, 6)."""
+
+    name = "halving"
+    summary = "test double"
+    capabilities = ("encode",)
+    profiles = ("ocp",)
+
+    def encoders(self, req):
+        def enc(x, fmt):
+            out = fmtsim.encode(x, fmt, rounding="rtz")
+            a = np.abs(x.astype(np.float64))
+            out[(a >= 5) & (a < 6)] ^= 1  # the "bug"
+            return out
+
+        bug = Divergence("halving.five_to_six", "halving", ("e2m1",), ("float32",), "test",
+                         lambda x, f: (np.abs(x.astype(np.float64)) >= 5) & (np.abs(x.astype(np.float64)) < 6))
+        return [Adapter("halving", enc, profile="ocp", formats=("e2m1",), options={"rounding": "rtz"},
+                        divergences=(bug,))]
+
+
+def test_adding_an_implementation_is_registering_one_object(monkeypatch):
+    monkeypatch.setitem(impls.registry(), "halving", _Halving())
+    rows = run.run(("halving",), formats=["e2m1"], big=False)
+    assert [r.impl for r in rows] == ["halving"]
+    assert rows[0].failed == 0 and rows[0].known.get("halving.five_to_six", 0) > 0
+    # without the named divergence the bug is a failure; without the option, rtz is
+    broken = _Halving()
+    enc = broken.encoders(None)[0]
+    monkeypatch.setattr(broken, "encoders", lambda req: [Adapter("halving", enc.encode, "ocp", ("e2m1",),
+                                                                 options={"rounding": "rtz"})])
+    monkeypatch.setitem(impls.registry(), "halving", broken)
+    assert run.run(("halving",), formats=["e2m1"], big=False)[0].failed > 0
+
+
+def test_an_implementation_that_cannot_run_is_skipped_with_its_reason(monkeypatch, capsys):
+    from fmtsim.cli import main
+
+    class Absent(Implementation):
+        name = "absent"
+        summary = "needs a package nobody has"
+        requires = ("no_such_package_fmtsim",)
+        install = "pip install nothing"
+        capabilities = ("encode",)
+
+    monkeypatch.setitem(impls.registry(), "absent", Absent())
+    assert main(["conform", "--impl", "absent", "fmtsim", "--quick", "--formats", "e2m1"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped absent: the no_such_package_fmtsim package is not installed (pip install nothing)" in out
+    assert main(["conform", "--impl", "absent", "--quick"]) == 2
+    assert "no_such_package_fmtsim" in capsys.readouterr().err
+
+
+def test_unknown_implementation_lists_the_registered_ones():
+    with pytest.raises(ValueError, match="unknown implementation 'nope'; choose from .*ml_dtypes"):
+        run.run(("nope",))
+
+
+@pytest.mark.parametrize("impl", ["onnx", "gfloat"])
+def test_onnx_and_gfloat_conform_on_the_boundary_model(impl):
+    if importlib.util.find_spec(impl) is None:
+        pytest.skip(f"{impl} is not installed (pip install 'fmtsim[peers]')")
+    rows = run.run((impl,), big=False)
+    assert rows and sum(r.cases for r in rows) > 10000
+    assert sum(r.failed for r in rows) == 0, [(r.impl, r.fmt, r.examples) for r in rows if r.failed]
+
+
+def test_conform_records_the_version_it_ran(capsys):
+    pytest.importorskip("onnx", reason="onnx is not installed (pip install 'fmtsim[peers]')")
+    from importlib.metadata import version
+
+    from fmtsim.cli import main
+
+    assert main(["conform", "--impl", "onnx_spec", "--quick", "--formats", "e8m0"]) == 0
+    out = capsys.readouterr().out
+    assert f"onnx_spec: onnx {version('onnx')} (profiles read off onnx 1.23 (Cast, opset 25))" in out
