@@ -36,7 +36,7 @@ from .arrays import as_numpy
 from .mx import MXTensor, check_tensor
 
 __all__ = ["pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "swizzle_scales", "unswizzle_scales",
-           "to_gpt_oss", "from_gpt_oss"]
+           "unswizzle_order", "to_gpt_oss", "from_gpt_oss"]
 
 
 def _codes(codes: Any, bits: int, what: str) -> np.ndarray:
@@ -179,6 +179,19 @@ def unswizzle_scales(swizzled: Any, rows: int, cols: int) -> np.ndarray:
     if s.size != rp * cp:
         raise ValueError(f"unswizzle_scales: {s.size} bytes; a {rows}x{cols} matrix swizzles to {rp * cp}")
     t = s.reshape(rp // 128, cp // 4, 32, 4, 4).transpose(0, 3, 2, 1, 4)
+    return np.ascontiguousarray(t.reshape(rp, cp)[:rows, :cols])
+
+
+def unswizzle_order(rows: int, cols: int) -> np.ndarray:
+    """Where each entry of a (rows, cols) scale matrix sits in its swizzled array: the int64
+    (rows, cols) index array ``i`` with ``unswizzle_scales(s, rows, cols) == s[i]``. For scales
+    already decoded to values (which :func:`unswizzle_scales`, taking bytes, does not read).
+
+    rows, cols: non-negative integers."""
+    rows = integer(rows, "rows", low=0)
+    cols = integer(cols, "cols", low=0)
+    rp, cp = -(-rows // 128) * 128, -(-cols // 4) * 4
+    t = np.arange(rp * cp, dtype=np.int64).reshape(rp // 128, cp // 4, 32, 4, 4).transpose(0, 3, 2, 1, 4)
     return np.ascontiguousarray(t.reshape(rp, cp)[:rows, :cols])
 
 

@@ -456,12 +456,19 @@ def test_explain_against_an_unrelated_file_fails(tmp_path, capsys):
 
 
 def test_explain_with_nothing_compared_is_not_success(tmp_path, capsys):
-    ck = make("compressed-tensors-w4a16", tmp_path)  # no recipe model: "-", "0 of 0"
+    ck = make("compressed-tensors-w4a16", tmp_path)
     orig = tmp_path / "compressed-tensors-w4a16.original.safetensors"
-    assert main(["checkpoint", "explain", str(ck), "--original", str(orig)]) == 1
+    assert main(["checkpoint", "explain", str(ck), "--original", str(orig)]) == 0  # every block explained
+    capsys.readouterr()
+    # an original without down_proj: that tensor is "0 of 0", which is not success
+    part = tmp_path / "q_only.safetensors"
+    save_file({"model.layers.0.self_attn.q_proj.weight": load(orig)["model.layers.0.self_attn.q_proj.weight"]},
+              str(part))
+    assert main(["checkpoint", "explain", str(ck), "--original", str(part)]) == 1
     out = capsys.readouterr().out
-    assert "NOT EXAMINED model.layers.0.mlp.down_proj.weight_packed: w4a16: no recipe model yet" in out
-    assert "2 of 2 quantized tensor(s) not examined" in out
+    assert ("NOT EXAMINED model.layers.0.mlp.down_proj.weight_packed: no tensor "
+            "'model.layers.0.mlp.down_proj.weight' in the original") in out
+    assert "1 of 2 quantized tensor(s) not examined" in out
 
 
 def _raw_file(path, tensors, data_size, pad=True):

@@ -58,6 +58,17 @@ def test_swizzle_padding_and_inverse():
         layout.unswizzle_scales(sw[:-1], 130, 5)
 
 
+def test_unswizzle_order_reads_what_unswizzle_scales_reads():
+    # the index form (for decoded scale values) picks the same bytes as the byte form
+    rng = np.random.default_rng(2)
+    s = rng.integers(0, 256, (130, 5), dtype=np.uint8)
+    sw = layout.swizzle_scales(s)
+    order = layout.unswizzle_order(130, 5)
+    assert order.shape == (130, 5)
+    assert np.array_equal(sw[order], layout.unswizzle_scales(sw, 130, 5))
+    assert np.array_equal(sw[order], s)
+
+
 def test_gpt_oss_round_trip(tmp_path):
     pytest.importorskip("safetensors", reason="needs safetensors")
     from safetensors.numpy import save_file

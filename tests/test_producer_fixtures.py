@@ -66,7 +66,11 @@ FAST = {"llmcompressor-nvfp4", "modelopt-fp8_2d_blockwise_weight_only", "modelop
 @pytest.mark.parametrize("name", slow_unless(FIXTURES, keep=FAST))
 def test_inspect_names_the_declared_scheme_without_false_errors(name):
     r = inspect(HERE / name)
-    assert r.errors == 0, [f for f in r.findings if f.severity == "error"]
+    errors = [f for f in r.findings if f.severity == "error"]
+    if name in REFUSED:  # a layout dequantize refuses is said, per tensor, and is the only error
+        assert errors and all(f.code == "layout" and "dequantize refuses it" in f.message for f in errors), errors
+    else:
+        assert r.errors == 0, errors
     assert r.tensors, name
     if name in EXPECTED:
         assert r.config_producers == [EXPECTED[name]]

@@ -430,8 +430,9 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
     if not layers:
         raise CheckpointError(f"{quant}: no tensor matches a known producer layout")
     if not any(_out_name(m) in orig for m in layers.values()):
-        raise CheckpointError(f"{original}: holds none of the {len(layers)} quantized tensors' originals "
-                              f"(e.g. {_out_name(next(iter(layers.values())))!r}); nothing to explain")
+        first = _out_name(layers[min(layers)])
+        raise CheckpointError(f"{original}: holds none of the {len(layers)} quantized tensors of {quant} (no "
+                              f"{first!r}, ...): not its original; nothing was compared")
     for name, m in sorted(layers.items()):
         tj = layer_plan(m, entries, configs)
         target = _out_name(m)
@@ -456,10 +457,6 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
         else:
             out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0,
                                          notes=[f"{m.producer.scheme}: no recipe model yet"]))
-    if not any(r.blocks for r in out) and all(_out_name(layers[r.tensor]) not in orig for r in out):
-        first = _out_name(layers[out[0].tensor])
-        raise CheckpointError(f"{original}: holds none of the {len(out)} quantized tensors of {quant} (no "
-                              f"{first!r}, ...): not its original; nothing was compared")
     return out
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..codec import decode
 from ..formats import get_format
-from ..layout import unswizzle_scales
+from ..layout import unswizzle_order
 from .conversion import ATTENTION_SUFFIXES, is_scale_like
 from .dequant import FP8_ELEMENT, INT_PACKINGS, BlockShapeError, _scan, layer_plan
 from .files import DTYPES, CheckpointError, Header, read_array
@@ -250,7 +250,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
         if rows % 128 == 0 and cols % 4 == 0 and rows * cols >= 512:
             plain = _smoothness(sv.reshape(rows, cols))
             # where each stored scale lands when read through the 128x4 swizzle
-            uns = sv.reshape(-1)[unswizzle_scales(np.arange(rows * cols), rows, cols)]
+            uns = sv.reshape(-1)[unswizzle_order(rows, cols)]
             through = _smoothness(uns)
             rep.scales["smoothness"] = {"as_stored": plain, "through_unswizzle": through}
             if math.isfinite(plain) and math.isfinite(through) and through < 0.5 * plain and plain > 0.25:
