@@ -488,8 +488,9 @@ def _profile_numkong(fmt: Format, simd: bool) -> Policy:
 def _profile_apfloat(fmt: Format) -> Policy:
     # LLVM APFloat::convert (LLVM 19): IEEE semantics, never saturating (the format's NaN/Inf on
     # overflow), NaN keeps its sign (E5M2: its payload's top bits, quieted); the FiniteOnly
-    # FP4/FP6 formats clamp overflow to +-max and map +-Inf and +-NaN to a zero of the same sign. E8M0 (LLVM 20+): ties go up. The rounding
-    # mode is the caller's (all five of APFloat's: rne, rna, rtz, rup, rdn).
+    # FP4/FP6 formats clamp overflow to +-max and map +-Inf and +-NaN to a zero of the same sign.
+    # E8M0 (LLVM 20+): ties go up. The rounding mode is the caller's (all five of APFloat's: rne, rna,
+    # rtz, rup, rdn).
     if fmt.name in ("e2m1", "e3m2", "e2m3"):
         return Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero", tininess="after")
     if fmt.name == "e8m0":

@@ -38,9 +38,9 @@ def test_conform_runs_mmasim_by_unit_name():
 
 
 @pytest.mark.parametrize("unit,change", [("sm90_wgmma_fp8", dict(fraction_bits=14)),
-                                          ("sm100_mxf4", dict(e_zero=-100)),
-                                          ("cdna3_mfma_fp8", dict(even_odd=False)),
-                                          ("sm89_mma_fp8", dict(k=32))])
+                                          pytest.param("sm100_mxf4", dict(e_zero=-100), marks=pytest.mark.slow),
+                                          pytest.param("cdna3_mfma_fp8", dict(even_odd=False), marks=pytest.mark.slow),
+                                          pytest.param("sm89_mma_fp8", dict(k=32), marks=pytest.mark.slow)])
 def test_a_wrong_unit_record_is_caught(monkeypatch, unit, change):
     """The comparison can fail: one parameter off and MMA-Sim disagrees."""
     monkeypatch.setitem(units._BY_NAME, unit, replace(UNITS[unit], **change))  # UNITS itself is read-only

@@ -13,6 +13,7 @@ divergences below.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,12 +26,14 @@ _PAD = 64
 
 
 def _cast(x: np.ndarray, fmt: str) -> np.ndarray:
-    import numkong as nk
+    import numkong
+
+    nk: Any = numkong  # its stubs, where installed, type astype's dtype narrower than the names it takes
 
     n = x.size
     padded = np.zeros(-(-max(n, 1) // _PAD) * _PAD, np.float32)
     padded[:n] = x
-    out = nk.astype(padded, TYPES[fmt])  # type: ignore[arg-type]
+    out = nk.astype(padded, TYPES[fmt])
     return np.frombuffer(memoryview(out).tobytes(), np.uint8)[:n].copy()
 
 
