@@ -30,15 +30,14 @@ import shutil
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import ml_dtypes
 import numpy as np
 
-from ..codec import decode, encode
+from ..codec import encode
 from .shim_build import ShimUnavailable, build
 
-__all__ = ["ENTRY_POINTS", "find_include_dirs", "missing", "vendor_encode", "vendor_decode", "rows",
+__all__ = ["ENTRY_POINTS", "find_include_dirs", "missing", "vendor_encode", "vendor_decode",
            "entry_points"]
 
 # fmt -> (overflow modes, rounding modes, sources) NVIDIA's functions take
@@ -182,45 +181,3 @@ def vendor_decode(fmt: str) -> np.ndarray:
 def expected(x: np.ndarray, fmt: str, overflow: str, rounding: str) -> np.ndarray:
     """What fmtsim's ``cuda`` profile says NVIDIA's function gives."""
     return np.asarray(encode(x, fmt, profile="cuda", overflow=overflow, rounding=rounding), np.uint8).reshape(-1)
-
-
-def rows(names: list[str], big: bool) -> list[Any]:
-    """Conformance rows: every entry point on every coverage model, and every decode."""
-    from .divergences import explain
-    from .models import iter_models
-    from .run import Row, _mismatch
-
-    why = missing()
-    if why is not None:
-        raise ValueError(why)
-    out: list[Row] = []
-    for fmt in names:
-        if fmt not in ENTRY_POINTS:
-            continue
-        dec = Row("cuda", fmt, "decode_all")
-        theirs = vendor_decode(fmt)
-        dt = ml_dtypes.bfloat16 if fmt == "e8m0" else np.float16
-        ours = decode(np.arange(theirs.size), fmt, dt).view(np.uint16)
-        t_nan = np.isnan(theirs.view(dt).astype(np.float32))
-        o_nan = np.isnan(ours.view(dt).astype(np.float32))
-
-        def describe(i: int, t: np.ndarray = theirs, o: np.ndarray = ours) -> str:
-            return f"code {i:#x}: NVIDIA {int(t[i]):#06x}, fmtsim {int(o[i]):#06x}"
-
-        dec.add((theirs == ours) | (t_nan & o_nan), {}, describe)
-        out.append(dec)
-        ovs, rms, srcs = ENTRY_POINTS[fmt]
-        by_key: dict[tuple[str, str, str], Row] = {}
-        for model, src, x in iter_models(fmt, big=big):
-            if src not in srcs:
-                continue
-            for ov in ovs:
-                for rm in rms:
-                    label = f"{model} {ov} {rm}"
-                    row = by_key.setdefault((model, ov, rm), Row("cuda", fmt, label))
-                    got = vendor_encode(x, fmt, ov, rm)
-                    want = expected(x, fmt, ov, rm)
-                    row.add(got == want, explain("cuda", fmt, src, x),
-                            _mismatch(src, x, got, "NVIDIA", want, f"fmtsim[cuda,{ov},{rm}]"))
-        out.extend(by_key.values())
-    return out

@@ -22,15 +22,14 @@ import ctypes
 import os
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import ml_dtypes
 import numpy as np
 
-from ..codec import decode, encode
+from ..codec import encode
 from .shim_build import ShimUnavailable, build
 
-__all__ = ["FORMATS", "SOURCES", "find_include_dir", "missing", "vendor_encode", "vendor_decode", "rows"]
+__all__ = ["FORMATS", "SOURCES", "find_include_dir", "missing", "vendor_encode", "vendor_decode"]
 
 FORMATS = {"e4m3": 0, "e5m2": 1, "e4m3fnuz": 2, "e5m2fnuz": 3}
 SOURCES = ("float32", "float64", "float16", "bfloat16")
@@ -108,39 +107,3 @@ def vendor_decode(fmt: str) -> np.ndarray:
 def expected(x: np.ndarray, fmt: str, overflow: str) -> np.ndarray:
     """What fmtsim's ``hip`` profile says AMD's function gives."""
     return np.asarray(encode(x, fmt, profile="hip", overflow=overflow), np.uint8).reshape(-1)
-
-
-def rows(names: list[str], big: bool) -> list[Any]:
-    """Conformance rows: every entry point on every coverage model, and every decode."""
-    from .divergences import explain
-    from .models import iter_models
-    from .run import Row, _mismatch
-
-    why = missing()
-    if why is not None:
-        raise ValueError(why)
-    out: list[Row] = []
-    for fmt in names:
-        if fmt not in FORMATS:
-            continue
-        dec = Row("hip", fmt, "decode_all")
-        theirs = vendor_decode(fmt)
-        ours = decode(np.arange(256), fmt, np.float32).view(np.uint32)
-        t_nan = np.isnan(theirs.view(np.float32))
-        o_nan = np.isnan(ours.view(np.float32))
-
-        def describe(i: int, t: np.ndarray = theirs, o: np.ndarray = ours) -> str:
-            return f"code {i:#x}: AMD {int(t[i]):#010x}, fmtsim {int(o[i]):#010x}"
-
-        dec.add((theirs == ours) | (t_nan & o_nan), {}, describe)
-        out.append(dec)
-        by_key: dict[tuple[str, str], Row] = {}
-        for model, src, x in iter_models(fmt, big=big):
-            for ov in OVERFLOWS:
-                row = by_key.setdefault((model, ov), Row("hip", fmt, f"{model} {ov}"))
-                got = vendor_encode(x, fmt, ov)
-                want = expected(x, fmt, ov)
-                row.add(got == want, explain("hip", fmt, src, x),
-                        _mismatch(src, x, got, "AMD", want, f"fmtsim[hip,{ov}]"))
-        out.extend(by_key.values())
-    return out

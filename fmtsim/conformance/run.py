@@ -57,7 +57,6 @@ _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 SRC_NAME = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
 
 
-_mismatch = mismatch  # the name older implementation modules import
 
 
 def decode_rows(dec: Decoder, names: tuple[str, ...]) -> list[Row]:
