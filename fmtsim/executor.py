@@ -129,7 +129,8 @@ class DaskCluster(Executor):
             self._own = False
 
     def __repr__(self) -> str:
-        return f"DaskCluster({self.client.scheduler.address!r}, {self.workers} workers)"
+        scheduler = self.client.scheduler
+        return f"DaskCluster({getattr(scheduler, 'address', None)!r}, {self.workers} workers)"
 
 
 def check_jobs(jobs: object) -> None:

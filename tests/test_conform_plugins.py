@@ -128,3 +128,19 @@ def test_conform_records_the_version_it_ran(capsys):
     assert main(["conform", "--impl", "onnx_spec", "--quick", "--formats", "e8m0"]) == 0
     out = capsys.readouterr().out
     assert f"onnx_spec: onnx {version('onnx')} (profiles read off onnx 1.23 (Cast, opset 25))" in out
+
+
+def test_a_vendor_implementation_without_headers_says_why(monkeypatch, tmp_path):
+    """cuda/hip report the shim's reason (never 'runs') when the vendor's headers are absent."""
+    from fmtsim.conformance import hip_impl
+    from fmtsim.conformance.impls import registry
+
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path))
+    monkeypatch.delenv("HIP_PATH", raising=False)
+    monkeypatch.setattr(hip_impl, "find_include_dir", lambda: (None, ""))
+    hip_impl._lib.cache_clear()  # a shim built earlier in this process would hide the missing headers
+    try:
+        why = registry()["hip"].missing()
+    finally:
+        hip_impl._lib.cache_clear()
+    assert why is not None and why.startswith("hip: ") and "amd_hip_fp8.h" in why

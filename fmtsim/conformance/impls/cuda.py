@@ -43,7 +43,9 @@ class Cuda(Implementation):
         from ..cuda_impl import missing
 
         why = missing()
-        return None if why is None or why.startswith("cuda:") else f"cuda: {why}"
+        if why is None:
+            return None
+        return why if why.startswith("cuda:") else f"cuda: {why}"
 
     def version(self) -> str:
         from ..cuda_impl import version

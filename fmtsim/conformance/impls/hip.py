@@ -40,7 +40,9 @@ class Hip(Implementation):
         from ..hip_impl import missing
 
         why = missing()
-        return None if why is None or why.startswith("hip:") else f"hip: {why}"
+        if why is None:
+            return None
+        return why if why.startswith("hip:") else f"hip: {why}"
 
     def decoders(self, req: Request) -> list[Decoder]:
         from ..hip_impl import FORMATS
