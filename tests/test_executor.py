@@ -37,6 +37,8 @@ def _case(rng, unit, m, n, steps, specials=True):
         (lambda t, shape: rng.choice(np.nonzero(t.cls == 0)[0], shape))
     a, b = pick(ta, (m, k)), pick(tb, (k, n))
     c = (rng.standard_normal((m, n)) * 2.0 ** rng.integers(-20, 20, (m, n))).astype(np.float32)
+    if u.c_format == "fp16":  # these units take an fp16 C: values fp16 holds
+        c = (rng.standard_normal((m, n)) * 2.0 ** rng.integers(-10, 10, (m, n))).astype(np.float16).astype(np.float32)
     kw = dict(unit=unit, a_format=fa, b_format=fb)
     if sf:
         lo, hi = (118, 136) if sf == "e8m0" else (0x28, 0x48)
