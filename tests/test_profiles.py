@@ -10,6 +10,8 @@ import fmtsim
 from fmtsim.conformance.divergences import explain
 from fmtsim.conformance.models import boundary_points
 
+from .conftest import slow_unless
+
 
 def _inputs(fmt, rng):
     x = boundary_points(fmt, np.float32)
@@ -134,7 +136,7 @@ def test_te_profile_matches_the_te_reference_fp4_intervals(rng):
     assert np.array_equal(fmtsim.encode(pts, "e2m1", profile="te"), want)
 
 
-@pytest.mark.parametrize("profile", ["torch", "torchao", "te"])
+@pytest.mark.parametrize("profile", slow_unless(["torch", "torchao", "te"], keep={"torch"}))
 def test_new_profiles_fast_path_equals_oracle(profile):
     from fmtsim.conformance.run import run
 
