@@ -145,6 +145,22 @@ def gen(name: str, seed: int = 7) -> dict[str, np.ndarray]:
                 r = zero.copy()
                 r[0] = a0
                 row(r, sc * 2.0**t)
+    if ps.c_format == "fp16":
+        # fp16 D hides the cut behind its own rounding. In column 2 (B's smallest value): C = 2^e,
+        # a product at fp16's half ulp 2^(e-11) and the smallest product p make an exact tie
+        # unless the cut at 2^(e-F) keeps p, which breaks the tie upwards: F >= e - log2(p)
+        tiny_b_value = float(tb.values[tiny_b])
+        log2_p = int(np.log2(float(ta.values[tiny_a]) * tiny_b_value))
+        for f in range(16, 30):
+            e = f + log2_p
+            half = 2.0 ** (e - 11) / tiny_b_value
+            if not -14 <= e <= 14 or not np.any((ta.cls == FINITE) & (ta.values == half)):
+                continue
+            for sc in (1.0, -1.0):
+                r = zero.copy()
+                r[0] = _code_of(ps.a_format, sc * half)
+                r[1] = tiny_a | (neg if sc < 0 else 0)
+                row(r, sc * 2.0**e)
     # fusion width: one large product at position j among small ones (products 2^17.6 : 2^-18 in column 1/2)
     for j in (1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65):
         if j >= k:
