@@ -2,7 +2,7 @@
 compiled ``fmtsim_kit`` binary (tools/device/fmtsim_kit.cu) on the GPU, hands the results to
 ``fmtsim ver`` and ``fmtsim probe infer``, and writes one report.
 
-    python tools/device/kit.py --bin BUILD/fmtsim_kit --out REPORT_DIR [--only cvt|layout|probe|gemm]
+    python tools/device/kit.py --bin BUILD/fmtsim_kit --out REPORT_DIR [--only cvt|layout|probe|gemm] [--quick]
 
 run.sh builds the binary for the GPU it finds and calls this. Steps, in order:
 
@@ -22,6 +22,11 @@ run.sh builds the binary for the GPU it finds and calls this. Steps, in order:
    (the open F = 25 / F = 35 question in the README).
 5. GEMM vector files whose operand formats a kernel takes, through ``fmtsim ver`` (bit for bit
    against the named unit the file was made for, and with ``--family-tolerance``).
+
+``--quick`` is a first look for a GPU lent for minutes: one vector file per conversion (its
+first, in name order) and one GEMM file per kernel (the first made for a unit modelling it);
+the layout self-check and the probes run in full, since the probes are the evidence about the
+unit.
 
 The report (report.md, report.json) lists every step's verdict and the tools' own output.
 """
@@ -181,7 +186,7 @@ def _read_tv_inputs(path: Path) -> list[str]:
     return [line.split()[0] for line in path.read_text().splitlines() if line.strip()]
 
 
-def run_conversions(binary: Path, work: Path, rep: Report) -> None:
+def run_conversions(binary: Path, work: Path, rep: Report, quick: bool = False) -> None:
     listed = _kit(binary, "list").stdout.split("\n")
     ops = [ln.split()[1] for ln in listed if ln.startswith("cvt ")]
     shipped = find_vectors()
@@ -201,7 +206,7 @@ def run_conversions(binary: Path, work: Path, rep: Report) -> None:
                 rep.add("conversions", {"what": op, "verdict": "not generated", "detail": g.stderr.strip()})
                 continue
             names = sorted(p.name for p in vec_dir.glob("*.tv"))
-        for name in names:
+        for name in names[:1] if quick else names:
             inputs = _read_tv_inputs(vec_dir / name)
             vals = np.array([int(h, 16) for h in inputs], dtype=np.uint32)
             n = vals.size + (vals.size % 2)
@@ -387,10 +392,12 @@ def run_probes(binary: Path, work: Path, good: dict[str, tuple[Kernel, int]], re
                                else f"exit {inf.returncode}", "detail": first, "output": inf.stdout + inf.stderr})
 
 
-def run_gemm_files(binary: Path, work: Path, good: dict[str, tuple[Kernel, int]], rep: Report) -> None:
+def run_gemm_files(binary: Path, work: Path, good: dict[str, tuple[Kernel, int]], rep: Report,
+                   quick: bool = False) -> None:
     shipped = find_vectors()
     assert shipped is not None
     manifest = json.loads((shipped / "manifest.json").read_text())["files"]
+    done: set[str] = set()  # kernels that have run a file (--quick: one each)
     for fname, meta in sorted(manifest.items()):
         if not fname.endswith(".gemm.bin"):
             continue
@@ -398,6 +405,9 @@ def run_gemm_files(binary: Path, work: Path, good: dict[str, tuple[Kernel, int]]
             if (kern.a_format, kern.b_format, kern.scale_format, kern.block_size) != \
                     (meta["a_format"], meta["b_format"], meta["scale_format"], meta["block_size"]):
                 continue
+            if quick and (kern.label() in done or meta["unit"]["name"] not in kern.units):
+                continue
+            done.add(kern.label())
             raw = bytearray((shipped / fname).read_bytes())
             arr = {a["name"]: np.frombuffer(bytes(raw), dtype="<" + a["dtype"], count=int(np.prod(a["shape"])),
                                             offset=a["offset"]).reshape(a["shape"]) for a in meta["arrays"]}
@@ -426,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="where report.md and report.json go")
     ap.add_argument("--only", choices=["cvt", "layout", "probe", "gemm"], action="append",
                     help="run only these steps (repeatable; default all)")
+    ap.add_argument("--quick", action="store_true",
+                    help="one vector file per conversion and one GEMM file per kernel (probes in full)")
     args = ap.parse_args(argv)
     steps = set(args.only or ["cvt", "layout", "probe", "gemm"])
     rep = Report(args.out)
@@ -439,12 +451,12 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         try:
             if "cvt" in steps:
-                run_conversions(args.bin, work, rep)
+                run_conversions(args.bin, work, rep, args.quick)
             good = layout_check(args.bin, work, rep) if steps & {"layout", "probe", "gemm"} else {}
             if "probe" in steps:
                 run_probes(args.bin, work, good, rep, rep.info.get("cc", ""))
             if "gemm" in steps:
-                run_gemm_files(args.bin, work, good, rep)
+                run_gemm_files(args.bin, work, good, rep, args.quick)
         finally:
             rep.write()
     print(f"kit.py: report in {args.out / 'report.md'}")

@@ -3,7 +3,7 @@
 # conversion instruction and matrix kernel it has on fmtsim's vectors and probe sets, and write one
 # report (device, driver, per-file verdicts, the unit `fmtsim probe infer` recognises).
 #
-#   tools/device/run.sh [REPORT_DIR]        (default: ./fmtsim-device-report)
+#   tools/device/run.sh [REPORT_DIR [kit.py options, e.g. --quick]]   (default: ./fmtsim-device-report)
 #
 # Needs: nvcc (CUDA 12.8+ for sm_100a/sm_120a; 12.0+ for sm_90a), nvidia-smi, and a Python with
 # fmtsim installed (pip install fmtsim, or this checkout). The report is report.md / report.json.
@@ -28,4 +28,4 @@ echo "run.sh: building fmtsim_kit for sm_$arch" >&2
 nvcc -std=c++17 -O2 -gencode "arch=compute_$arch,code=sm_$arch" -o "$build/fmtsim_kit" "$here/fmtsim_kit.cu" \
   2> "$out/build.log" || { cat "$out/build.log" >&2; exit 3; }
 { nvidia-smi; nvcc --version; } > "$out/device.txt" 2>&1 || true
-"$PY" "$here/kit.py" --bin "$build/fmtsim_kit" --out "$out"
+"$PY" "$here/kit.py" --bin "$build/fmtsim_kit" --out "$out" "${@:2}"
