@@ -18,7 +18,7 @@ import numpy as np
 from .arith import canonical_operand_format, operand_table
 from .units import Unit, get_unit
 
-__all__ = ["slow_matmul", "slow_step", "fl32", "round_fraction"]
+__all__ = ["slow_matmul", "slow_step", "fl32", "round_fraction", "exact_ieee_sum"]
 
 Value = Fraction | float  # a Fraction, or float nan / +-inf
 
@@ -218,6 +218,33 @@ def _fma_exact(x: float, y: float, z: float, fmt: str) -> float:
     if r == 0:
         return math.copysign(0.0, float(t))  # underflow to zero keeps the sign
     return float(r)
+
+
+def exact_ieee_sum(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: str) -> np.ndarray:
+    """C + sum_k a_k b_k exactly, rounded once (RNE) to fp32 / fp64 (``fmt``): the reference
+    answer for the fma units (a, b their bit patterns; NaN / Inf by IEEE rules, NaN as the
+    canonical all-ones-but-sign pattern)."""
+    udt, fdt = _IEEE[fmt][:2]
+    man, emin, top = _IEEE[fmt][2:]
+    A = np.asarray(a).astype(udt).view(fdt)
+    B = np.asarray(b).astype(udt).view(fdt)
+    m, n = A.shape[0], B.shape[1]
+    out = np.zeros((m, n), fdt)
+    for i in range(m):
+        for j in range(n):
+            cv = float(c[i, j])
+            terms = [(float(x), float(y)) for x, y in zip(A[i], B[:, j], strict=True)]
+            sp = _special([(Fraction(x) if math.isfinite(x) else x, Fraction(y) if math.isfinite(y) else y)
+                           for x, y in terms], Fraction(cv) if math.isfinite(cv) else cv)
+            if sp is not None:
+                out[i, j] = sp
+                continue
+            t = sum((Fraction(x) * Fraction(y) for x, y in terms), Fraction(cv))
+            r = round_fraction(t, man, emin, "rne")
+            out[i, j] = (math.inf if r > 0 else -math.inf) if abs(r) >= Fraction(2) ** top else float(r)
+    bits = out.view(udt).copy()
+    bits[np.isnan(out)] = (1 << (8 * np.dtype(udt).itemsize - 1)) - 1
+    return bits.view(fdt)
 
 
 def slow_step(unit: Unit, a: list[Value], b: list[Value], c: float, a_emin: int, b_emin: int,
