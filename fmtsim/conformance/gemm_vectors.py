@@ -26,8 +26,7 @@ import numpy as np
 
 from ..arrays import as_numpy
 from ..mma import UNITS, matmul
-from ..mma.arith import FINITE, canonical_operand_format, operand_table
-from ..mma.arith import IEEE_FORMATS
+from ..mma.arith import FINITE, IEEE_FORMATS, canonical_operand_format, operand_table
 from ..mma.slow import exact_ieee_sum
 from ..mma.tolerance import F_MIN, L_MIN, family_bound, fma_bound
 
@@ -240,7 +239,8 @@ def gemm_files(seed: int = 10) -> Iterator[Any]:
             "tolerance": (f"named unit: d bit for bit (any NaN matches NaN); --family-tolerance: "
                           f"|d - d_exact| <= d_bound (F >= {F_MIN}, L >= {L_MIN}; vectors/README.md)") if not fma else
                          ("named unit: d bit for bit (any NaN matches NaN); --family-tolerance: |d - d_exact| "
-                          "<= d_bound, the bound of a chain of K exactly rounded FMAs (fmtsim.mma.tolerance.fma_bound)"),
+                          "<= d_bound, the bound of a chain of K exactly rounded FMAs "
+                          "(fmtsim.mma.tolerance.fma_bound)"),
             "layout": ("codes one per element (FP4/FP6 in the low bits of a byte; tf32: the fp32 pattern "
                        "shifted right by 13, load code << 13 as fp32), row-major") if not fma else
                       (f"a_codes / b_codes: {af} bit patterns (uint{8 * np.dtype(dt).itemsize}), one per element; "

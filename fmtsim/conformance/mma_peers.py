@@ -1,17 +1,18 @@
 """The built-in implementation ``mmasim``: MMA-Sim's instruction models against
 fmtsim.mma, unit by unit, bit for bit.
 
-MMA-Sim (PyPI ``mmasim`` 2.1.1, MIT; Xie et al., arXiv:2511.10909) simulates the
-matrix instructions in PyTorch on the CPU. Every instruction it lists (every
-architecture, shape and type of nv_ptx ``MMA``, ``MMABlockScale``, ``WGMMA``,
-``TCGen05MMA``, ``TCGen05MMABlockScale`` and amd ``MFMA`` CDNA1-3; wgmma and tcgen05
-at N = 8, the arithmetic being the same for every N) is a :class:`Config` naming the
-fmtsim unit that models it (:data:`CONFIGS`), the FMA chains (fp64 mma, fp32 / fp64
-MFMA: MMA-Sim's ``MMA_FMA``) included, so :data:`NOT_MODELLED` is empty. K is fed to MMA-Sim one unit step at a time, each
-step's D the next step's C, as a kernel chains instructions. tf32 units get fp32 bit
-patterns with random low bits on both sides (the truncation is tested); fp16-C units
-an fp16 C; the fma units fp32 / fp64 bit patterns and an fp32 / fp64 C (their models draw
-from the whole fp32 / fp64 range, :func:`_fma_model`). Each runs over coverage models:
+MMA-Sim (PyPI ``mmasim`` 2.1.1, MIT; Xie et al., arXiv:2511.10909) simulates the matrix
+instructions in PyTorch on the CPU. Every instruction it lists (every architecture,
+shape and type of nv_ptx ``MMA``, ``MMABlockScale``, ``WGMMA``, ``TCGen05MMA``,
+``TCGen05MMABlockScale`` and amd ``MFMA`` CDNA1-3; wgmma and tcgen05 at N = 8, the
+arithmetic being the same for every N) is a :class:`Config` naming the fmtsim unit that
+models it (:data:`CONFIGS`), the FMA chains (fp64 mma, fp32 / fp64 MFMA: MMA-Sim's
+``MMA_FMA``) included, so :data:`NOT_MODELLED` is empty. K is fed to MMA-Sim one unit
+step at a time (an fma unit: one instruction of its own K), each step's D the next
+step's C, as a kernel chains instructions. tf32 units get fp32 bit patterns with random
+low bits on both sides (the truncation is tested); fp16-C units an fp16 C; the fma units
+fp32 / fp64 bit patterns and an fp32 / fp64 C (their models draw from the whole fp32 /
+fp64 range, :func:`_fma_model`). Each runs over coverage models:
 
     random            uniform codes over each format's whole range (NaN and Inf codes
                       included), random fp32 C, random scale codes
@@ -57,7 +58,8 @@ __all__ = ["missing", "CONFIGS", "Config", "mmasim_rows", "MMA_DIVERGENCES", "ru
 PTX = {"e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2", "e2m3": "e2m3", "e2m1": "e2m1", "fp16": "f16", "bf16": "bf16",
        "tf32": "tf32"}
 AMD = {"e4m3fnuz": "fp8", "e5m2fnuz": "bf8", "fp16": "f16", "bf16": "bf16", "tf32": "xf32"}
-_FROM_PTX = {"f64": "fp64", "f32": "fp32", "f16": "fp16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2",
+_FROM_PTX = {"f64": "fp64", "f32": "fp32",
+             "f16": "fp16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2",
              "e2m3": "e2m3", "e2m1": "e2m1", "fp8": "e4m3fnuz", "bf8": "e5m2fnuz", "xf32": "tf32"}
 
 MODELS = ("random", "cancellation", "huge_tiny", "below_e_zero", "subnormal", "c_dominates", "c_negligible",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -32,7 +33,8 @@ _WIDE_ALIASES = {"float16": "fp16", "f16": "fp16", "half": "fp16", "bfloat16": "
                  "f32": "fp32", "xf32": "tf32", "float64": "fp64", "f64": "fp64", "double": "fp64"}
 # fp32 / fp64 operands of the FMA-chain units (family "fma"): IEEE bit patterns (uint32 / uint64
 # codes), decoded by a view, never through a per-code table
-IEEE_FORMATS = {"fp32": (np.dtype(np.uint32), np.dtype(np.float32)), "fp64": (np.dtype(np.uint64), np.dtype(np.float64))}
+IEEE_FORMATS: dict[str, tuple[Any, Any]] = {"fp32": (np.dtype(np.uint32), np.dtype(np.float32)),
+                "fp64": (np.dtype(np.uint64), np.dtype(np.float64))}
 
 FINITE, INF, NAN = 0, 1, 2
 

@@ -42,17 +42,17 @@ Families (one exact step implementation each, in :mod:`fmtsim.mma.step`):
 ``exact`` with ``k`` > 0 is a hardware unit too: AMD CDNA1 MFMA sums ``k`` products
 and C exactly and rounds once (RNE fp32) per step.
 
-Outputs: ``rz_fp32`` / ``rz_e8m13`` (truncation toward zero, e8m13: fp32 with its 10
-low fraction bits cleared), ``rne_fp32``, and ``rne_fp16`` (the ``.f16`` forms of the
-instructions: nearest even fp16, overflow to +-Inf; the result is an fp16 value held
-in float32), and ``rne_fp64`` (the fp64 fma units: D and C are float64). ``c_format`` is the format of the C the instruction takes: an fp16 C's
-exponent is clamped at fp16's -14 when it joins (MMA-Sim's ``frexp_and_normalize`` of
-an fp16 tensor), which moves the alignment point for a subnormal C. ``tf32_inputs``:
-the unit takes ``tf32`` codes (19 bits: sign, 8 exponent, 10 fraction), or ``fp32``
-codes (uint32 bit patterns) whose 13 low bits it drops first, as MMA-Sim's
-``truncate_fp32_to_tf32``. A step's ``k`` is the instruction's L = min(K, L_max):
-an instruction with a shorter K than L_max fuses only K products, so it is its own
-unit (``..._k8``).
+Outputs: ``rz_fp32`` / ``rz_e8m13`` (truncation toward zero, e8m13: fp32 with its 10 low
+fraction bits cleared), ``rne_fp32``, and ``rne_fp16`` (the ``.f16`` forms of the
+instructions: nearest even fp16, overflow to +-Inf; the result is an fp16 value held in
+float32), and ``rne_fp64`` (the fp64 fma units: D and C are float64). ``c_format`` is
+the format of the C the instruction takes: an fp16 C's exponent is clamped at fp16's -14
+when it joins (MMA-Sim's ``frexp_and_normalize`` of an fp16 tensor), which moves the
+alignment point for a subnormal C. ``tf32_inputs``: the unit takes ``tf32`` codes (19
+bits: sign, 8 exponent, 10 fraction), or ``fp32`` codes (uint32 bit patterns) whose 13
+low bits it drops first, as MMA-Sim's ``truncate_fp32_to_tf32``. A step's ``k`` is the
+instruction's L = min(K, L_max): an instruction with a shorter K than L_max fuses only K
+products, so it is its own unit (``..._k8``).
 
 Where the sources differ. Khattak-Mikaitis model NVIDIA V100 to B200 for 8-, 16- and
 19-bit inputs; MMA-Sim also models FP6/FP4, the block-scaled kinds and AMD CDNA. For
