@@ -30,7 +30,7 @@ def bits(x):
 def _pools(rng, fmt, n):
     """(a, b, c) float arrays of n lanes mixing: random patterns over the whole range, ordinary
     values, ties (a product of exactly half an ulp of C, times an odd number), cancellations
-    (C = -RN(a b) plus or minus an ulp), subnormal factors, products straddling the bottom and
+    (C = -RN(a b) plus or minus an ulp), double-rounding traps, subnormal factors, products straddling the bottom and
     the top of the range, signed zeros, Inf and NaN."""
     udt, fdt, man, emax, etiny = SPEC[fmt]
     hi = np.iinfo(udt).max
@@ -42,7 +42,7 @@ def _pools(rng, fmt, n):
     def rand_bits(size=n):
         return rng.integers(0, hi, size, dtype=np.uint64, endpoint=True).astype(udt).view(fdt)
 
-    kind = rng.integers(0, 8, n)
+    kind = rng.integers(0, 9, n)
     a, b, c = vals(-30, 30), vals(-30, 30), vals(-30, 30)
     r = kind == 0  # any patterns
     a[r], b[r], c[r] = rand_bits(r.sum()), rand_bits(r.sum()), rand_bits(r.sum())
@@ -68,6 +68,13 @@ def _pools(rng, fmt, n):
     top = kind == 5  # products near the top: overflow or not, against a large C
     a[top], b[top] = vals(emax // 2 - 2, emax // 2, top.sum()), vals(emax // 2 - 2, emax // 2 + 1, top.sum())
     c[top] = vals(emax - 3, emax, top.sum())
+    dr = kind == 7  # double-rounding traps: C odd, a b = ulp(C) / 2 * (1 - 2^-2man), just below the tie
+    cd = vals(-60, 60, dr.sum())
+    cd = (cd.view(udt) | udt(1)).view(fdt)
+    ed = np.frexp(cd)[1] - 1
+    a[dr] = np.ldexp(np.sign(cd) * (1 + 2.0**-man), ed - man - 1).astype(fdt)
+    b[dr] = fdt(1 - 2.0**-man)
+    c[dr] = cd
     z = kind == 6  # signed zeros and specials
     pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0], fdt)
     a[z], b[z], c[z] = rng.choice(pool, z.sum()), rng.choice(pool, z.sum()), rng.choice(pool, z.sum())
@@ -102,6 +109,10 @@ def test_fma_equals_the_exact_rounding_lane_by_lane(fmt, rng, monkeypatch):
     assert (bits(want) == bits(np.array(-0.0, want.dtype))).any() and (want == 0).sum() > 10
     tiny = np.abs(want) < np.exp2(-1022 if fmt == "fp64" else -126)
     assert (tiny & (want != 0)).sum() > 50 and np.isinf(want).sum() > 20
+    # the emulation matters: a float64 sum cast to fp32 (fp64: a * b + c) rounds twice
+    with np.errstate(invalid="ignore", over="ignore"):
+        naive = (a.astype(np.float64) * b + c).astype(SPEC[fmt][1])
+    assert (~_same(naive, want)).sum() > 20
     if fmt == "fp64":
         assert 100 < len(calls) < len(a) // 2  # the integer path runs only for the extreme lanes
         calls.clear()

@@ -5,7 +5,9 @@ explicit split-K, over operand codes or MXTensor / NVFP4Tensor objects.
 Conventions (numpy's): a is (M, K), b is (K, N), scales are per block along K:
 a_scales (M, K / block_size), b_scales (K / block_size, N). K is padded with zero
 codes (and scale 1.0) up to a multiple of the unit's K, as a kernel's zero-filled tile
-is. The result is float32 (M, N); a NaN result is the canonical 0x7FFFFFFF.
+is. The result is float32 (M, N); a NaN result is the canonical 0x7FFFFFFF. The fp64
+fma units (fp64 mma, fp64 MFMA) take an fp64 C and return float64, NaN as
+0x7FFFFFFFFFFFFFFF.
 """
 
 from __future__ import annotations
@@ -424,6 +426,10 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     instruction takes an fp16 C (``c_format="fp16"``) need fp16 values, and the fp16-output
     units (``rne_fp16``) return fp16 values held in float32. tf32 units take ``tf32`` codes
     or ``a_format="fp32"`` / ``b_format="fp32"`` bit patterns (uint32), 13 low bits dropped.
+    The fma units (family ``fma``: fp64 mma, fp32 / fp64 MFMA) take ``fp32`` / ``fp64`` bit
+    patterns (uint32 / uint64 codes; view float arrays as those) and an fp32 / fp64 C; the
+    fp64 ones return float64 D (nothing is narrowed: a C value fp32 cannot hold is refused
+    by the fp32 units, kept by the fp64 ones).
 
     Chaining: the unit's steps run along K, each step's fp32 result is the next step's C.
     promote_every: every that many elements of K (a multiple of the unit's K) the
