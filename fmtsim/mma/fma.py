@@ -104,32 +104,37 @@ def _exact64(a: float, b: float, c: float) -> float:
 
 
 def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """RN(a * b + c) elementwise in fp64 (a, b, c float64, broadcast), rounded once."""
-    a, b, c = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (a, b, c)))
-    special, sval = _special(a, b, c)
+    """RN(a * b + c) elementwise in fp64 (a, b, c float64, broadcast), rounded once.
+
+    What depends on a or b alone (Veltkamp's split, the range checks) runs on their own
+    shapes: in a matmul chain a column of A and a row of B, not the (M, N) outputs."""
+    a, b, c = (np.asarray(x, np.float64) for x in (a, b, c))
+    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        t = _SPLIT * a
+        ah = t - (t - a)
+        al = a - ah
+        t = _SPLIT * b
+        bh = t - (t - b)
+        bl = b - bh
         uh = a * b
-        aa, ab_, ac = np.abs(a), np.abs(b), np.abs(uh)
-        safe = (~special & (aa >= _LO) & (aa < _HI) & (ab_ >= _LO) & (ab_ < _HI) & (ac >= _LO) & (ac < _C_HI)
-                & (np.abs(c) < _C_HI))
-        x, y, z = (np.where(safe, v, 1.0) for v in (a, b, c))
-        uh = x * y
-        # Dekker's TwoProduct with Veltkamp's split: uh + ul = x * y exactly
-        t = _SPLIT * x
-        xh = t - (t - x)
-        xl = x - xh
-        t = _SPLIT * y
-        yh = t - (t - y)
-        yl = y - yh
-        ul = ((xh * yh - uh) + xh * yl + xl * yh) + xl * yl
-        th, tl = _two_sum(z, uh)
-        v = _round_odd(*_two_sum(tl, ul))
-        out = th + v
-    safe &= (tl == 0) | (np.abs(th) >= _LO)
-    out = np.where(special, sval, out)
-    rest = np.nonzero(~safe & ~special)
+        # Dekker's TwoProduct: uh + ul = a * b exactly where the operands are safe (below)
+        ul = ((ah * bh - uh) + ah * bl + al * bh) + al * bl
+        th, tl = _two_sum(c, uh)
+        out = np.broadcast_to(th + _round_odd(*_two_sum(tl, ul)), shape).copy()
+        ok_a = (np.abs(a) >= _LO) & (np.abs(a) < _HI)  # finite, nonzero, split and product exact
+        ok_b = (np.abs(b) >= _LO) & (np.abs(b) < _HI)
+        au = np.abs(uh)
+        safe = ok_a & ok_b & (au >= _LO) & (au < _C_HI) & (np.abs(c) < _C_HI) & ((tl == 0) | (np.abs(th) >= _LO))
+        special = (~np.isfinite(a) | (a == 0)) | (~np.isfinite(b) | (b == 0)) | ~np.isfinite(c)
+    special = np.broadcast_to(special, shape)
+    if special.any():
+        mask, sval = _special(*np.broadcast_arrays(a, b, c))
+        out = np.where(mask, sval, out)
+    rest = np.nonzero(~np.broadcast_to(safe, shape) & ~special)
     if rest[0].size:
-        out[rest] = [_exact64(float(p), float(q), float(r)) for p, q, r in zip(a[rest], b[rest], c[rest],
+        A, B, C = np.broadcast_arrays(a, b, c)
+        out[rest] = [_exact64(float(p), float(q), float(r)) for p, q, r in zip(A[rest], B[rest], C[rest],
                                                                                  strict=True)]
     return out
 
