@@ -8,13 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fmtsim.cli import main
 from fmtsim.mma import UNITS, Unit, matmul, slow_matmul
 from fmtsim.mma import fma as fma_mod
 from fmtsim.mma.slow import _fma_exact
 
-from .conftest import slow_unless
+from .conftest import examples, slow_unless
 
 VEC = Path(__file__).resolve().parent.parent / "vectors"
 FMA_UNITS = [u.name for u in UNITS.values() if u.family == "fma"]
@@ -120,6 +122,23 @@ def test_fma_equals_the_exact_rounding_lane_by_lane(fmt, rng, monkeypatch):
         n = min(map(len, ordinary))
         fma_mod.fma64(*(x[:n] for x in ordinary))
         assert not calls  # operands within 2^+-60: Boldo-Melquiond's emulation alone
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(fmt=st.sampled_from(["fp32", "fp64"]), data=st.data())
+def test_hypothesis_fma_equals_the_exact_rounding(fmt, data):
+    """Hypothesis's own float edges (subnormals, the largest finite, signed zeros, Inf, NaN),
+    and C = -a b nudged, through the fast path one lane at a time."""
+    width = 64 if fmt == "fp64" else 32
+    fl = st.floats(width=width, allow_nan=True, allow_infinity=True, allow_subnormal=True)
+    x, y, z = data.draw(fl), data.draw(fl), data.draw(fl)
+    if data.draw(st.booleans()):  # cancellation: C = -RN(x y) or its neighbour
+        with np.errstate(all="ignore"):
+            p = SPEC[fmt][1](x) * SPEC[fmt][1](y)
+            z = float(np.nextafter(-p, SPEC[fmt][1](data.draw(st.sampled_from([-np.inf, np.inf]))))
+                      if data.draw(st.booleans()) else -p)
+    a, b, c = (np.array([v], SPEC[fmt][1]) for v in (x, y, z))
+    assert _same(fma_mod.fma(a, b, c), _exact(a, b, c, fmt)).all(), (x, y, z)
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "fp64"])
