@@ -321,3 +321,22 @@ def test_conform_mmasim_fma_instructions(unit):
         assert covered.all(), (name, ours[~covered][:4], theirs[~covered][:4])
         cases += same.size
     assert cases == 8 * 16 * 8
+
+
+def test_a_wrong_fma_is_caught(monkeypatch):
+    """The comparison can fail: an unfused multiply-add (the product rounded first) in place of
+    the FMA disagrees with MMA-Sim on ordinary fp32 operands."""
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'fmtsim[mma]')")
+    pytest.importorskip("mmasim", reason="mmasim is not installed (pip install 'fmtsim[mma]')")
+    from fmtsim.conformance import mma_peers
+
+    cfg = next(c for c in mma_peers.CONFIGS if c.unit == "cdna1_mfma_fp32")
+    case = mma_peers._model("cancellation", cfg, np.random.default_rng(2), 16, 8, 16)
+    assert mma_peers.compare(cfg, case)[0].all()
+
+    def unfused(a, b, c):
+        with np.errstate(all="ignore"):
+            p = np.asarray(a, np.float32) * np.asarray(b, np.float32)
+            return (p + np.asarray(c, np.float32)).astype(np.float32)
+    monkeypatch.setattr(fma_mod, "fma", unfused)
+    assert not mma_peers.compare(cfg, case)[0].all()
