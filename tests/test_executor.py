@@ -16,6 +16,8 @@ from .conftest import slow_unless
 
 
 def bits(x):
+    if np.asarray(x).dtype == np.float64:  # the fp64 units' D: its own patterns, not narrowed
+        return np.asarray(x).view(np.uint64)
     return np.asarray(x, np.float32).view(np.uint32)
 
 
@@ -30,13 +32,21 @@ def _case(rng, unit, m, n, steps, specials=True):
     fa = fb = "e4m3" if "*" in u.formats else u.formats[0]
     sf = u.scale_formats[0] if u.scaled and u.family != "exact" else None
     bs = u.block_sizes[0] if sf else None
-    step = u.k or 32
+    step = 16 if u.family == "fma" else u.k or 32  # an fma unit: 13 and 29 FMAs in a chain
     k = step * steps if sf else step * steps - 3
+    c = (rng.standard_normal((m, n)) * 2.0 ** rng.integers(-20, 20, (m, n))).astype(np.float32)
+    if u.family == "fma":  # fp32 / fp64 patterns (any, or finite values), an fp32 / fp64 C
+        udt = np.uint64 if fa == "fp64" else np.uint32
+        vals = (rng.standard_normal((m + n, k)) * 2.0 ** rng.integers(-20, 20, (m + n, k))).astype(u.out_dtype)
+        codes = vals.view(udt)
+        if specials:
+            codes = np.where(rng.random(codes.shape) < 0.2, rng.integers(0, np.iinfo(udt).max, codes.shape,
+                                                                         dtype=np.uint64).astype(udt), codes)
+        return codes[:m], codes[m:].T.copy(), c.astype(u.out_dtype), dict(unit=unit, a_format=fa, b_format=fb)
     ta, tb = operand_table(fa), operand_table(fb)
     pick = (lambda t, shape: rng.integers(0, t.n_codes, shape)) if specials else \
         (lambda t, shape: rng.choice(np.nonzero(t.cls == 0)[0], shape))
     a, b = pick(ta, (m, k)), pick(tb, (k, n))
-    c = (rng.standard_normal((m, n)) * 2.0 ** rng.integers(-20, 20, (m, n))).astype(np.float32)
     if u.c_format == "fp16":  # these units take an fp16 C: values fp16 holds
         c = (rng.standard_normal((m, n)) * 2.0 ** rng.integers(-10, 10, (m, n))).astype(np.float16).astype(np.float32)
     kw = dict(unit=unit, a_format=fa, b_format=fb)

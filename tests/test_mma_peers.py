@@ -136,13 +136,19 @@ def test_unit_records_carry_mmasim_parameters():
             assert u.family == "exact" and u.k == min(op.k, ar.L_max), cfg.label
         elif kind == "MMA_FTZ_MUL_ADD":
             assert u.family == "ftz" and u.k == ar.P, cfg.label
+        elif kind == "MMA_FMA":  # one exactly rounded FMA per product, in the operands' own format
+            import torch
+
+            fmt = {torch.float32: "fp32", torch.float64: "fp64"}[op.a_type]
+            assert u.family == "fma" and u.k == 1 and u.formats == (fmt,), cfg.label
+            assert u.c_format == fmt and op.c_type == op.d_type == op.a_type, cfg.label
         else:
             raise AssertionError(f"{cfg.label}: MMA-Sim arithmetic {kind} has no fmtsim family")
 
 
 def test_configs_cover_every_instruction_mmasim_lists():
-    """Every (architecture, shape and type) MMA-Sim 2.1.1 lists has a config, except the FMA
-    chains (fp64 mma, fp32/fp64 MFMA); wgmma and tcgen05.mma stand for every N by N = 8."""
+    """Every (architecture, shape and type) MMA-Sim 2.1.1 lists has a config, the FMA chains
+    (fp64 mma, fp32/fp64 MFMA) included; wgmma and tcgen05.mma stand for every N by N = 8."""
     import re
 
     from mmasim.amd import isa_mfma
@@ -166,5 +172,7 @@ def test_configs_cover_every_instruction_mmasim_lists():
                     st = n8(st)
                 theirs.append((cls, arch, st))
     fma = {t for t in theirs if ".f64." in t[2] or re.match(r"f(32|64)_.*[^x]f(32|64)$", t[2])}
-    assert set(theirs) - fma == have
+    assert set(theirs) == have and mma_peers.NOT_MODELLED == ()
     assert len(fma) == 27  # 6 NVIDIA fp64 shapes on 5 architectures, 17 AMD fp32 / fp64 suffixes
+    assert {c.unit for c in mma_peers.CONFIGS if c.op in fma} == {"sm80_mma_fp64", "cdna1_mfma_fp32",
+                                                                  "cdna2_mfma_fp64"}

@@ -33,7 +33,10 @@ KEYS = {"exact": ("family", "k"), "ftz": ("family", "k"), "nv": ("family", "k", 
 
 
 def test_every_named_unit_has_a_probe_case():
-    assert {u for u, _ in CASES} == set(UNITS)
+    # the fma units (fp32 / fp64 FMA chains) have no place in the probe's grid of fused
+    # dot-product steps over code tables: none of its parameters is theirs (docs/matrix_units.md)
+    fma = {n for n, u in UNITS.items() if u.family == "fma"}
+    assert fma and {u for u, _ in CASES} == set(UNITS) - fma
 
 
 def _check(inf, unit):

@@ -425,13 +425,21 @@ def bench_mma(repeat: int, rng: np.random.Generator, big: bool = True) -> list[l
              ("sm100_mxf8f6f4", "e4m3", "e4m3", "e8m0", 32, (128, 256, 256)),
              ("sm100_mxf4", "e2m1", "e2m1", "e8m0", 32, (128, 256, 512)),
              ("sm100_mxf4nvf4", "e2m1", "e2m1", "ue4m3", 16, (128, 256, 512)),
-             ("cdna3_mfma_fp8", "e4m3fnuz", "e4m3fnuz", None, None, (64, 256, 256))]
+             ("cdna3_mfma_fp8", "e4m3fnuz", "e4m3fnuz", None, None, (64, 256, 256)),
+             ("sm80_mma_fp64", "fp64", "fp64", None, None, (64, 256, 256)),
+             ("cdna1_mfma_fp32", "fp32", "fp32", None, None, (64, 256, 256))]
     rows = []
     for unit, af, bf, sf, bs, (m, n, k) in cases:
-        ta, tb = operand_table(af), operand_table(bf)
-        a = rng.choice(np.nonzero(ta.cls == 0)[0], (m, k))
-        b = rng.choice(np.nonzero(tb.cls == 0)[0], (k, n))
-        c = rng.standard_normal((m, n)).astype(np.float32)
+        if af in ("fp32", "fp64"):  # the fma units: bit patterns of normal values, a C of their width
+            fdt, udt = (np.float64, np.uint64) if af == "fp64" else (np.float32, np.uint32)
+            a = rng.standard_normal((m, k)).astype(fdt).view(udt)
+            b = rng.standard_normal((k, n)).astype(fdt).view(udt)
+            c = rng.standard_normal((m, n)).astype(fdt)
+        else:
+            ta, tb = operand_table(af), operand_table(bf)
+            a = rng.choice(np.nonzero(ta.cls == 0)[0], (m, k))
+            b = rng.choice(np.nonzero(tb.cls == 0)[0], (k, n))
+            c = rng.standard_normal((m, n)).astype(np.float32)
         sa = sb = None
         if sf and bs:
             lo, hi = (120, 135) if sf == "e8m0" else (0x30, 0x48)

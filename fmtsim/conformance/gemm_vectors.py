@@ -26,8 +26,9 @@ import numpy as np
 
 from ..arrays import as_numpy
 from ..mma import UNITS, matmul
-from ..mma.arith import FINITE, canonical_operand_format, operand_table
-from ..mma.tolerance import F_MIN, L_MIN, family_bound
+from ..mma.arith import FINITE, IEEE_FORMATS, canonical_operand_format, operand_table
+from ..mma.slow import exact_ieee_sum
+from ..mma.tolerance import F_MIN, L_MIN, family_bound, fma_bound
 
 __all__ = ["GEMM_CASES", "gemm_files", "verify_gemm"]
 
@@ -90,6 +91,10 @@ GEMM_CASES: list[tuple[str, str, str, str | None, int | None]] = [
     ("cdna2_mfma_bf16", "bf16", "bf16", None, None),
     ("cdna3_mfma_fp16_k4", "fp16", "fp16", None, None),
     ("cdna3_mfma_xf32", "tf32", "tf32", None, None),
+    # the FMA chains: fp32 / fp64 bit patterns, an fp32 / fp64 C and D
+    ("sm80_mma_fp64", "fp64", "fp64", None, None),
+    ("cdna1_mfma_fp32", "fp32", "fp32", None, None),
+    ("cdna2_mfma_fp64", "fp64", "fp64", None, None),
 ]
 
 M, N, STEPS = 16, 8, 4
@@ -142,14 +147,52 @@ def _operands(rng: np.random.Generator, a_fmt: str, b_fmt: str, k: int
     return a, b, c
 
 
+def _fma_operands(rng: np.random.Generator, fmt: str, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of :func:`_operands` for fp32 / fp64 patterns: 0-7 values within 2^+-16, 8 near
+    the largest, 9 the smallest subnormals, 10 one near the largest among them, 11 zeros (+0
+    and -0), 12 pairs that cancel against B's columns 0-3, 13 subnormals against B, 14-15 any
+    pattern (NaN/Inf included). B random within 2^+-16, column 7 zeros. C random, with zeros,
+    one near the top of the range and one subnormal."""
+    udt, fdt = IEEE_FORMATS[fmt]
+    wide = fdt == np.float64
+    man, emax = (52, 1023) if wide else (23, 127)
+
+    def vals(shape: Any, lo: int, hi: int) -> np.ndarray:
+        v = rng.choice([-1.0, 1.0], shape) * (1 + rng.random(shape)) * np.exp2(rng.integers(lo, hi + 1, shape))
+        return np.asarray(v).astype(fdt)
+
+    def subnormal(shape: Any) -> np.ndarray:
+        frac = rng.integers(1, 1 << man, shape, dtype=np.uint64).astype(udt)
+        sign = np.where(rng.random(shape) < 0.5, 1 << (8 * udt.itemsize - 1), 0).astype(udt)
+        return np.asarray(frac | sign).view(fdt)
+
+    a, b = vals((M, k), -16, 16), vals((k, N), -16, 16)
+    a[8] = vals(k, emax - 2, emax - 1)
+    a[9] = rng.integers(1, 4, k).astype(udt).view(fdt)
+    a[10] = a[9]
+    a[10, rng.integers(0, k)] = vals(1, emax - 2, emax - 1)[0]
+    a[11] = np.where(rng.random(k) < 0.5, 0.0, -0.0).astype(fdt)
+    a[12, 1::2] = -a[12, 0::2][: k // 2]
+    b[1::2, :4] = b[0::2, :4][: k // 2]
+    a[13] = subnormal(k)
+    A = a.view(udt).copy()
+    A[14:] = rng.integers(0, np.iinfo(udt).max, (2, k), dtype=np.uint64, endpoint=True).astype(udt)
+    b[:, 7] = 0
+    c = vals((M, N), -10, 10)
+    c[rng.random((M, N)) < 0.3] = 0
+    c[3, 3], c[4, 4] = vals(1, emax - 1, emax - 1)[0], subnormal(1)[0]
+    return A, b.view(udt), c
+
+
 def gemm_files(seed: int = 10) -> Iterator[Any]:
     from .vectors import VectorFile, _binary
 
     for ci, (unit, af, bf, sf, bs) in enumerate(GEMM_CASES):
         u = UNITS[unit]
-        k = (u.k or 16) * STEPS
+        fma = u.family == "fma"
+        k = (16 if fma else u.k or 16) * STEPS
         rng = np.random.default_rng([seed, ci])
-        a, b, c = _operands(rng, af, bf, k)
+        a, b, c = _fma_operands(rng, af, k) if fma else _operands(rng, af, bf, k)
         if u.c_format == "fp16":  # the instruction's C is fp16: C within its range, its subnormal smallest
             c = np.clip(c, -60000, 60000).astype(np.float16).astype(np.float32)
             c[4, 4] = np.float32(2.0**-24)
@@ -167,31 +210,41 @@ def gemm_files(seed: int = 10) -> Iterator[Any]:
         kw: dict[str, Any] = dict(a_format=af, b_format=bf, a_scales=sa, b_scales=sb, scale_format=sf,
                                   block_size=bs)
         d = matmul(a, b, c, unit=unit, **kw)
-        d_exact = matmul(a, b, c, unit="exact", **kw)
-        bound = family_bound(a, b, c, af, bf, sa, sb, sf, bs)
-        with np.errstate(over="ignore"):
-            b32 = bound.astype(np.float32)
-        b32 = np.where(b32.astype(np.float64) < bound, np.nextafter(b32, np.float32(np.inf)), b32)
-        dt = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32}.get(canonical_operand_format(af), np.uint8)
+        if fma:  # the exact sum rounded once into the unit's format; the FMA-chain bound (float64)
+            d_exact = exact_ieee_sum(a, b, c, af)
+            b32 = fma_bound(a, b, c, af)
+        else:
+            d_exact = matmul(a, b, c, unit="exact", **kw)
+            bound = family_bound(a, b, c, af, bf, sa, sb, sf, bs)
+            with np.errstate(over="ignore"):
+                b32 = bound.astype(np.float32)
+            b32 = np.where(b32.astype(np.float64) < bound, np.nextafter(b32, np.float32(np.inf)), b32)
+        dt = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "fp32": np.uint32,
+              "fp64": np.uint64}.get(canonical_operand_format(af), np.uint8)
         arrays: list[tuple[str, np.ndarray]] = [("a_codes", a.astype(dt)), ("b_codes", b.astype(dt))]
         if sa is not None and sb is not None:
             arrays += [("a_scales", sa), ("b_scales", sb)]
-        arrays += [("c", c), ("d", d), ("d_exact", d_exact), ("d_bound", b32.astype(np.float32))]
+        arrays += [("c", c), ("d", d), ("d_exact", d_exact), ("d_bound", b32.astype(np.float64 if fma else np.float32))]
         data, layout = _binary(arrays)
         params = {"name": u.name, "family": u.family, "k": u.k, "fraction_bits": u.fraction_bits,
                   "e_zero": u.e_zero, "output": u.output, "group": u.group, "even_odd": u.even_odd,
                   "fraction_bits2": u.fraction_bits2, "source": u.source}
-        if u.c_format != "fp32" or u.tf32_inputs:
+        if u.c_format != "fp32" or u.tf32_inputs or fma:
             params.update(c_format=u.c_format, tf32_inputs=u.tf32_inputs)
         yield VectorFile(gemm_name(unit, af, bf, sf, bs), data, {
             "operation": "unit_gemm", "unit": params, "a_format": af, "b_format": bf,
             "scale_format": sf, "block_size": bs, "M": M, "N": N, "K": k,
             "d": "D = A @ B + C on the unit, its steps chained along K (each step's result is the "
                  "next step's C; fp16 outputs are fp16 values held in float32); NaN results are 0x7FFFFFFF",
-            "tolerance": f"named unit: d bit for bit (any NaN matches NaN); --family-tolerance: "
-                         f"|d - d_exact| <= d_bound (F >= {F_MIN}, L >= {L_MIN}; vectors/README.md)",
-            "layout": "codes one per element (FP4/FP6 in the low bits of a byte; tf32: the fp32 pattern "
-                      "shifted right by 13, load code << 13 as fp32), row-major",
+            "tolerance": (f"named unit: d bit for bit (any NaN matches NaN); --family-tolerance: "
+                          f"|d - d_exact| <= d_bound (F >= {F_MIN}, L >= {L_MIN}; vectors/README.md)") if not fma else
+                         ("named unit: d bit for bit (any NaN matches NaN); --family-tolerance: |d - d_exact| "
+                          "<= d_bound, the bound of a chain of K exactly rounded FMAs "
+                          "(fmtsim.mma.tolerance.fma_bound)"),
+            "layout": ("codes one per element (FP4/FP6 in the low bits of a byte; tf32: the fp32 pattern "
+                       "shifted right by 13, load code << 13 as fp32), row-major") if not fma else
+                      (f"a_codes / b_codes: {af} bit patterns (uint{8 * np.dtype(dt).itemsize}), one per element; "
+                       f"c, d, d_exact: {u.out_dtype}; d_bound: float64; row-major"),
             "coverage_model": "unit_gemm", "cases": M * N, "arrays": layout})
 
 
@@ -199,13 +252,14 @@ def verify_gemm(exp: dict[str, np.ndarray], got: dict[str, np.ndarray], family: 
                 ) -> tuple[np.ndarray, list[str]]:
     """(ok mask, reasons) for a device's d against a unit_gemm file's arrays."""
     e, g = exp["d"], got["d"]
+    u = f"u{e.itemsize}"  # uint32 patterns, uint64 for the fp64 units' D
     if not family:
-        ok = (e.view(np.uint32) == g.view(np.uint32)) | (np.isnan(e) & np.isnan(g))
+        ok = (e.view(u) == g.view(u)) | (np.isnan(e) & np.isnan(g))
     else:
         ref, bound = exp["d_exact"], exp["d_bound"].astype(np.float64)
         with np.errstate(invalid="ignore"):
             near = np.abs(g.astype(np.float64) - ref.astype(np.float64)) <= bound
-        same = (ref.view(np.uint32) == g.view(np.uint32)) | (np.isnan(ref) & np.isnan(g))
+        same = (ref.view(u) == g.view(u)) | (np.isnan(ref) & np.isnan(g))
         ok = np.where(np.isnan(bound), same, np.isinf(bound) | near | same)
     return ok, []
 
@@ -213,9 +267,18 @@ def verify_gemm(exp: dict[str, np.ndarray], got: dict[str, np.ndarray], family: 
 def ulps_apart(x: Any, y: Any) -> np.ndarray:
     """How many fp32 steps lie between float32 x and y (the bit patterns ordered across the signs:
     -0 and +0 are 0 apart). A NaN on either side gives -1: NaN is no distance from anything.
-    Inputs must already be float32 (a GEMM output): other dtypes raise TypeError rather than
-    being rounded into float32 first, which could hide the very difference asked about."""
+    Inputs must already be float32 (a GEMM output), or both float64 (an fp64 unit's D: fp64
+    steps, as Python integers): other dtypes raise TypeError rather than being rounded into
+    float32 first, which could hide the very difference asked about."""
     xs, ys = as_numpy(x, "x"), as_numpy(y, "y")
+    if xs.dtype == np.float64 and ys.dtype == np.float64:
+        def key64(v: np.ndarray) -> np.ndarray:
+            mag = (v.view(np.uint64) & np.uint64(0x7FFFFFFFFFFFFFFF)).astype(object)
+            return np.where(np.signbit(v), -mag, mag)
+
+        with np.errstate(invalid="ignore"):
+            nan64 = np.isnan(xs) | np.isnan(ys)
+        return np.where(nan64, -1, np.abs(key64(xs) - key64(ys)))
     for name, v in (("x", xs), ("y", ys)):
         if v.dtype != np.float32:
             raise TypeError(f"ulps_apart: {name} must be float32 (fp32 outputs), not {v.dtype}")

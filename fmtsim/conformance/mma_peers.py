@@ -1,16 +1,18 @@
 """The built-in implementation ``mmasim``: MMA-Sim's instruction models against
 fmtsim.mma, unit by unit, bit for bit.
 
-MMA-Sim (PyPI ``mmasim`` 2.1.1, MIT; Xie et al., arXiv:2511.10909) simulates the
-matrix instructions in PyTorch on the CPU. Every instruction it lists (every
-architecture, shape and type of nv_ptx ``MMA``, ``MMABlockScale``, ``WGMMA``,
-``TCGen05MMA``, ``TCGen05MMABlockScale`` and amd ``MFMA`` CDNA1-3; wgmma and tcgen05
-at N = 8, the arithmetic being the same for every N) is a :class:`Config` naming the
-fmtsim unit that models it (:data:`CONFIGS`), except the FMA chains (fp64 mma, fp32 /
-fp64 MFMA: :data:`NOT_MODELLED`). K is fed to MMA-Sim one unit step at a time, each
-step's D the next step's C, as a kernel chains instructions. tf32 units get fp32 bit
-patterns with random low bits on both sides (the truncation is tested); fp16-C units
-an fp16 C. Each runs over coverage models:
+MMA-Sim (PyPI ``mmasim`` 2.1.1, MIT; Xie et al., arXiv:2511.10909) simulates the matrix
+instructions in PyTorch on the CPU. Every instruction it lists (every architecture,
+shape and type of nv_ptx ``MMA``, ``MMABlockScale``, ``WGMMA``, ``TCGen05MMA``,
+``TCGen05MMABlockScale`` and amd ``MFMA`` CDNA1-3; wgmma and tcgen05 at N = 8, the
+arithmetic being the same for every N) is a :class:`Config` naming the fmtsim unit that
+models it (:data:`CONFIGS`), the FMA chains (fp64 mma, fp32 / fp64 MFMA: MMA-Sim's
+``MMA_FMA``) included, so :data:`NOT_MODELLED` is empty. K is fed to MMA-Sim one unit
+step at a time (an fma unit: one instruction of its own K), each step's D the next
+step's C, as a kernel chains instructions. tf32 units get fp32 bit patterns with random
+low bits on both sides (the truncation is tested); fp16-C units an fp16 C; the fma units
+fp32 / fp64 bit patterns and an fp32 / fp64 C (their models draw from the whole fp32 /
+fp64 range, :func:`_fma_model`). Each runs over coverage models:
 
     random            uniform codes over each format's whole range (NaN and Inf codes
                       included), random fp32 C, random scale codes
@@ -48,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..mma import UNITS, matmul
-from ..mma.arith import FINITE, operand_table
+from ..mma.arith import FINITE, IEEE_FORMATS, operand_table
 from ..mma.units import Unit
 
 __all__ = ["missing", "CONFIGS", "Config", "mmasim_rows", "MMA_DIVERGENCES", "run_mmasim", "MODELS"]
@@ -56,7 +58,8 @@ __all__ = ["missing", "CONFIGS", "Config", "mmasim_rows", "MMA_DIVERGENCES", "ru
 PTX = {"e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2", "e2m3": "e2m3", "e2m1": "e2m1", "fp16": "f16", "bf16": "bf16",
        "tf32": "tf32"}
 AMD = {"e4m3fnuz": "fp8", "e5m2fnuz": "bf8", "fp16": "f16", "bf16": "bf16", "tf32": "xf32"}
-_FROM_PTX = {"f16": "fp16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2",
+_FROM_PTX = {"f64": "fp64", "f32": "fp32",
+             "f16": "fp16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2",
              "e2m3": "e2m3", "e2m1": "e2m1", "fp8": "e4m3fnuz", "bf8": "e5m2fnuz", "xf32": "tf32"}
 
 MODELS = ("random", "cancellation", "huge_tiny", "below_e_zero", "subnormal", "c_dominates", "c_negligible",
@@ -150,13 +153,13 @@ _CDNA3 = ["f64_16x16x4_f64", "f64_4x4x4_4b_f64", "f32_32x32x1_2b_f32", "f32_16x1
 ] + [f"f32_{s}_{a}_{b}" for s in ("16x16x32", "32x32x16") for a in ("bf8", "fp8") for b in ("bf8", "fp8")]
 MFMA_LISTS = {"CDNA1": _CDNA1, "CDNA2": _CDNA2 + _CDNA1, "CDNA3": _CDNA3}
 
-# instructions fmtsim has no unit for yet: the fp32 / fp64 FMA chains (MMA-Sim's MMA_FMA)
-NOT_MODELLED = "fp64 mma (DMMA) and fp32/fp64 MFMA: MMA-Sim's MMA_FMA, a chain of exact-rounded FMAs"
+# MMA-Sim instructions fmtsim has no unit for: none (the fp32 / fp64 FMA chains, MMA-Sim's
+# MMA_FMA, are the fma units sm80_mma_fp64, cdna1_mfma_fp32 and cdna2_mfma_fp64)
+NOT_MODELLED: tuple[tuple[str, str, str], ...] = ()
 
 
 def _nv_unit(cls: str, arch: str, st: str) -> tuple[str, str, str, str | None, int | None] | None:
-    """(unit, a_format, b_format, scale_format, block_size) of one NVIDIA instruction; None
-    for the fp64 ones (not modelled)."""
+    """(unit, a_format, b_format, scale_format, block_size) of one NVIDIA instruction."""
     q = st.split(".")
     m, n, k = (int(x) for x in re.fullmatch(r"m(\d+)n(\d+)k(\d+)", q[0]).groups())  # type: ignore[union-attr]
     kind = q[1].removeprefix("kind::") if q[1].startswith("kind::") else None
@@ -169,8 +172,8 @@ def _nv_unit(cls: str, arch: str, st: str) -> tuple[str, str, str, str | None, i
         return f"{pre}_{kind}", a, b, sf, block
     d, a, b = rest[0], rest[1], rest[2]
     c = rest[3] if len(rest) > 3 else d
-    if a == "f64":
-        return None
+    if a == "f64":  # DMMA on every architecture and shape: the fp64 FMA chain
+        return "sm80_mma_fp64", "fp64", "fp64", None, None
     fa, fb = _FROM_PTX[a], _FROM_PTX[b]
     f16 = "_f16" if d == "f16" else ""
     if cls == "WGMMA":
@@ -203,8 +206,8 @@ def _amd_unit(arch: str, suffix: str) -> tuple[str, str, str, str | None, int | 
         return "cdna3_mfma_fp8", _FROM_PTX[q[-2]], _FROM_PTX[q[-1]], None, None
     one_k = q[-1] == "1k"
     t = next((x for x in ("bf16", "f16", "xf32", "f32", "f64") if q[-2 if one_k else -1].endswith(x)), "")
-    if t in ("f32", "f64"):
-        return None
+    if t in ("f32", "f64"):  # MMA_FMA on every CDNA: the fp32 / fp64 FMA chains
+        return ("cdna1_mfma_fp32" if t == "f32" else "cdna2_mfma_fp64"), _FROM_PTX[t], _FROM_PTX[t], None, None
     fmt = _FROM_PTX[t]
     kk = int(re.match(r"\d+x\d+x(\d+)", q[1]).group(1))  # type: ignore[union-attr]
     if arch == "CDNA1":
@@ -242,6 +245,9 @@ CONFIGS = _configs()
 def _torch_codes(codes: np.ndarray, fmt: str) -> Any:
     import torch
 
+    if fmt == "fp64":
+        t = torch.from_numpy(np.ascontiguousarray(codes.astype(np.uint64)).view(np.int64).copy())
+        return t.view(torch.float64)
     if fmt == "fp32":
         t = torch.from_numpy(np.ascontiguousarray(codes.astype(np.uint32)).view(np.int32).copy())
         return t.view(torch.float32)
@@ -291,10 +297,12 @@ def run_mmasim(cfg: Config, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.
     af = "fp32" if cfg.a_format == "tf32" else cfg.a_format
     bf = "fp32" if cfg.b_format == "tf32" else cfg.b_format
     c16 = getattr(op, "c_type", None) == torch.float16
-    C = torch.from_numpy(np.ascontiguousarray(c, dtype=np.float32).copy())
+    C = torch.from_numpy(np.ascontiguousarray(c, dtype=u.out_dtype).copy())
     if c16:
         C = C.to(torch.float16)
     L = u.k or a.shape[1]
+    if u.family == "fma":  # one instruction of its own K at a time (MMA_FMA loops over it in order)
+        L = op.k
     with torch.no_grad():
         for k0 in range(0, a.shape[1], L):
             ks = slice(k0, k0 + L)
@@ -309,6 +317,8 @@ def run_mmasim(cfg: Config, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.
                 else:  # mxf4 / mxf4nvf4: B's packed bytes run along K: MMA-Sim unpacks the last axis of B.T
                     C = op(_pack_high_first(a[:, ks]), _pack_high_first(b[ks].T).T, C,
                            _torch_scales(sa[:, bsl], cfg.scale_format), _torch_scales(sb[bsl], cfg.scale_format))
+    if u.family == "fma":
+        return C.numpy().astype(u.out_dtype)
     out = C.float().numpy().astype(np.float32)
     if c16:  # an fp16 NaN widened: write the canonical fp32 NaN as for the fp32 outputs
         out = np.where(np.isnan(out), np.uint32(0x7FFFFFFF).view(np.float32), out).astype(np.float32)
@@ -336,8 +346,74 @@ def _scale_codes(rng: np.random.Generator, fmt: str, shape: tuple[int, ...], spr
     return rng.integers(0x38 - 8 * (spread // 4), 0x38 + 8 * (spread // 4) + 1, shape).clip(1, 0x7E)
 
 
+def _fma_model(name: str, cfg: Config, rng: np.random.Generator, m: int, n: int, k: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, None, None]:
+    """The coverage models for the fma units: fp32 / fp64 bit patterns (uint32 / uint64) and
+    an fp32 / fp64 C, drawn from the whole range of the format where the model asks for it."""
+    udt, fdt = IEEE_FORMATS[cfg.a_format]
+    wide = fdt == np.float64
+    man, emax, emin = (52, 1023, -1022) if wide else (23, 127, -126)
+    sign = np.uint64(1 << 63) if wide else np.uint32(1 << 31)
+
+    def vals(shape: tuple[int, ...], lo: int, hi: int) -> np.ndarray:
+        v = rng.choice([-1.0, 1.0], shape) * (1 + rng.random(shape)) * np.exp2(rng.integers(lo, hi + 1, shape))
+        return v.astype(fdt)
+
+    def subnormal(shape: tuple[int, ...]) -> np.ndarray:
+        frac = rng.integers(1, 1 << man, shape, dtype=np.uint64).astype(udt)
+        return np.where(rng.random(shape) < 0.5, frac | sign, frac).astype(udt).view(fdt)
+
+    def codes(shape: tuple[int, ...]) -> np.ndarray:
+        hi = np.iinfo(udt).max
+        return rng.integers(0, hi, shape, dtype=np.uint64, endpoint=True).astype(udt)
+
+    a, b = vals((m, k), -20, 20), vals((k, n), -20, 20)
+    c = vals((m, n), -10, 10)
+    if name == "random":
+        A, B, C = codes((m, k)), codes((k, n)), codes((m, n)).view(fdt)
+        C = np.where(rng.random((m, n)) < 0.25, fdt.type(0), C).astype(fdt)
+        return A, B, C, None, None
+    if name == "cancellation":  # pairs of products that cancel, a few tiny ones, C zero or cancelling too
+        perm = rng.permutation(k)
+        p, q = perm[: k // 2], perm[k // 2: 2 * (k // 2)]
+        a[:, q], b[q] = -a[:, p], b[p]
+        a[:, q[:2]] = vals((m, min(2, q.size)), emin, emin + 4)
+        c = np.where(rng.random((m, n)) < 0.5, fdt.type(0), -(a[:, :1] * b[:1, :]).astype(fdt)).astype(fdt)
+    elif name == "huge_tiny":  # the smallest products around the largest one (near the ends of the range)
+        a, b = subnormal((m, k)), vals((k, n), man // 2, emax // 2)
+        pos = rng.integers(0, k, m)
+        a[np.arange(m), pos] = vals((m,), emax // 2, emax - 2)
+        c = np.where(rng.random((m, n)) < 0.5, fdt.type(0), vals((m, n), emin - man // 2, emin + 2)).astype(fdt)
+    elif name == "subnormal":  # subnormal factors against ones that lift the product to the normal boundary
+        a = subnormal((m, k))
+        b = np.where(rng.random((k, n)) < 0.5, subnormal((k, n)), vals((k, n), 0, man + 4)).astype(fdt)
+        c = np.where(rng.random((m, n)) < 0.5, fdt.type(0), subnormal((m, n))).astype(fdt)
+    elif name == "c_dominates":  # C near the top of the range: products vanish below it, or overflow it
+        c = vals((m, n), emax - 40, emax)
+        a[:, ::3] = vals((m, a[:, ::3].shape[1]), emax // 2 - 2, emax // 2)
+        b[::3] = vals((b[::3].shape[0], n), emax // 2 - 2, emax // 2)
+    elif name == "c_negligible":  # subnormal C under large products
+        a = vals((m, k), emax // 4, emax // 2)
+        c = subnormal((m, n))
+    elif name == "zero_blocks":  # +0 and -0 factors and C (IEEE zero signs)
+        zero = np.array([0.0, -0.0], fdt)
+        a[rng.random((m, k)) < 0.4] = 0
+        a = np.where(a == 0, rng.choice(zero, (m, k)), a).astype(fdt)
+        b[rng.random((k, n)) < 0.3] = 0
+        b = np.where(b == 0, rng.choice(zero, (k, n)), b).astype(fdt)
+        c = np.where(rng.random((m, n)) < 0.6, rng.choice(zero, (m, n)), c).astype(fdt)
+    elif name == "special_c":
+        a[:, ::2] = vals((m, a[:, ::2].shape[1]), emax // 2, emax - 1)
+        c = rng.choice(np.array([np.nan, np.inf, -np.inf, 1.0, -0.0], fdt), (m, n))
+    else:
+        raise ValueError(f"the fma units have no coverage model {name!r}")
+    return a.view(udt), b.view(udt), c, None, None
+
+
 def _model(name: str, cfg: Config, rng: np.random.Generator, m: int, n: int, k: int
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    if UNITS[cfg.unit].family == "fma":
+        return _fma_model(name, cfg, rng, m, n, k)
     ta, tb = operand_table(cfg.a_format), operand_table(cfg.b_format)
     fa, fb = _finite_codes(cfg.a_format), _finite_codes(cfg.b_format)
     a = rng.choice(fa, (m, k))
@@ -477,18 +553,29 @@ def _amd_special_c_dropped(ours: np.ndarray, theirs: np.ndarray, ctx: dict[str, 
     return ~np.isfinite(ours) & np.isfinite(theirs) & big
 
 
+def _bits(x: np.ndarray) -> np.ndarray:
+    """The bit patterns of float32 (uint32) or float64 (uint64, the fp64 fma units) outputs."""
+    return x.view(np.uint64 if x.dtype == np.float64 else np.uint32)
+
+
+def _canonical_nan(x: np.ndarray) -> int:
+    return 0x7FFFFFFFFFFFFFFF if x.dtype == np.float64 else 0x7FFFFFFF
+
+
 def _nan_payload(ours: np.ndarray, theirs: np.ndarray, ctx: dict[str, Any]) -> np.ndarray:
-    return np.isnan(ours) & np.isnan(theirs) & (theirs.view(np.uint32) != 0x7FFFFFFF)
+    return np.isnan(ours) & np.isnan(theirs) & (_bits(theirs) != _canonical_nan(theirs))
 
 
 MMA_DIVERGENCES: list[MMADivergence] = [
     MMADivergence(
         "mmasim.nan_payload",
-        ("cdna1_mfma_fp16", "cdna1_mfma_bf16", "cdna2_mfma_fp16", "cdna2_mfma_bf16"),
-        "MMA-Sim 2.1.1's CDNA1 (e_fdpa) and CDNA2 (MMA_FTZ_MUL_ADD) models return the NaN "
-        "that torch's float arithmetic makes (the x86 default NaN 0xFFC00000, or an input "
-        "NaN's payload), not the canonical 0x7FFFFFFF its other models write. Both are NaN; "
-        "fmtsim writes 0x7FFFFFFF for every NaN result of every unit.",
+        ("cdna1_mfma_fp16", "cdna1_mfma_bf16", "cdna2_mfma_fp16", "cdna2_mfma_bf16", "sm80_mma_fp64",
+         "cdna1_mfma_fp32", "cdna2_mfma_fp64"),
+        "MMA-Sim 2.1.1's CDNA1 (e_fdpa) and CDNA2 (MMA_FTZ_MUL_ADD) models, and its FMA chains "
+        "(MMA_FMA: std::fma), return the NaN that the CPU's float arithmetic makes (the x86 "
+        "default NaN 0xFFC00000 / 0xFFF8000000000000, or an input NaN's payload), not the "
+        "canonical 0x7FFFFFFF its other models write. Both are NaN; fmtsim writes 0x7FFFFFFF "
+        "(fp64 units: 0x7FFFFFFFFFFFFFFF) for every NaN result of every unit.",
         _nan_payload,
     ),
     MMADivergence(
@@ -522,7 +609,8 @@ def explain_mma(unit: str, ours: np.ndarray, theirs: np.ndarray, ctx: dict[str, 
 
 def _shape(u: Unit, big: bool) -> tuple[int, int, int]:
     steps = 3 if big else 2
-    return (16, 8, u.k * steps)
+    # an fma unit's step is one FMA: K a multiple of 16 feeds every instruction's K (1 .. 16) whole
+    return (16, 8, (16 if u.family == "fma" else u.k) * steps)
 
 
 def iter_cases(configs: list[Config], models: tuple[str, ...], trials: int, seed: int
@@ -545,8 +633,8 @@ def compare(cfg: Config, case: tuple[Any, ...], op: Any = None) -> tuple[np.ndar
     ours = matmul(a, b, c, unit=cfg.unit, a_format=af, b_format=bf, a_scales=sa, b_scales=sb,
                   scale_format=cfg.scale_format, block_size=cfg.block_size)
     theirs = run_mmasim(cfg, a, b, c, sa, sb, op)
-    ob, tb = ours.view(np.uint32), theirs.view(np.uint32)
-    same = (ob == tb) | (np.isnan(ours) & np.isnan(theirs) & (tb == 0x7FFFFFFF))
+    ob, tb = _bits(ours), _bits(theirs)
+    same = (ob == tb) | (np.isnan(ours) & np.isnan(theirs) & (tb == _canonical_nan(theirs)))
     return same, ours, theirs
 
 
@@ -582,8 +670,8 @@ def mmasim_rows(units: list[str] | None = None, big: bool = True, seed: int = 10
         m, n = ours.shape
 
         def describe(i: int, fo: np.ndarray = flat_o, ft: np.ndarray = flat_t, nn: int = n) -> str:
-            return (f"D[{i // nn}, {i % nn}]: fmtsim {int(fo[i:i + 1].view(np.uint32)[0]):#010x} ({fo[i]!r}), "
-                    f"mmasim {int(ft[i:i + 1].view(np.uint32)[0]):#010x} ({ft[i]!r})")
+            return (f"D[{i // nn}, {i % nn}]: fmtsim {int(_bits(fo[i:i + 1])[0]):#010x} ({fo[i]!r}), "
+                    f"mmasim {int(_bits(ft[i:i + 1])[0]):#010x} ({ft[i]!r})")
         row.add(same.reshape(-1), {k: v.reshape(-1) for k, v in known.items()}, describe)
     return list(rows.values())
 

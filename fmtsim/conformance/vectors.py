@@ -771,9 +771,10 @@ def verify_binary(expected: bytes, actual: bytes, meta: dict[str, Any], *, max_e
                 i, j = int(idx[0]), int(idx[1])
                 gap = "" if not (np.isfinite(e[i, j]) and np.isfinite(g[i, j])) else \
                     f", {int(ulps_apart(e[i, j], g[i, j]))} ulp apart"
-                res.messages.append(f"D[{i}, {j}] (output {i * n_cols + j}): expected {float(e[i, j]):.9g} "
-                                    f"({int(e[i:i + 1, j].view(np.uint32)[0]):#010x}), got {float(g[i, j]):.9g} "
-                                    f"({int(g[i:i + 1, j].view(np.uint32)[0]):#010x}){gap}"
+                ub, dg = f"u{e.itemsize}", 17 if e.itemsize == 8 else 9  # the fp64 units' D: uint64 patterns
+                res.messages.append(f"D[{i}, {j}] (output {i * n_cols + j}): expected {float(e[i, j]):.{dg}g} "
+                                    f"({int(e[i:i + 1, j].view(ub)[0]):#010x}), got {float(g[i, j]):.{dg}g} "
+                                    f"({int(g[i:i + 1, j].view(ub)[0]):#010x}){gap}"
                                     + (f"; family bound {float(exp['d_bound'][i, j]):.9g} around "
                                        f"{float(exp['d_exact'][i, j]):.9g}" if family else ""))
             res.cases += int(ok.size)

@@ -5,7 +5,8 @@
     slow_matmul     the Fraction twin, one output at a time (slow.py)
 
 Data flows: formats -> mma.arith (codes split into sign, significand, exponent) ->
-mma.step (one fused step, integer arithmetic) -> mma.gemm (chaining, promotion,
+mma.step (one fused step, integer arithmetic; mma.fma: the exactly rounded FMAs of the
+fp32 / fp64 units) -> mma.gemm (chaining, promotion,
 split-K, MX / NVFP4 tensors). Conformance against the peer MMA-Sim lives in
 fmtsim.conformance.mma_peers.
 """

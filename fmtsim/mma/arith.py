@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from ..formats import get_format
 
 __all__ = ["OperandTable", "operand_table", "split_f32", "bit_length", "round_scaled", "to_f32",
-           "CANONICAL_NAN", "WIDE_FORMATS", "ZERO_EXP"]
+           "CANONICAL_NAN", "WIDE_FORMATS", "IEEE_FORMATS", "ZERO_EXP"]
 
 CANONICAL_NAN = np.uint32(0x7FFFFFFF)  # what NVIDIA and mmasim write for a NaN result
 ZERO_EXP = -(1 << 20)  # exponent given to zero operands so that a zero product never sets the maximum
@@ -29,7 +30,11 @@ WIDE_FORMATS = {"fp16": (np.dtype(np.float16), 10, -14), "bf16": (np.dtype(ml_dt
 # tf32 codes: the 19 high bits of an fp32 pattern (sign, 8 exponent, 10 fraction bits)
 TF32 = ("tf32", 10, -126)
 _WIDE_ALIASES = {"float16": "fp16", "f16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32",
-                 "f32": "fp32", "xf32": "tf32"}
+                 "f32": "fp32", "xf32": "tf32", "float64": "fp64", "f64": "fp64", "double": "fp64"}
+# fp32 / fp64 operands of the FMA-chain units (family "fma"): IEEE bit patterns (uint32 / uint64
+# codes), decoded by a view, never through a per-code table
+IEEE_FORMATS: dict[str, tuple[Any, Any]] = {"fp32": (np.dtype(np.uint32), np.dtype(np.float32)),
+                "fp64": (np.dtype(np.uint64), np.dtype(np.float64))}
 
 FINITE, INF, NAN = 0, 1, 2
 
@@ -52,7 +57,7 @@ class OperandTable:
 def canonical_operand_format(name: str) -> str:
     key = str(name).strip().lower()
     key = _WIDE_ALIASES.get(key, key)
-    if key in WIDE_FORMATS or key in ("tf32", "fp32"):
+    if key in WIDE_FORMATS or key in ("tf32", "fp32", "fp64"):
         return key
     return get_format(key).name
 
@@ -61,8 +66,9 @@ def canonical_operand_format(name: str) -> str:
 def operand_table(name: str) -> OperandTable:
     """The split of every code of a float format (fmtsim formats, plus fp16 and bf16)."""
     key = canonical_operand_format(name)
-    if key == "fp32":
-        raise ValueError("fp32 operands are taken by tf32 units only (truncated to tf32 codes first)")
+    if key in IEEE_FORMATS:
+        raise ValueError(f"{key} operands have no code table: tf32 units truncate fp32 patterns to tf32 codes "
+                         "first, and the fma units decode fp32 / fp64 bit patterns directly")
     if key == "tf32":
         man, emin = TF32[1], TF32[2]
         with np.errstate(invalid="ignore"):

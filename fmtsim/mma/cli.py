@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .arith import WIDE_FORMATS, canonical_operand_format
-from .units import unit_names
+from .arith import IEEE_FORMATS, WIDE_FORMATS, canonical_operand_format
+from .units import get_unit, unit_names
 
 __all__ = ["add_mma_parser", "cmd_mma_matmul"]
 
@@ -35,7 +35,7 @@ def add_mma_parser(sub: Any) -> None:
                                        "split into output tiles (--jobs N, --scheduler ADDR)")
     m.add_argument("a", help="A: (M, K) codes of --a-format; .npy, or raw row-major bytes with --shape")
     m.add_argument("b", help="B: (K, N) codes (or (N, K) with --b-nk) of --b-format")
-    m.add_argument("c", nargs="?", help="C: (M, N) float32 (default zeros)")
+    m.add_argument("c", nargs="?", help="C: (M, N) float32 (float64 for the fp64 units; default zeros)")
     m.add_argument("--unit", required=True, choices=unit_names())
     m.add_argument("--a-format", required=True)
     m.add_argument("--b-format", required=True)
@@ -49,7 +49,8 @@ def add_mma_parser(sub: Any) -> None:
                    "as most kernels keep them")
     m.add_argument("--promote-every", type=int)
     m.add_argument("--split-k", type=int)
-    m.add_argument("-o", "--output", required=True, help="D: .npy, or raw float32 for *.bin / *.raw / *.f32")
+    m.add_argument("-o", "--output", required=True, help="D: .npy, or raw float32 (float64 for the fp64 units) "
+                   "for *.bin / *.raw / *.f32 / *.f64")
     run = m.add_mutually_exclusive_group()
     run.add_argument("--jobs", type=int, help="local worker processes (default: this process, tile by tile)")
     run.add_argument("--scheduler", help="a Dask scheduler address, e.g. tcp://host:8786 (needs fmtsim[dask])")
@@ -92,20 +93,29 @@ def cmd_mma_matmul(args: argparse.Namespace) -> int:
     from .dfiles import read_array, write_d
 
     af, bf = canonical_operand_format(args.a_format), canonical_operand_format(args.b_format)
-    code_dt = lambda f: np.uint16 if f in WIDE_FORMATS else np.uint8  # noqa: E731
+    out_dt = get_unit(args.unit).out_dtype
+
+    def code_dt(f: str) -> Any:  # fp32 / fp64 operands of the fma units: uint32 / uint64 patterns
+        return IEEE_FORMATS[f][0] if f in IEEE_FORMATS else np.uint16 if f in WIDE_FORMATS else np.uint8
+
+    def patterns(x: np.ndarray, f: str) -> np.ndarray:
+        """A .npy of fp32 / fp64 values for an fma unit: its bit patterns (a view, nothing rounded)."""
+        if f in IEEE_FORMATS and x.dtype == IEEE_FORMATS[f][1]:
+            return x.view(IEEE_FORMATS[f][0])
+        return x
     shape_a: tuple[int, ...] | None = None
     shape_b: tuple[int, ...] | None = None
     if args.shape:
         m, n, k = args.shape
         shape_a, shape_b = (m, k), ((n, k) if args.b_nk else (k, n))
     bs = args.block_size
-    a = read_array(args.a, "A", shape_a, code_dt(af))
-    b = read_array(args.b, "B", shape_b, code_dt(bf))
+    a = patterns(read_array(args.a, "A", shape_a, code_dt(af)), af)
+    b = patterns(read_array(args.b, "B", shape_b, code_dt(bf)), bf)
     if args.b_nk:
         b = b.T
     m, k = a.shape
     n = b.shape[1]
-    c = read_array(args.c, "C", (m, n), np.float32) if args.c else None
+    c = read_array(args.c, "C", (m, n), out_dt) if args.c else None
     sa = sb = None
     if args.a_scales or args.b_scales:
         if not (args.a_scales and args.b_scales and bs):
@@ -127,7 +137,7 @@ def cmd_mma_matmul(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     write_d(args.output, d)
     how = f"Dask {args.scheduler}" if args.scheduler else f"{args.jobs} processes" if args.jobs else "this process"
-    print(f"wrote {args.output}: D {m} x {n} float32, {args.unit} {af} x {bf}, K={k}, "
+    print(f"wrote {args.output}: D {m} x {n} {d.dtype}, {args.unit} {af} x {bf}, K={k}, "
           f"{m * n * k:.3g} products in {wall:.1f} s on {how} "
           f"({wall / max(1, m * n * k) * 1e9:.2f} ns per product)")
     return 0

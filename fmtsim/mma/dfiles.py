@@ -1,6 +1,7 @@
 """GEMM operand and result files as a kernel engineer has them: ``.npy`` arrays, or raw
 row-major binaries of a stated shape (one byte per FP8/FP6/FP4 code or scale code, two
-little-endian bytes per fp16/bf16 code, four per float32 C or D), and the comparison of
+little-endian bytes per fp16/bf16 code, four per fp32 pattern or float32 C or D, eight per
+fp64 pattern or float64 C or D of the fp64 units), and the comparison of
 a device's D against fmtsim's: ulp distances and the first differing outputs by row and
 column.
 """
@@ -17,7 +18,7 @@ from ..fileio import atomic_write
 
 __all__ = ["read_array", "write_d", "ulp_distance", "DComparison", "compare_d"]
 
-_RAW_SUFFIXES = (".bin", ".raw", ".u8", ".u16", ".f32")
+_RAW_SUFFIXES = (".bin", ".raw", ".u8", ".u16", ".f32", ".f64")
 
 
 def read_array(path: str | Path, what: str, shape: tuple[int, ...] | None, dtype: np.dtype | type
@@ -48,12 +49,13 @@ def read_array(path: str | Path, what: str, shape: tuple[int, ...] | None, dtype
 
 
 def write_d(path: str | Path, d: np.ndarray) -> None:
-    """D as .npy, or as raw float32 bits when ``path`` ends in .bin/.raw/.f32; through a
-    temporary name."""
+    """D as .npy, or as raw float32 bits (float64 for the fp64 units' D, never narrowed) when
+    ``path`` ends in .bin/.raw/.f32/.f64; through a temporary name."""
     p = Path(path)
-    d32 = np.ascontiguousarray(d, dtype=np.float32)
+    wide = np.asarray(d).dtype == np.float64
+    d32 = np.ascontiguousarray(d, dtype=np.float64 if wide else np.float32)
     if p.suffix.lower() in _RAW_SUFFIXES:
-        atomic_write(p, d32.astype("<f4").tobytes())
+        atomic_write(p, d32.astype("<f8" if wide else "<f4").tobytes())
         return
     buf = io.BytesIO()
     np.save(buf, d32, allow_pickle=False)

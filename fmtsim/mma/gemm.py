@@ -5,7 +5,9 @@ explicit split-K, over operand codes or MXTensor / NVFP4Tensor objects.
 Conventions (numpy's): a is (M, K), b is (K, N), scales are per block along K:
 a_scales (M, K / block_size), b_scales (K / block_size, N). K is padded with zero
 codes (and scale 1.0) up to a multiple of the unit's K, as a kernel's zero-filled tile
-is. The result is float32 (M, N); a NaN result is the canonical 0x7FFFFFFF.
+is. The result is float32 (M, N); a NaN result is the canonical 0x7FFFFFFF. The fp64
+fma units (fp64 mma, fp64 MFMA) take an fp64 C and return float64, NaN as
+0x7FFFFFFFFFFFFFFF.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from ..arrays import as_numpy
 from ..formats import get_format
-from .arith import NAN, ZERO_EXP, canonical_operand_format, operand_table
+from .arith import IEEE_FORMATS, NAN, ZERO_EXP, canonical_operand_format, operand_table
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
@@ -52,6 +54,10 @@ class Prepared:
                 a_scales = np.concatenate([a_scales, np.full((m, extra), one, a_scales.dtype)], axis=1)
                 b_scales = np.concatenate([b_scales, np.full((extra, n), one, b_scales.dtype)], axis=0)
         self.m, self.n, self.k, self.k_padded = m, n, k, kp
+        if unit.family == "fma":  # fp32 / fp64 patterns: the values themselves, B kept (K, N)
+            self.av, self.bv = _ieee_values(a, a_format), _ieee_values(b, b_format)
+            self.sa = self.sb = None
+            return
         self.a = _side(a, a_format)
         self.b = _side(b.T, b_format)
         self.sa = self.sb = None
@@ -66,6 +72,13 @@ class Prepared:
         """C through the unit's steps over K columns k0 .. k1 (multiples of the step)."""
         u = self.unit
         L = u.k
+        if u.family == "fma":  # one exactly rounded FMA per column of K, in order
+            from .fma import fma
+
+            out = np.asarray(c, dtype=u.out_dtype)
+            for kk in range(k0, k1):
+                out = fma(self.av[:, kk, None], self.bv[None, kk, :], out)
+            return out
         if u.family == "exact":
             from .exact import exact_range
             if not L:
@@ -152,6 +165,12 @@ def _side(codes: np.ndarray, fmt: str, scale: bool = False) -> _Split:
     return _Split(codes, fmt)
 
 
+def _ieee_values(codes: np.ndarray, fmt: str) -> np.ndarray:
+    """fp32 / fp64 bit patterns (already range-checked) as float32 / float64 values."""
+    udt, fdt = IEEE_FORMATS[fmt]
+    return np.ascontiguousarray(codes.astype(udt)).view(fdt)
+
+
 def _nan_blocks(side: Side, scales: Side, block: int) -> Side:
     """Elements of a block whose scale is NaN become NaN (the products are NaN)."""
     if not (scales.cls == NAN).any():
@@ -164,13 +183,26 @@ def _nan_blocks(side: Side, scales: Side, block: int) -> Side:
 def _codes(x: Any, what: str) -> np.ndarray:
     arr = as_numpy(x, f"matmul: {what}")
     if arr.dtype.kind not in "iu":
-        raise TypeError(f"matmul: {what} must hold integer codes, not {arr.dtype} (view FP8 arrays as uint8)")
+        raise TypeError(f"matmul: {what} must hold integer codes, not {arr.dtype} (view FP8 arrays as uint8, "
+                        "fp32 / fp64 arrays as uint32 / uint64)")
     if arr.ndim != 2:
         raise ValueError(f"matmul: {what} must be 2-D, got shape {arr.shape}")
     return arr
 
 
 def _check_range(codes: np.ndarray, fmt: str, what: str) -> None:
+    if fmt in IEEE_FORMATS:  # fp32 / fp64 patterns: any 32 / 64-bit unsigned code
+        bits = IEEE_FORMATS[fmt][0].itemsize * 8
+        if not codes.size:
+            return
+        bad_mask = codes < 0 if codes.dtype.kind == "i" else np.zeros(codes.shape, bool)
+        if bits == 32 and codes.dtype.itemsize > 4:
+            bad_mask |= codes > 0xFFFFFFFF
+        if bad_mask.any():
+            bad = np.argwhere(bad_mask)[0]
+            raise ValueError(f"matmul: {what}[{bad[0]}, {bad[1]}] = {int(codes[tuple(bad)])} is not a {fmt} bit "
+                             f"pattern (0..{(1 << bits) - 1:#x})")
+        return
     n = operand_table(fmt).n_codes
     if codes.size and (codes.min() < 0 or codes.max() >= n):
         bad = np.argwhere((codes < 0) | (codes >= n))[0]
@@ -206,20 +238,24 @@ def _from_tensor(q: Any, which: str) -> tuple[np.ndarray, np.ndarray, str, str, 
     return codes, scales, fmt, sfmt, bs, g
 
 
-def _to_f32(c: Any, m: int, n: int) -> np.ndarray:
+def _to_f32(c: Any, m: int, n: int, dtype: Any = np.float32) -> np.ndarray:
+    """C as the unit's accumulator dtype (float32, or float64 for the fp64 units), refused
+    where a value would change (never narrowed silently)."""
+    dt = np.dtype(dtype)
+    what = "fp64" if dt == np.float64 else "fp32"
     if c is None:
-        return np.zeros((m, n), np.float32)
+        return np.zeros((m, n), dt)
     arr = as_numpy(c, "matmul: c")
     if arr.shape != (m, n):
         raise ValueError(f"matmul: c must have shape {(m, n)}, got {arr.shape}")
     if arr.dtype.kind != "f" and arr.dtype != np.dtype(ml_dtypes.bfloat16):
-        raise TypeError(f"matmul: c must be a float array (fp32 values), not {arr.dtype}")
-    out = arr.astype(np.float32)
-    with np.errstate(invalid="ignore"):
-        bad = (out.astype(np.float64) != arr.astype(np.float64)) & ~np.isnan(arr.astype(np.float64))
+        raise TypeError(f"matmul: c must be a float array ({what} values), not {arr.dtype}")
+    out = arr.astype(dt)
+    with np.errstate(invalid="ignore"):  # compared in C's own dtype (a long double too)
+        bad = (out.astype(arr.dtype) != arr) & ~np.isnan(arr.astype(np.float64))
     if bad.any():
         i = np.argwhere(bad)[0]
-        raise ValueError(f"matmul: c[{i[0]}, {i[1]}] = {arr[tuple(i)]!r} is not an fp32 value")
+        raise ValueError(f"matmul: c[{i[0]}, {i[1]}] = {arr[tuple(i)]!r} is not an {what} value")
     return out
 
 
@@ -307,7 +343,7 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
 def tf32_codes(codes: np.ndarray, fmt: str, u: Unit, what: str) -> tuple[np.ndarray, str]:
     """fp32 bit patterns given to a tf32 unit: the 13 low bits dropped (tf32 codes, as the
     hardware truncates fp32 operands; MMA-Sim's truncate_fp32_to_tf32)."""
-    if fmt != "fp32":
+    if fmt != "fp32" or u.family == "fma":
         return codes, fmt
     if not u.tf32_inputs:
         raise ValueError(f"matmul: unit {u.name} does not take {what}_format=fp32; it takes {', '.join(u.formats)}")
@@ -325,8 +361,10 @@ def _check_fp16(c: np.ndarray) -> None:
 
 
 def _f32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """One RNE addition in the accumulator's format (x's: float32, or float64 for fp64 units)."""
+    dt = np.float64 if x.dtype == np.float64 else np.float32
     with np.errstate(over="ignore", invalid="ignore"):
-        return (x.astype(np.float32) + y.astype(np.float32)).astype(np.float32)
+        return (x.astype(dt) + y.astype(dt)).astype(dt)
 
 
 def _is_int(x: Any) -> bool:
@@ -386,6 +424,10 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     instruction takes an fp16 C (``c_format="fp16"``) need fp16 values, and the fp16-output
     units (``rne_fp16``) return fp16 values held in float32. tf32 units take ``tf32`` codes
     or ``a_format="fp32"`` / ``b_format="fp32"`` bit patterns (uint32), 13 low bits dropped.
+    The fma units (family ``fma``: fp64 mma, fp32 / fp64 MFMA) take ``fp32`` / ``fp64`` bit
+    patterns (uint32 / uint64 codes; view float arrays as those) and an fp32 / fp64 C; the
+    fp64 ones return float64 D (nothing is narrowed: a C value fp32 cannot hold is refused
+    by the fp32 units, kept by the fp64 ones).
 
     Chaining: the unit's steps run along K, each step's fp32 result is the next step's C.
     promote_every: every that many elements of K (a multiple of the unit's K) the
@@ -411,7 +453,7 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     checked, alpha = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
                               b_scales=b_scales, scale_format=scale_format, block_size=block_size)
     u, A, B, af, bf, SA, SB, sf, bs = checked
-    c32 = _to_f32(c, A.shape[0], B.shape[1])
+    c32 = _to_f32(c, A.shape[0], B.shape[1], u.out_dtype)
     if u.c_format == "fp16":
         _check_fp16(c32)
     if A.shape[1] == 0:  # no product, so no instruction runs: D is C (through the epilogue)
@@ -494,7 +536,12 @@ def _compute(p: Prepared, alpha: float, c32: np.ndarray, promote_every: int | No
 
 
 def _epilogue(out: np.ndarray, alpha: float) -> np.ndarray:
-    """fl32(alpha * D), NaN results written as the canonical 0x7FFFFFFF."""
+    """fl32(alpha * D), NaN results written as the canonical 0x7FFFFFFF (fp64 units: their D
+    as is, NaN as 0x7FFFFFFFFFFFFFFF; they take no global scales)."""
+    if out.dtype == np.float64:
+        bits64 = out.view(np.uint64).copy()
+        bits64[np.isnan(out)] = 0x7FFFFFFFFFFFFFFF
+        return bits64.view(np.float64)
     if alpha != 1.0:
         with np.errstate(over="ignore", invalid="ignore"):
             out = (np.float32(alpha) * out).astype(np.float32)

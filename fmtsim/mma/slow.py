@@ -18,7 +18,7 @@ import numpy as np
 from .arith import canonical_operand_format, operand_table
 from .units import Unit, get_unit
 
-__all__ = ["slow_matmul", "slow_step", "fl32", "round_fraction"]
+__all__ = ["slow_matmul", "slow_step", "fl32", "round_fraction", "exact_ieee_sum"]
 
 Value = Fraction | float  # a Fraction, or float nan / +-inf
 
@@ -33,7 +33,12 @@ def _flog2(v: Fraction) -> int:
     return e
 
 
+_IEEE = {"fp32": (np.uint32, np.float32, 23, -126, 128), "fp64": (np.uint64, np.float64, 52, -1022, 1024)}
+
+
 def _value(code: int, fmt: str) -> Value:
+    if fmt in _IEEE:  # an fma unit's fp32 / fp64 pattern: a Python float (keeps -0.0)
+        return float(np.array(code, _IEEE[fmt][0]).view(_IEEE[fmt][1]))
     t = operand_table(fmt)
     v = float(t.values[code])
     if math.isnan(v) or math.isinf(v):
@@ -185,6 +190,63 @@ def _ftz_step(unit: Unit, a: list[Value], b: list[Value], c: float, a_emin: int,
     return -0.0 if (v == 0 and neg) else _to_f32(v)
 
 
+def _fma_exact(x: float, y: float, z: float, fmt: str) -> float:
+    """IEEE fma(x, y, z) rounded once to nearest even in ``fmt`` (fp32 / fp64), from the exact
+    rational; zero signs and specials by IEEE 754's rules."""
+    man, emin, top = _IEEE[fmt][2:]
+    vals = (x, y, z)
+    if any(math.isnan(v) for v in vals):
+        return math.nan
+    if math.isinf(x) or math.isinf(y):
+        if x == 0 or y == 0:
+            return math.nan  # Inf times 0
+        pinf = math.copysign(1.0, x) * math.copysign(1.0, y) * math.inf
+        if math.isinf(z) and z != pinf:
+            return math.nan  # Inf - Inf
+        return pinf
+    if math.isinf(z):
+        return z
+    p = Fraction(x) * Fraction(y)
+    t = p + Fraction(z)
+    if t == 0:
+        neg_p = p == 0 and (math.copysign(1.0, x) * math.copysign(1.0, y) < 0)
+        both_neg = neg_p and z == 0 and math.copysign(1.0, z) < 0
+        return -0.0 if both_neg else 0.0  # exact zero: -0 only as (-0) + (-0)
+    r = round_fraction(t, man, emin, "rne")
+    if abs(r) >= Fraction(2) ** top:
+        return math.inf if t > 0 else -math.inf
+    if r == 0:
+        return math.copysign(0.0, float(t))  # underflow to zero keeps the sign
+    return float(r)
+
+
+def exact_ieee_sum(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: str) -> np.ndarray:
+    """C + sum_k a_k b_k exactly, rounded once (RNE) to fp32 / fp64 (``fmt``): the reference
+    answer for the fma units (a, b their bit patterns; NaN / Inf by IEEE rules, NaN as the
+    canonical all-ones-but-sign pattern)."""
+    udt, fdt = _IEEE[fmt][:2]
+    man, emin, top = _IEEE[fmt][2:]
+    A = np.asarray(a).astype(udt).view(fdt)
+    B = np.asarray(b).astype(udt).view(fdt)
+    m, n = A.shape[0], B.shape[1]
+    out = np.zeros((m, n), fdt)
+    for i in range(m):
+        for j in range(n):
+            cv = float(c[i, j])
+            terms = [(float(x), float(y)) for x, y in zip(A[i], B[:, j], strict=True)]
+            sp = _special([(Fraction(x) if math.isfinite(x) else x, Fraction(y) if math.isfinite(y) else y)
+                           for x, y in terms], Fraction(cv) if math.isfinite(cv) else cv)
+            if sp is not None:
+                out[i, j] = sp
+                continue
+            t = sum((Fraction(x) * Fraction(y) for x, y in terms), Fraction(cv))
+            r = round_fraction(t, man, emin, "rne")
+            out[i, j] = (math.inf if r > 0 else -math.inf) if abs(r) >= Fraction(2) ** top else float(r)
+    bits = out.view(udt).copy()
+    bits[np.isnan(out)] = (1 << (8 * np.dtype(udt).itemsize - 1)) - 1
+    return bits.view(fdt)
+
+
 def slow_step(unit: Unit, a: list[Value], b: list[Value], c: float, a_emin: int, b_emin: int,
               sa: list[Value] | None = None, sb: list[Value] | None = None, s_emin: int = 0,
               c_emin: int = -126) -> float:
@@ -193,6 +255,12 @@ def slow_step(unit: Unit, a: list[Value], b: list[Value], c: float, a_emin: int,
     C's exponent clamps at c_emin = -14 when it joins)."""
     if unit.family == "ftz":
         return _ftz_step(unit, a, b, c, a_emin, b_emin)
+    if unit.family == "fma":  # one exactly rounded FMA per product, in order
+        fmt = unit.formats[0]
+        acc = float(c)
+        for x, y in zip(a, b, strict=True):
+            acc = _fma_exact(float(x), float(y), acc, fmt)
+        return acc
     n = len(a)
     sa = sa if sa is not None else [Fraction(1)] * n
     sb = sb if sb is not None else [Fraction(1)] * n
@@ -286,10 +354,12 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
     check_chaining(promote_every, split_k, "slow_matmul")
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"slow_matmul: a must be (M, K) and b (K, N); got {A.shape} and {B.shape}")
-    if af == "fp32":  # a tf32 unit's fp32 operands: the 13 low bits dropped
+    if af == "fp32" and u.tf32_inputs:  # a tf32 unit's fp32 operands: the 13 low bits dropped
         A, af = A.astype(np.int64) >> 13, "tf32"
-    if bf == "fp32":
+    if bf == "fp32" and u.tf32_inputs:
         B, bf = B.astype(np.int64) >> 13, "tf32"
+    fp64 = u.output == "rne_fp64"
+    odt = np.float64 if fp64 else np.float32
     m, k = A.shape
     n = B.shape[1]
     if c is not None and np.shape(c) != (m, n):
@@ -303,7 +373,11 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
     if block_size:
         step = math.lcm(step, block_size)
     kp = -(-k // step) * step if k else step
-    at, bt = operand_table(af), operand_table(bf)
+    at = bt = None
+    a_emin = b_emin = 0
+    if u.family != "fma":
+        at, bt = operand_table(af), operand_table(bf)
+        a_emin, b_emin = at.emin, bt.emin
     sf = canonical_operand_format(scale_format) if scale_format else None
     st = operand_table(sf) if sf else None
 
@@ -322,8 +396,9 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
     def val(t: Any, fmt: str, codes: np.ndarray, i: int, j: int) -> Value:
         return _value(int(codes[i, j]), fmt)
 
-    out = np.full((m, n), np.nan, dtype=np.float32)
-    cc = np.zeros((m, n), np.float32) if c is None else np.asarray(c, np.float32)
+    out = np.full((m, n), np.nan, dtype=odt)
+    cc = np.zeros((m, n), odt) if c is None else np.asarray(c, odt)
+    add = (lambda x, y: x + y) if fp64 else _add32  # promotion and split-K: one RNE addition
     L = u.k or kp
     if u.family == "exact" and not u.k and (promote_every or split_k):
         L = block_size or 1
@@ -340,7 +415,7 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
             bv = [_value(int(B[kk, j]), bf) if kk < k else Fraction(0) for kk in ks]
             sa = [scale_of(a_scales, i, kk, True) for kk in ks] if a_scales is not None else None
             sb = [scale_of(b_scales, j, kk, False) for kk in ks] if b_scales is not None else None
-            acc = slow_step(u, av, bv, acc, at.emin, bt.emin, sa, sb, st.emin if st else 0,
+            acc = slow_step(u, av, bv, acc, a_emin, b_emin, sa, sb, st.emin if st else 0,
                             u.c_emin if s == k0 else u.out_emin)
         return acc
 
@@ -367,9 +442,13 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
             else:
                 part = start
                 for q in range(k0, k1, promote_every):
-                    part = _add32(part, chain(i, j, 0.0, q, min(k1, q + promote_every)))
-            total = part if total is None else _add32(total, part)
-        out[i, j] = np.float32(total)
+                    part = add(part, chain(i, j, 0.0, q, min(k1, q + promote_every)))
+            total = part if total is None else add(total, part)
+        out[i, j] = total
+    if fp64:
+        bits64 = out.view(np.uint64).copy()
+        bits64[np.isnan(out)] = 0x7FFFFFFFFFFFFFFF
+        return bits64.view(np.float64)
     bits = out.view(np.uint32).copy()
     sel = np.zeros((m, n), bool)
     for i, j in pairs:

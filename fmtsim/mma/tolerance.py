@@ -18,6 +18,18 @@ fraction bits) and AMD CDNA2's flush-to-zero adds (``ftz``: results below 2^-126
 lost); :func:`in_family` says which. L < 8 (Volta, CDNA1/2, the K=4 forms) stays inside:
 twice the steps, each losing far less than the budget above.
 
+The fma units (fp32 / fp64 FMA chains) are outside the family too: their operands are
+fp32 / fp64 patterns, not table formats. Their own bound is :func:`fma_bound`, the
+classical one for K FMAs in a chain (Higham, "Accuracy and Stability of Numerical
+Algorithms", 2nd ed., section 3.1, with each FMA one rounding): with u = 2^-24 (fp32) or
+2^-53 (fp64), eta = 2^-150 or 2^-1074 (at least half the smallest subnormal, the most a
+rounding below the normal range loses; 2^-1075 itself is no float64) and S = |C| + sum |a_k b_k|,
+
+    bound = gamma_K * S + (K + 1) * eta + u * S,   gamma_K = K u / (1 - K u)
+
+(the last terms the exact reference's own rounding). Where S passes the largest finite
+value / 2 the bound is +Inf, and NaN where an operand or C is NaN/Inf.
+
 Where S reaches 2^127 a step of some unit can overflow to +-Inf part way along K, and
 the bound is +Inf (any result). Where an operand, a scale or C is NaN/Inf the bound is
 NaN: the exact special result is asked for. All named units land within it (tests/
@@ -30,9 +42,9 @@ import math
 
 import numpy as np
 
-from .arith import FINITE, canonical_operand_format, operand_table
+from .arith import FINITE, IEEE_FORMATS, canonical_operand_format, operand_table
 
-__all__ = ["family_bound", "in_family", "F_MIN", "L_MIN"]
+__all__ = ["family_bound", "fma_bound", "in_family", "F_MIN", "L_MIN"]
 
 F_MIN = 13  # the fewest fraction bits any unit of the family keeps (Hopper / Ada FP8)
 L_MIN = 8  # the fewest products per step (CDNA3 fp16/bf16)
@@ -40,7 +52,26 @@ L_MIN = 8  # the fewest products per step (CDNA3 fp16/bf16)
 
 def in_family(unit: object) -> bool:
     """Whether a unit (a :class:`fmtsim.mma.Unit`) lands within :func:`family_bound`."""
-    return getattr(unit, "output", "") != "rne_fp16" and getattr(unit, "family", "") != "ftz"
+    return getattr(unit, "output", "") != "rne_fp16" and getattr(unit, "family", "") not in ("ftz", "fma")
+
+
+def fma_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: str) -> np.ndarray:
+    """The bound above (float64 (M, N)) for a chain of K exactly rounded FMAs: a, b fp32 /
+    fp64 bit patterns (``fmt``), c the fp32 / fp64 accumulator."""
+    udt, fdt = IEEE_FORMATS[canonical_operand_format(fmt)]
+    av = np.ascontiguousarray(np.asarray(a).astype(udt)).view(fdt).astype(np.float64)
+    bv = np.ascontiguousarray(np.asarray(b).astype(udt)).view(fdt).astype(np.float64)
+    cc = np.asarray(c, np.float64)
+    k = av.shape[1]
+    u, eta, top = (2.0**-53, 2.0**-1074, 2.0**1023) if fdt == np.float64 else (2.0**-24, 2.0**-150, 2.0**127)
+    with np.errstate(invalid="ignore", over="ignore"):
+        special = ~np.isfinite(av).all(1)[:, None] | ~np.isfinite(bv).all(0)[None, :] | ~np.isfinite(cc)
+        fa, fb = np.where(np.isfinite(av), np.abs(av), 0.0), np.where(np.isfinite(bv), np.abs(bv), 0.0)
+        s_abs = np.abs(np.where(np.isfinite(cc), cc, 0.0)) + (fa[:, :, None] * fb[None, :, :]).sum(1)
+        gamma = k * u / (1 - k * u)
+        bound = (gamma * s_abs + (k + 1) * eta + u * s_abs) * (1 + 2.0**-20)  # float64 evaluation: room
+    bound = np.where(~np.isfinite(s_abs) | (s_abs >= top), np.inf, bound)
+    return np.where(special & np.isfinite(bound), np.nan, bound)
 
 
 def family_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, a_format: str, b_format: str,

@@ -32,20 +32,27 @@ Families (one exact step implementation each, in :mod:`fmtsim.mma.step`):
                  added to C, every fp32 result below 2^-126 flushed to zero
                  (subnormal inputs and C flushed to +0 first)
 
+    fma          a chain of exactly rounded fused multiply-adds, D = fma(a_k, b_k, D) for
+                 k = 0, 1, ... in order, each rounded once to nearest even in the
+                 accumulator's format (fp32 or fp64) with IEEE 754 subnormals, signed
+                 zeros, Inf and NaN: NVIDIA fp64 ``mma`` (DMMA) and AMD fp32 / fp64 MFMA,
+                 as MMA-Sim models them (its ``MMA_FMA``); ``k`` is 1 (one FMA per step:
+                 an instruction of K products is K steps, so every shape is the same unit)
+
 ``exact`` with ``k`` > 0 is a hardware unit too: AMD CDNA1 MFMA sums ``k`` products
 and C exactly and rounds once (RNE fp32) per step.
 
-Outputs: ``rz_fp32`` / ``rz_e8m13`` (truncation toward zero, e8m13: fp32 with its 10
-low fraction bits cleared), ``rne_fp32``, and ``rne_fp16`` (the ``.f16`` forms of the
-instructions: nearest even fp16, overflow to +-Inf; the result is an fp16 value held
-in float32). ``c_format`` is the format of the C the instruction takes: an fp16 C's
-exponent is clamped at fp16's -14 when it joins (MMA-Sim's ``frexp_and_normalize`` of
-an fp16 tensor), which moves the alignment point for a subnormal C. ``tf32_inputs``:
-the unit takes ``tf32`` codes (19 bits: sign, 8 exponent, 10 fraction), or ``fp32``
-codes (uint32 bit patterns) whose 13 low bits it drops first, as MMA-Sim's
-``truncate_fp32_to_tf32``. A step's ``k`` is the instruction's L = min(K, L_max):
-an instruction with a shorter K than L_max fuses only K products, so it is its own
-unit (``..._k8``).
+Outputs: ``rz_fp32`` / ``rz_e8m13`` (truncation toward zero, e8m13: fp32 with its 10 low
+fraction bits cleared), ``rne_fp32``, and ``rne_fp16`` (the ``.f16`` forms of the
+instructions: nearest even fp16, overflow to +-Inf; the result is an fp16 value held in
+float32), and ``rne_fp64`` (the fp64 fma units: D and C are float64). ``c_format`` is
+the format of the C the instruction takes: an fp16 C's exponent is clamped at fp16's -14
+when it joins (MMA-Sim's ``frexp_and_normalize`` of an fp16 tensor), which moves the
+alignment point for a subnormal C. ``tf32_inputs``: the unit takes ``tf32`` codes (19
+bits: sign, 8 exponent, 10 fraction), or ``fp32`` codes (uint32 bit patterns) whose 13
+low bits it drops first, as MMA-Sim's ``truncate_fp32_to_tf32``. A step's ``k`` is the
+instruction's L = min(K, L_max): an instruction with a shorter K than L_max fuses only K
+products, so it is its own unit (``..._k8``).
 
 Where the sources differ. Khattak-Mikaitis model NVIDIA V100 to B200 for 8-, 16- and
 19-bit inputs; MMA-Sim also models FP6/FP4, the block-scaled kinds and AMD CDNA. For
@@ -57,7 +64,8 @@ the sign of a zero result on AMD), keeping IEEE rules there. One open question: 
 Blackwell's block-scaled FP4 mma (m16n8k64) MMA-Sim's groups of 16 with F=35 and a
 public RTX 5090 probe's 25 bits (huweim/emulation_sys) disagree; the sm120_ records
 follow MMA-Sim and the probe set ``sm120_mxf4nvf4`` (fmtsim.mma.probe) decides it on
-the GPU. Not modelled: MMA-Sim's FMA chains (fp64 mma, fp32/fp64 MFMA).
+the GPU. MMA-Sim's FMA chains (fp64 mma, fp32/fp64 MFMA) are the ``fma`` units; their
+operands are fp32 / fp64 bit patterns (uint32 / uint64 codes), never narrowed.
 
 Exponents: an operand's exponent is that of its normalised form, clamped at its
 format's smallest normal exponent (subnormals keep the minimum exponent and a
@@ -76,8 +84,10 @@ import numpy as np
 
 __all__ = ["Unit", "UNITS", "get_unit", "F8F6F4", "unit_names"]
 
-Family = Literal["exact", "nv", "nv_grouped", "amd", "ftz"]
-Output = Literal["rne_fp32", "rz_fp32", "rz_e8m13", "rne_fp16"]
+Family = Literal["exact", "nv", "nv_grouped", "amd", "ftz", "fma"]
+Output = Literal["rne_fp32", "rz_fp32", "rz_e8m13", "rne_fp16", "rne_fp64"]
+_EMIN = {"fp16": -14, "fp32": -126, "fp64": -1022}
+_FMA_FORMATS = {"fp32": "rne_fp32", "fp64": "rne_fp64"}  # fma units: operand format -> output
 
 F8F6F4 = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
 
@@ -104,7 +114,7 @@ class Unit:
     fraction_bits2: int = 0  # amd: bits kept when C joins and after normalisation
     drop_small_c: bool = False  # amd fp8: C below e_max - F - 1 is dropped before it joins
     product_overflow_inf: bool = False  # amd fp16/bf16: a product >= 2^128 is +-Inf
-    c_format: str = "fp32"  # the format of C the instruction takes (fp32 or fp16)
+    c_format: str = "fp32"  # the format of C the instruction takes (fp32, fp16; fp64 for fp64 fma units)
     tf32_inputs: bool = False  # takes tf32 codes, or fp32 bit patterns truncated to tf32 first
     peer: str = ""  # the mmasim instruction that models it
     title: str = ""
@@ -123,12 +133,17 @@ class Unit:
     @property
     def out_emin(self) -> int:
         """Smallest normal exponent of the output format (fp16: -14, else -126)."""
-        return -14 if self.output == "rne_fp16" else -126
+        return {"rne_fp16": -14, "rne_fp64": -1022}.get(self.output, -126)
 
     @property
     def c_emin(self) -> int:
         """Smallest normal exponent of the C the instruction takes."""
-        return -14 if self.c_format == "fp16" else -126
+        return _EMIN[self.c_format]
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        """The dtype D (and C) are held in: float64 for the fp64 units, else float32."""
+        return np.dtype(np.float64 if self.output == "rne_fp64" else np.float32)
 
     def check_operands(self, a_format: str, b_format: str, scale_format: str | None = None) -> None:
         """ValueError when this unit's fraction_bits cannot hold the exact products of these operand
@@ -189,8 +204,8 @@ def _validate(u: Unit) -> None:
         raise bad("family", f"is not a family; families: {', '.join(get_args(Family))}")
     if u.output not in get_args(Output):
         raise bad("output", f"is not an output rounding; outputs: {', '.join(get_args(Output))}")
-    if u.c_format not in ("fp32", "fp16"):
-        raise bad("c_format", "is not a C format; C formats: fp32, fp16")
+    if u.c_format not in _EMIN:
+        raise bad("c_format", f"is not a C format; C formats: {', '.join(_EMIN)}")
     for name in u.formats:
         try:
             ok = isinstance(name, str) and (name == "*" or canonical_operand_format(name) == name)
@@ -228,6 +243,20 @@ def _validate(u: Unit) -> None:
         if f + (u.group * 144).bit_length() + (u.k // u.group + 1).bit_length() > 63:
             raise bad("fraction_bits", f"is too wide for k={u.k}, group={u.group}: the group terms' sum must "
                       "fit in 64 bits")
+    if u.family == "fma":
+        if len(u.formats) != 1 or u.formats[0] not in _FMA_FORMATS:
+            raise bad("formats", "must be ('fp32',) or ('fp64',) for the fma family (an FMA takes one format)")
+        fmt = u.formats[0]
+        if u.output != _FMA_FORMATS[fmt] or u.c_format != fmt:
+            raise bad("output", f"and c_format={u.c_format!r} must be {_FMA_FORMATS[fmt]!r} and {fmt!r} for "
+                      f"{fmt} fma units (each FMA rounds once into the accumulator's format)")
+        if u.k != 1:
+            raise bad("k", "must be 1 for the fma family (one FMA per step)")
+        if u.scale_formats or u.tf32_inputs:
+            raise bad("scale_formats" if u.scale_formats else "tf32_inputs", "is not for the fma family")
+    else:
+        if "fp64" in (u.output[-4:], u.c_format) or any(f in _FMA_FORMATS for f in u.formats):
+            raise bad("family", "takes fp32 / fp64 operands or output only as 'fma' (tf32 units: tf32_inputs)")
     if u.family == "amd":
         if u.even_odd and u.k < 2:
             raise bad("k", "must be at least 2 with even_odd (one even and one odd product per group)")
@@ -411,6 +440,25 @@ _RECORDS += [
          tf32_inputs=True, peer="MFMA('CDNA3', 'f32_16x16x8_xf32')",
          title="AMD CDNA3 (MI300) MFMA xf32 (fp32 truncated to tf32): 4 products, F=24, C after, RNE",
          source=f"{_MMASIM} amd/sim.py MFMA (CDNA3 xf32: MMA_TR_FDPA F=24, F2=31, L_max=4); {_TF32}"),
+]
+
+# ---- the FMA chains: MMA-Sim 2.1.1 arithmetic/fma.py MMA_FMA (c = fma(a[..., i], b[..., i], c)
+# for i = 0 .. K-1, std::fma per element: arithmetic/fma_cpu.cpp), chosen by nv_ptx/sim.py MMA
+# for an fp64 a_type and by amd/sim.py MFMA for fp32 (not xf32) and fp64 a_type
+_FMA = f"{_MMASIM} arithmetic/fma.py MMA_FMA (K exactly rounded FMAs in order k = 0 .. K-1; fma_cpu.cpp std::fma)"
+_RECORDS += [
+    Unit("sm80_mma_fp64", "fma", 1, output="rne_fp64", formats=("fp64",), c_format="fp64",
+         peer="MMA('Ampere', 'm8n8k4.f64.f64.f64.f64')",
+         title="NVIDIA fp64 mma (DMMA; Ampere sm_80 to RTX Blackwell m8n8k4, Hopper m16n8k4/k8/k16): "
+               "a chain of exactly rounded fp64 FMAs",
+         source=f"{_SIM} MMA (a_type float64: fma.MMA_FMA); {_FMA}"),
+    Unit("cdna1_mfma_fp32", "fma", 1, formats=("fp32",), peer="MFMA('CDNA1', 'f32_32x32x2f32')",
+         title="AMD CDNA1-3 (MI100 / MI200 / MI300) MFMA fp32 (not xf32): a chain of exactly rounded fp32 FMAs",
+         source=f"{_MMASIM} amd/sim.py MFMA (a_type float32, suffix not xf32: fma.MMA_FMA); {_FMA}"),
+    Unit("cdna2_mfma_fp64", "fma", 1, output="rne_fp64", formats=("fp64",), c_format="fp64",
+         peer="MFMA('CDNA2', 'f64_16x16x4f64')",
+         title="AMD CDNA2-3 (MI200 / MI300) MFMA fp64: a chain of exactly rounded fp64 FMAs",
+         source=f"{_MMASIM} amd/sim.py MFMA (a_type float64: fma.MMA_FMA); {_FMA}"),
 ]
 
 # read-only: a caller's UNITS["x"] = ... would change every later matmul by that name
