@@ -114,8 +114,9 @@ def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray, c_emin: int = -126) -> 
         floor = np.where(any_zero | ~c_nz, unit.e_zero, -big)
         floor = np.where(c_nz, np.maximum(floor, c_exp), floor)
     s, emax = aligned_sums(a, b, f, floor, a_nz, b_nz)
-    with np.errstate(invalid="ignore"):
-        s += np.trunc(np.where(c_nz, c32, 0).astype(np.float64) * np.ldexp(1.0, f - emax))
+    ct = np.where(c_nz, c32, np.float32(0)).astype(np.float64)  # C aligned like a product (exact: a power of two)
+    ct *= np.ldexp(1.0, (f - emax).astype(np.int32))
+    s += np.trunc(ct, out=ct)
     out = _finish_exact_float(s, emax - f, unit.output)
     if a.cls.any() or b.cls.any() or (cef == 255).any():  # FINITE is 0: some operand is NaN or Inf
         sp = _specials(a, b, np.where(cef == 255, np.where(cbits & 0x7FFFFF, NAN, INF), FINITE),
@@ -211,7 +212,7 @@ def _largest_exponents(a: Side, b: Side, a_nz: np.ndarray, b_nz: np.ndarray, sma
     slab by slab."""
     rows, L = a.mag.shape
     cols = b.mag.shape[0]
-    w = L.bit_length()
+    w = 1 << (L.bit_length() - 1).bit_length()  # 2^w > L, w a power of two (a shift divides by it)
     if small and w * 42 < 1000:  # W^(2 * 21) stays inside float64
         wa = np.where(a_nz, np.ldexp(1.0, (w * a.exp).astype(np.int32)), 0.0)
         wb = np.where(b_nz, np.ldexp(1.0, (w * b.exp).astype(np.int32)), 0.0)
@@ -223,7 +224,7 @@ def _largest_exponents(a: Side, b: Side, a_nz: np.ndarray, b_nz: np.ndarray, sma
         for r0 in range(0, rows, rb):
             np.matmul(wa[r0:r0 + rb], wbt, out=tot[r0:r0 + rb])
         # floor(log2(tot)) is tot's unbiased exponent field (tot >= 2^-(2 * 21 * w) is normal)
-        ep = ((tot.view(np.int64) >> 52) - 1023) // w
+        ep = ((tot.view(np.int64) >> 52) - 1023) >> (w.bit_length() - 1)
         return np.where(tot > 0, ep, none)
     zero, none_below = -16000, -8000  # a zero operand's exponent: its sums stay below every real sum
     aexp = np.ascontiguousarray(np.where(a_nz, a.exp, zero).astype(np.int16).T)
