@@ -236,7 +236,7 @@ def _largest_exponents(a: Side, b: Side, a_nz: np.ndarray, b_nz: np.ndarray, sma
         r1 = min(rows, r0 + r)
         e = e_buf[:, :r1 - r0]
         np.add(aexp[:, r0:r1, None], bexp[:, None, :], out=e)
-        ep = e.max(0)
+        ep = e.max(0).astype(np.int64)  # int64 before ``none`` joins (it does not fit int16)
         out[r0:r1] = np.where(ep <= none_below, none, ep)
     return out
 
