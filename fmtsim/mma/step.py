@@ -113,7 +113,7 @@ def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray, c_emin: int = -126) -> 
         any_zero = ~a_nz.all(1)[:, None] | ~b_nz.all(1)[None, :]
         floor = np.where(any_zero | ~c_nz, unit.e_zero, -big)
         floor = np.where(c_nz, np.maximum(floor, c_exp), floor)
-    s, emax = aligned_sums(a, b, f, floor, a_nz, b_nz)
+    s, emax = aligned_sums(a, b, f, floor, a_nz, b_nz, (lo_a, lo_b))
     ct = np.where(c_nz, c32, np.float32(0)).astype(np.float64)  # C aligned like a product (exact: a power of two)
     ct *= np.ldexp(1.0, (f - emax).astype(np.int32))
     s += np.trunc(ct, out=ct)
@@ -132,10 +132,13 @@ def _lowest_exponent(side: Side, nz: np.ndarray) -> int:
 
 
 def aligned_sums(a: Side, b: Side, f: int, floor: np.ndarray | None, a_nz: np.ndarray | None = None,
-                 b_nz: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 b_nz: np.ndarray | None = None, lows: tuple[int, int] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """(s, e_max) over the products of a and b: e_max = the largest a.exp + b.exp of a
     nonzero product (or -2^30 where none), raised to ``floor`` where given, and
     s = sum_k trunc(a_k b_k 2^(F - e_max)), exact integers held in float64; both (rows, cols).
+    a_nz, b_nz, lows (the smallest exponents of a's and b's nonzero elements): passed when the
+    caller has them.
 
     The alignment runs in floating point, exactly: a product of two values narrower than
     12 bits, times a power of two, is exact in float32 (of anything narrower than 27 bits
@@ -151,12 +154,14 @@ def aligned_sums(a: Side, b: Side, f: int, floor: np.ndarray | None, a_nz: np.nd
     big = 1 << 30
     a_nz = a.mag != 0 if a_nz is None else a_nz
     b_nz = b.mag != 0 if b_nz is None else b_nz
-    lo = min(_lowest_exponent(a, a_nz), _lowest_exponent(b, b_nz), 0)
+    lo_a, lo_b = lows if lows is not None else (_lowest_exponent(a, a_nz), _lowest_exponent(b, b_nz))
+    lo = min(lo_a, lo_b, 0)
     hi = max(int(a.exp.max(initial=0)), int(b.exp.max(initial=0)))  # a zero's exponent is ZERO_EXP
     small = -21 <= lo and hi <= 21
     # bits of the largest term: |a_k b_k| 2^(F - e_max) < 2^(F + top_a + top_b)
-    top = f + _top_bits(a) + _top_bits(b)
-    prod32 = small and (a.man + _top_bits(a)) + (b.man + _top_bits(b)) <= 24  # products exact in float32
+    top_a, top_b = _top_bits(a), _top_bits(b)
+    top = f + top_a + top_b
+    prod32 = small and (a.man + top_a) + (b.man + top_b) <= 24  # products exact in float32
     sum32 = prod32 and top + L.bit_length() <= 24
     chunk = 1 << max(0, 31 - top)  # terms per int32 partial sum
     fdt = np.float32 if prod32 else np.float64
