@@ -380,10 +380,13 @@ def amd_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
     if unit.drop_small_c:
         sc = np.where(c_exp < emax - f - 1, 0, sc)
     total = sdot + (sc << (f2 + 1 - f))
-    neg = total < 0
-    q, x = round_scaled(neg, np.abs(total), emax - f2 - 1, f2, -126, "rd")
-    q, x = round_scaled(neg, q, x, 23, -126, "rne")
-    out = to_f32(neg, q, x)
+    if total.size and int(np.abs(total).max()) < (1 << 53):
+        out = _rd_then_rne32(total, emax - f2 - 1, f2)
+    else:
+        neg = total < 0
+        q, x = round_scaled(neg, np.abs(total), emax - f2 - 1, f2, -126, "rd")
+        q, x = round_scaled(neg, q, x, 23, -126, "rne")
+        out = to_f32(neg, q, x)
     sp = _specials(a, b, c_cls, c_sgn, extra_inf)
     if sp is not None:
         out = np.where(sp[0], sp[1], out)
@@ -408,3 +411,19 @@ def _amd_group_sums(unit: Unit, a: Side, b: Side, shift: int, parts: list[slice]
         sums.append(t.sum(-1))
         exps.append(gmax)
     return sums, exps, big
+
+
+def _rd_then_rne32(total: np.ndarray, x: np.ndarray, f2: int) -> np.ndarray:
+    """total * 2^x (|total| < 2^53) rounded toward -Inf to f2 fraction bits (smallest normal
+    exponent -126), then to nearest even fp32, as float32 (+0 for a zero): in float64,
+    where total * 2^x is exact; the first rounding is a floor on the grid 2^(max(E, -126) - f2)
+    (E: the value's exponent field), the second float32's own conversion (IEEE RNE, its
+    subnormal grid 2^-149 and overflow to +-Inf are the fp32 rounding's)."""
+    v = np.ldexp(total.astype(np.float64), x.astype(np.int32))
+    e = ((v.view(np.int64) >> 52) & 0x7FF) - 1023
+    g = np.maximum(e, -126) - f2  # the grid's exponent; for v = 0 any grid gives 0
+    up = ((1023 - g) << 52).view(np.float64)  # 2^-g and 2^g from their bits (both in range)
+    down = ((1023 + g) << 52).view(np.float64)
+    r = np.floor(v * up) * down
+    with np.errstate(over="ignore"):
+        return r.astype(np.float32) + np.float32(0)  # + 0: a zero result is +0
