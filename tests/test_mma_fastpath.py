@@ -75,3 +75,25 @@ def test_c_far_above_and_below_the_products(unit, fmt, rng):
     if UNITS[unit].c_format == "fp16":
         c = c.astype(np.float16).astype(np.float32)
     check(unit, fmt, fmt, a, b, c)
+
+
+def test_cdna3_float_rounding_equals_the_integer_roundings(rng):
+    """_rd_then_rne32 (float64 floor, then float32's conversion) against the two integer
+    roundings it replaced (round_scaled 'rd' to 31 bits, 'rne' to 23, to_f32): signs, ties
+    at both steps, subnormal and overflowing results, zero."""
+    from fmtsim.mma.arith import round_scaled, to_f32
+    from fmtsim.mma.step import _rd_then_rne32
+
+    n = 20000
+    mag = rng.integers(0, 1 << 40, n) >> rng.integers(0, 40, n)
+    mag[:200] = (rng.integers(1, 1 << 24, 200) << 9) | (1 << 8)  # halfway at the second rounding
+    mag[200:400] = (rng.integers(1, 1 << 30, 200) << 8) | rng.integers(1, 255, 200)  # bits below 2^-31
+    total = np.where(rng.random(n) < 0.5, -mag, mag).astype(np.int64)
+    total[400:410] = 0
+    x = rng.integers(-200, 100, n).astype(np.int64)
+    neg = total < 0
+    q, e = round_scaled(neg, np.abs(total), x, 31, -126, "rd")
+    q, e = round_scaled(neg, q, e, 23, -126, "rne")
+    with np.errstate(over="ignore"):
+        want = to_f32(neg, q, e)
+    assert np.array_equal(bits(_rd_then_rne32(total, x, 31)), bits(want))
