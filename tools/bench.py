@@ -207,35 +207,53 @@ def mx_against_torchao(xt: object, tdt: object, scheme: str, n: int, repeat: int
             ratio_spread(t["peer"], t["ours"]), "torchao to_mx; ratio: median (min-max) of the pairs"]
 
 
-def bench_mma_scale(repeat: int, rng: np.random.Generator, m: int = 256, n: int = 256, k: int = 2048
-                    ) -> list[list[str]]:
+def _load() -> str:
+    """The 1-minute load average (other jobs on a shared machine), as /proc/loadavg says."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
+def bench_mma_scale(repeat: int, rng: np.random.Generator, m: int = 256, n: int = 256, k: int = 2048,
+                    cores: int = 64) -> list[list[str]]:
     """The FP8 units per core against numpy's float64 BLAS on the decoded operands, output
-    tiles on jobs = 1 and 2 local processes, and the projection for an 8192^3 check."""
+    tiles on jobs = 1 and 2 local processes, and the projection for an 8192^3 check on this
+    machine and on ``cores`` cores (the jobs=1 time per product divided by the cores: tiles
+    are independent, so that is the bound a free core each gives)."""
     from fmtsim.mma import matmul
     from fmtsim.mma.arith import operand_table
 
-    t8 = operand_table("e4m3")
-    a = rng.choice(np.nonzero(t8.cls == 0)[0], (m, k))
-    b = rng.choice(np.nonzero(t8.cls == 0)[0], (k, n))
-    c = rng.standard_normal((m, n)).astype(np.float32)
-    av, bv = t8.values[a], t8.values[b]
     prods = m * n * k
     big = 8192 ** 3
     rows = []
-    for unit, kw in (("sm90_wgmma_fp8", {}), ("sm89_mma_fp8", {}), ("sm100_f8f6f4", {}),
-                     ("sm100_mxf8f6f4", dict(a_scales=rng.integers(120, 135, (m, k // 32)),
-                                             b_scales=rng.integers(120, 135, (k // 32, n)),
-                                             scale_format="e8m0", block_size=32))):
-        fns = {"jobs=1": lambda: matmul(a, b, c, unit=unit, a_format="e4m3", b_format="e4m3", jobs=1, **kw),
-               "jobs=2": lambda: matmul(a, b, c, unit=unit, a_format="e4m3", b_format="e4m3", jobs=2, **kw),
+    for unit, fmt, kw in (("sm90_wgmma_fp8", "e4m3", {}), ("sm89_mma_fp8", "e4m3", {}),
+                          ("sm100_f8f6f4", "e4m3", {}), ("cdna3_mfma_fp8", "e4m3fnuz", {}),
+                          ("sm100_mxf8f6f4", "e4m3", dict(a_scales=rng.integers(120, 135, (m, k // 32)),
+                                                          b_scales=rng.integers(120, 135, (k // 32, n)),
+                                                          scale_format="e8m0", block_size=32))):
+        t8 = operand_table(fmt)
+        a = rng.choice(np.nonzero(t8.cls == 0)[0], (m, k))
+        b = rng.choice(np.nonzero(t8.cls == 0)[0], (k, n))
+        c = rng.standard_normal((m, n)).astype(np.float32)
+        av, bv = t8.values[a], t8.values[b]
+        fns = {"jobs=1": lambda: matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt, jobs=1, **kw),
+               "jobs=2": lambda: matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt, jobs=2, **kw),
                "blas": lambda: av @ bv + c}
+        load0 = _load()
         t = paired(fns, repeat)
-        one, two = min(t["jobs=1"]), min(t["jobs=2"])
-        per = lambda v: f"{min(v) / prods * 1e9:.2f}-{max(v) / prods * 1e9:.2f}"  # noqa: E731
+        load1 = _load()
+        one, two = np.median(t["jobs=1"]), np.median(t["jobs=2"])
+
+        def per(v: list[float]) -> str:
+            return f"{np.median(v) / prods * 1e9:.2f} ({min(v) / prods * 1e9:.2f}-{max(v) / prods * 1e9:.2f})"
+
+        sp = sorted(a1 / a2 for a1, a2 in zip(t["jobs=1"], t["jobs=2"], strict=True))
         rows.append([f"{unit} {m}x{n}x{k}", per(t["jobs=1"]), per(t["jobs=2"]),
-                     f"{np.median(sorted(a1 / a2 for a1, a2 in zip(t['jobs=1'], t['jobs=2'], strict=True))):.2f}x",
-                     per(t["blas"]), ratio_spread(t["jobs=1"], t["blas"]),
-                     f"{big * one / prods / 3600:.2f} h / {big * two / prods / 3600:.2f} h"])
+                     f"{np.median(sp):.2f}x ({sp[0]:.2f}-{sp[-1]:.2f})", per(t["blas"]),
+                     ratio_spread(t["jobs=1"], t["blas"]),
+                     f"{big * one / prods / 3600:.2f} h / {big * two / prods / 3600:.2f} h / "
+                     f"{big * one / prods / cores / 60:.1f} min", f"{load0} -> {load1}"])
     return rows
 
 
@@ -475,6 +493,7 @@ def main() -> int:
                                        "dequantize", "mma", "mma-scale"],
                     nargs="*")
     ap.add_argument("--checkpoint-gb", type=float, default=2.0)
+    ap.add_argument("--cores", type=int, default=64, help="cores of the 8192^3 projection (mma-scale)")
     ap.add_argument("--block-n", type=int, default=1 << 24, help="elements for the block section (4096 x 4096)")
     args = ap.parse_args()
     import ml_dtypes
@@ -507,11 +526,14 @@ def main() -> int:
                        disable_numparse=True))
         print()
     if "mma-scale" in only:
-        print(tabulate(bench_mma_scale(args.repeat, rng),
+        print(f"load average before: {_load()} on {os.cpu_count()} cores")
+        print(tabulate(bench_mma_scale(args.repeat, rng, cores=args.cores),
                        ["GEMM (unit, MxNxK)", "jobs=1 ns/product", "jobs=2 ns/product", "speed-up",
-                        "BLAS f64 ns/product", "fmtsim/BLAS time", "8192^3: jobs=1 / jobs=2"],
+                        "BLAS f64 ns/product", "fmtsim/BLAS time",
+                        f"8192^3: jobs=1 / jobs=2 / {args.cores} cores", "load avg"],
                        disable_numparse=True))
-        print("(ns/product: min-max over the repetitions; fmtsim/BLAS: median (min-max) of interleaved pairs)\n")
+        print("(ns/product and ratios: median (min-max) over interleaved repetitions; per core is the jobs=1 "
+              f"column; {args.cores} cores: the jobs=1 time divided by {args.cores}, tiles being independent)\n")
     if "conformance" in only:
         print(tabulate(bench_conformance(), ["command", "wall time", "status"], disable_numparse=True))
         print()

@@ -42,6 +42,12 @@ def _jobs(text: str) -> int:
     return n
 
 
+def _add_scheduler(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--scheduler", metavar="ADDR",
+                   help="run the shards on a Dask cluster (fmtsim[dask]), e.g. tcp://host:8786; its workers "
+                        "must see the input and output paths (a shared file system)")
+
+
 def _table(rows: list[list[str]], headers: list[str]) -> str:
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
@@ -58,6 +64,7 @@ def add_fnuz_convert_arguments(c: argparse.ArgumentParser) -> None:
                    help="glob of extra scale tensors to double")
     c.add_argument("--dry-run", action="store_true", help="print the plan and every problem found, write nothing")
     c.add_argument("--jobs", type=_jobs, default=1, help="shards converted in parallel processes")
+    _add_scheduler(c)
     c.add_argument("--no-verify", action="store_true", help="skip re-reading and checking the output")
     c.set_defaults(func=cmd_fnuz_convert)
 
@@ -69,7 +76,7 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
     try:
         s = convert(args.input, args.output, inf=args.inf, allow_unscaled=args.allow_unscaled,
                     keep_scales=tuple(args.keep_scale), double_scales=tuple(args.double_scale),
-                    dry_run=args.dry_run, jobs=args.jobs, verify=not args.no_verify,
+                    dry_run=args.dry_run, jobs=args.jobs, verify=not args.no_verify, scheduler=args.scheduler,
                     progress=not args.dry_run and sys.stderr.isatty())
     except CheckpointError as e:
         raise _usage_error(str(e)) from None
@@ -131,7 +138,8 @@ def cmd_checkpoint_convert(args: argparse.Namespace) -> int:
 
     fnuz_only = [flag for flag, on in (("--inf", args.inf), ("--allow-unscaled", args.allow_unscaled),
                                        ("--keep-scale", args.keep_scale), ("--double-scale", args.double_scale),
-                                       ("--no-verify", args.no_verify), ("--jobs", args.jobs != 1)) if on]
+                                       ("--no-verify", args.no_verify), ("--jobs", args.jobs != 1),
+                                       ("--scheduler", args.scheduler)) if on]
     if fnuz_only:
         raise _usage_error(f"{', '.join(fnuz_only)}: only for --to fnuz")
     try:
@@ -177,7 +185,7 @@ def cmd_dequantize(args: argparse.Namespace) -> int:
 
     try:
         s = dequantize(args.input, args.output, dtype=args.dtype, producer=args.producer, jobs=args.jobs,
-                       progress=sys.stderr.isatty())
+                       progress=sys.stderr.isatty(), scheduler=args.scheduler)
     except CheckpointError as e:
         raise _usage_error(str(e)) from None
     rows = []
@@ -208,6 +216,7 @@ def _add_dequantize(csub: Any) -> None:
     c.add_argument("--dtype", choices=list(TARGETS), default="bfloat16")
     c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
     c.add_argument("--jobs", type=_jobs, default=1, help="shards in parallel processes")
+    _add_scheduler(c)
     c.set_defaults(func=cmd_dequantize)
 
 

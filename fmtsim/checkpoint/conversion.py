@@ -568,8 +568,11 @@ def convert(
     jobs: int = 1,
     verify: bool = True,
     progress: bool = False,
+    scheduler: Any = None,
 ) -> ConversionSummary:
-    """Convert an OCP FP8 checkpoint to FNUZ. See the module docstring for every rule."""
+    """Convert an OCP FP8 checkpoint to FNUZ. See the module docstring for every rule.
+    Shards run in ``jobs`` local processes or, with ``scheduler`` (a dask.distributed.Client
+    or an address, fmtsim[dask]), on a Dask cluster's workers (fmtsim.executor)."""
     check_paths(src, out)
     t0 = time.perf_counter()
     p = plan(src, allow_unscaled=allow_unscaled, keep_scales=keep_scales, double_scales=double_scales,
@@ -593,7 +596,7 @@ def convert(
     update = bar.update if bar is not None else None
     results: list[ShardResult] = []
     try:
-        results = run_shards(_convert_shard, jobs_list, jobs, update, lambda r: r.bytes)
+        results = run_shards(_convert_shard, jobs_list, jobs, update, lambda r: r.bytes, scheduler)
     finally:
         if bar is not None:
             bar.close()

@@ -878,8 +878,11 @@ def dequantize(
     producer: str | None = None,
     jobs: int = 1,
     progress: bool = False,
+    scheduler: Any = None,
 ) -> DequantSummary:
-    """Dequantize every tensor a producer record matches; see the module docstring."""
+    """Dequantize every tensor a producer record matches; see the module docstring. Shards
+    run in ``jobs`` local processes or, with ``scheduler`` (a dask.distributed.Client or an
+    address, fmtsim[dask]), on a Dask cluster's workers (fmtsim.executor)."""
     check_paths(src, out)
     if dtype not in TARGETS:
         raise CheckpointError(f"--dtype must be one of {', '.join(TARGETS)}, not {dtype!r}")
@@ -929,7 +932,7 @@ def dequantize(
     update = bar.update if bar is not None else None
     results: list[ShardResult] = []
     try:
-        results = run_shards(_dequantize_shard, job_list, jobs, update, lambda r: r.bytes_in)
+        results = run_shards(_dequantize_shard, job_list, jobs, update, lambda r: r.bytes_in, scheduler)
     finally:
         if bar is not None:
             bar.close()

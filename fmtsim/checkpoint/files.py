@@ -572,12 +572,22 @@ def worker_count(jobs: Any, shards: int) -> int:
 
 
 def run_shards(work: Callable[..., Any], job_list: list[Any], jobs: int,
-               update: Callable[[int], None] | None, size: Callable[[Any], int]) -> list[Any]:
-    """work(job, update) for every shard job: in this process (progress per chunk) or in up to
-    ``jobs`` worker processes (progress per finished shard, ``size(result)`` bytes); results in order."""
+               update: Callable[[int], None] | None, size: Callable[[Any], int],
+               scheduler: Any = None) -> list[Any]:
+    """work(job, update) for every shard job: in this process (progress per chunk), in up to
+    ``jobs`` worker processes, or on the workers of a Dask cluster (``scheduler``: a
+    dask.distributed.Client or an address; progress per finished shard, ``size(result)``
+    bytes); results in order. A cluster's workers read the input and write the output
+    shards at the same paths, so those must be on a file system they share."""
     n = worker_count(jobs, len(job_list))
+    if scheduler is not None and jobs != 1:
+        raise CheckpointError("give --jobs or --scheduler, not both (a Dask cluster has its own workers)")
     results = []
-    with get_executor(n) as ex:
+    try:
+        ex = get_executor(None if scheduler is not None else n, scheduler)
+    except (ImportError, OSError, TypeError) as e:
+        raise CheckpointError(f"--scheduler: {e}") from None
+    with ex:
         if ex.in_process:
             return [work(j, update) for j in job_list]
         for r in ex.imap(work, job_list):

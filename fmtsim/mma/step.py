@@ -94,67 +94,155 @@ def nv_step(unit: Unit, a: Side, b: Side, c: np.ndarray, c_emin: int = -126) -> 
     toward zero to F bits below it (zeros get e_zero), summed exactly, rounded by
     unit.output. c_emin: C's exponent is clamped there (-14 for an fp16 C).
 
-    The alignment runs in floating point, exactly: a term is trunc(a_k * b_k * 2^(F - e_max))
-    with a_k, b_k the operand values (a product of two FP8 values, times a power of two, is
-    exact in float32; of anything narrower than 27 bits in float64), and the terms are
-    integers below 2^(F + 4), so their sum over the step is exact while it stays below 2^24
-    (float32: F = 13) or 2^53 (float64). Exponents are summed in int8 (int16 with block
-    scales folded in): four cheap passes over the products instead of eight."""
+    The terms and their sum: :func:`aligned_sums`."""
     f = unit.fraction_bits
-    rows, L = a.mag.shape
-    cols = b.mag.shape[0]
     c32 = np.ascontiguousarray(c, dtype=np.float32)
     cbits = c32.view(np.uint32)
     cef = ((cbits >> 23) & 0xFF).astype(np.int32)
     c_nz = (cef != 255) & ((cbits & 0x7FFFFFFF) != 0)
-    c_exp = np.where(cef > 0, cef - 127, -126)
+    c_exp = np.maximum(cef - 127, max(-126, c_emin))  # a subnormal C has exponent -126 (then clamped)
     a_nz, b_nz = a.mag != 0, b.mag != 0
-    # some product is zero iff a's row or b's column holds a zero (or a NaN/Inf, whose mag is 0)
-    any_zero = ~a_nz.all(1)[:, None] | ~b_nz.all(1)[None, :]
-    floor = np.where(any_zero | ~c_nz, unit.e_zero, -(1 << 30))
-    floor = np.where(c_nz, np.maximum(floor, np.maximum(c_exp, c_emin)), floor)
-    lo = int(min(a.exp.min(where=a_nz, initial=0), b.exp.min(where=b_nz, initial=0)))
-    hi = int(max(a.exp.max(where=a_nz, initial=0), b.exp.max(where=b_nz, initial=0)))
-    # a zero operand's exponent: a sentinel whose sums stay below every real sum (lo + lo)
-    small = -21 <= lo and hi <= 21
-    edt, zero, none_below = (np.int8, -64, -42) if small else (np.int16, -16000, -8000)
-    exact32 = small and f + 4 + L.bit_length() <= 24 and a.man + b.man <= 12
-    fdt = np.float32 if exact32 else np.float64
-    aexp = np.ascontiguousarray(np.where(a_nz, a.exp, zero).astype(edt).T)
-    bexp = np.ascontiguousarray(np.where(b_nz, b.exp, zero).astype(edt).T)
-    av = np.ascontiguousarray((a.sgn * np.ldexp(a.mag.astype(np.float64), a.exp - a.man)).astype(fdt).T)
-    bv = np.ascontiguousarray((b.sgn * np.ldexp(b.mag.astype(np.float64), b.exp - b.man)).astype(fdt).T)
-    emax = np.empty((rows, cols), np.int32)
-    s = np.empty((rows, cols), np.float64)
-    r = max(1, _SLAB // np.dtype(fdt).itemsize // max(1, cols * L))
-    e_buf = np.empty((L, r, cols), edt)
-    p_buf = np.empty((L, r, cols), fdt)
-    for r0 in range(0, rows, r):
-        r1 = min(rows, r0 + r)
-        n = r1 - r0
-        e, p = e_buf[:, :n], p_buf[:, :n]
-        # a product's exponent is the sum of its factors'
-        np.add(aexp[:, r0:r1, None], bexp[:, None, :], out=e)
-        ep = e.max(0).astype(np.int32)
-        em = np.maximum(np.where(ep <= none_below, -(1 << 30), ep), floor[r0:r1])
-        emax[r0:r1] = em
-        # 2^(F - e_max), e_max held at the lowest real product exponent where every product is
-        # zero (the scale stays finite; 0 * scale = 0)
-        scale = np.ldexp(np.ones((), fdt), (f - np.maximum(em, 2 * lo)).astype(np.int32)).astype(fdt)
-        # the outer products: numpy's einsum loop is several times faster here than a
-        # broadcast multiply (whose float loop does not vectorise with a zero stride)
-        np.einsum("lr,lc->lrc", av[:, r0:r1], bv, out=p)
-        np.multiply(p, scale[None], out=p)
-        np.trunc(p, out=p)
-        s[r0:r1] = p.sum(0, dtype=fdt)
-    with np.errstate(invalid="ignore"):
-        s += np.trunc(np.where(c_nz, c32, 0).astype(np.float64) * np.ldexp(1.0, f - emax))
+    big = 1 << 30
+    lo_a, lo_b = _lowest_exponent(a, a_nz), _lowest_exponent(b, b_nz)
+    if unit.e_zero < c_emin and unit.e_zero < lo_a + lo_b:
+        # e_zero lies below C's clamped exponent and below every real product's, so it sets
+        # the alignment point only where there is nothing else (all products and C zero)
+        floor = np.where(c_nz, c_exp, unit.e_zero)
+    else:
+        # some product is zero iff a's row or b's column holds a zero (or a NaN/Inf, whose mag is 0)
+        any_zero = ~a_nz.all(1)[:, None] | ~b_nz.all(1)[None, :]
+        floor = np.where(any_zero | ~c_nz, unit.e_zero, -big)
+        floor = np.where(c_nz, np.maximum(floor, c_exp), floor)
+    s, emax = aligned_sums(a, b, f, floor, a_nz, b_nz, (lo_a, lo_b))
+    ct = np.where(c_nz, c32, np.float32(0)).astype(np.float64)  # C aligned like a product (exact: a power of two)
+    ct *= np.ldexp(1.0, (f - emax).astype(np.int32))
+    s += np.trunc(ct, out=ct)
     out = _finish_exact_float(s, emax - f, unit.output)
     if a.cls.any() or b.cls.any() or (cef == 255).any():  # FINITE is 0: some operand is NaN or Inf
         sp = _specials(a, b, np.where(cef == 255, np.where(cbits & 0x7FFFFF, NAN, INF), FINITE),
                        np.where(cbits >> 31, -1, 1))
         if sp is not None:
             out = np.where(sp[0], sp[1], out)
+    return out
+
+
+def _lowest_exponent(side: Side, nz: np.ndarray) -> int:
+    """The smallest exponent of a nonzero element (2^30 when there is none)."""
+    return int(np.where(nz, side.exp, 1 << 30).min(initial=1 << 30))
+
+
+def aligned_sums(a: Side, b: Side, f: int, floor: np.ndarray | None, a_nz: np.ndarray | None = None,
+                 b_nz: np.ndarray | None = None, lows: tuple[int, int] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(s, e_max) over the products of a and b: e_max = the largest a.exp + b.exp of a
+    nonzero product (or -2^30 where none), raised to ``floor`` where given, and
+    s = sum_k trunc(a_k b_k 2^(F - e_max)), exact integers held in float64; both (rows, cols).
+    a_nz, b_nz, lows (the smallest exponents of a's and b's nonzero elements): passed when the
+    caller has them.
+
+    The alignment runs in floating point, exactly: a product of two values narrower than
+    12 bits, times a power of two, is exact in float32 (of anything narrower than 27 bits
+    in float64), and the terms are integers below 2^(F + 4). Their sum is exact in float32
+    while it stays below 2^24 (F = 13); else, when the products are exact in float32 (F = 24
+    or 25 with 8-bit operands), the truncation is the float32 -> int32 conversion and the
+    terms are summed in int32 in chunks short enough not to overflow; else everything is
+    float64. The largest exponents come from one float64 matrix product
+    (:func:`_largest_exponents`), so each product costs four passes: outer product, scale,
+    truncate, sum."""
+    rows, L = a.mag.shape
+    cols = b.mag.shape[0]
+    big = 1 << 30
+    a_nz = a.mag != 0 if a_nz is None else a_nz
+    b_nz = b.mag != 0 if b_nz is None else b_nz
+    lo_a, lo_b = lows if lows is not None else (_lowest_exponent(a, a_nz), _lowest_exponent(b, b_nz))
+    lo = min(lo_a, lo_b, 0)
+    hi = max(int(a.exp.max(initial=0)), int(b.exp.max(initial=0)))  # a zero's exponent is ZERO_EXP
+    small = -21 <= lo and hi <= 21
+    # bits of the largest term: |a_k b_k| 2^(F - e_max) < 2^(F + top_a + top_b)
+    top_a, top_b = _top_bits(a), _top_bits(b)
+    top = f + top_a + top_b
+    prod32 = small and (a.man + top_a) + (b.man + top_b) <= 24  # products exact in float32
+    sum32 = prod32 and top + L.bit_length() <= 24
+    chunk = 1 << max(0, 31 - top)  # terms per int32 partial sum
+    fdt = np.float32 if prod32 else np.float64
+    av = np.ascontiguousarray((a.sgn * np.ldexp(a.mag.astype(np.float64), a.exp - a.man)).astype(fdt).T)
+    bv = np.ascontiguousarray((b.sgn * np.ldexp(b.mag.astype(np.float64), b.exp - b.man)).astype(fdt).T)
+    emax = _largest_exponents(a, b, a_nz, b_nz, small, -big)
+    if floor is not None:
+        emax = np.maximum(emax, floor)
+    # 2^(F - e_max) built from its bits; e_max is held at 2 lo or above (every product zero:
+    # the scale stays finite and 0 * scale = 0), so the biased exponent stays in range
+    ibits, bias, ut = (23, 127, np.int32) if fdt is np.float32 else (52, 1023, np.int64)
+    scale = ((bias + f - np.maximum(emax, 2 * lo)).astype(ut) << ibits).view(fdt)
+    s = np.empty((rows, cols), np.float64)
+    r = max(1, _SLAB // np.dtype(fdt).itemsize // max(1, cols * L))
+    p_buf = np.empty((L, r, cols), fdt)
+    i_buf = np.empty((L, r, cols), np.int32) if prod32 and not sum32 else None
+    for r0 in range(0, rows, r):
+        r1 = min(rows, r0 + r)
+        n = r1 - r0
+        p = p_buf[:, :n]
+        # the outer products: numpy's einsum loop is several times faster here than a
+        # broadcast multiply (whose float loop does not vectorise with a zero stride)
+        np.einsum("lr,lc->lrc", av[:, r0:r1], bv, out=p)
+        np.multiply(p, scale[r0:r1], out=p)
+        if sum32 or not prod32:
+            np.trunc(p, out=p)
+            s[r0:r1] = p.sum(0, dtype=fdt)
+        else:
+            t = i_buf[:, :n]  # type: ignore[index]
+            np.copyto(t, p, casting="unsafe")  # float -> int conversion truncates toward zero
+            acc = np.einsum("lrc->rc", t[:chunk]).astype(np.float64)
+            for k0 in range(chunk, L, chunk):
+                acc += np.einsum("lrc->rc", t[k0:k0 + chunk])
+            s[r0:r1] = acc
+    return s, emax
+
+
+def _top_bits(side: Side) -> int:
+    """Bits of the largest significand above the binary point: |value| < 2^(exp + top)."""
+    m = int(side.mag.max(initial=0))
+    return max(0, m.bit_length() - side.man)
+
+
+def _largest_exponents(a: Side, b: Side, a_nz: np.ndarray, b_nz: np.ndarray, small: bool, none: int
+                       ) -> np.ndarray:
+    """max over k of a.exp[i, k] + b.exp[j, k] over the nonzero products (``none`` where
+    there is none), (rows, cols) int64.
+
+    Small exponents (|e| <= 21): one float64 matrix product, exactly. With W = 2^w > L,
+    sum_k W^(ea_k + eb_k) lies in [W^e_max, L W^e_max] (its terms are powers of two, a sum
+    of positive terms is never below its largest, and its rounding error is far below the
+    gap to W^(e_max + 1)), so e_max = floor(log2(sum) / w). Otherwise int16 exponent sums,
+    slab by slab."""
+    rows, L = a.mag.shape
+    cols = b.mag.shape[0]
+    w = 1 << (L.bit_length() - 1).bit_length()  # 2^w > L, w a power of two (a shift divides by it)
+    if small and w * 42 < 1000:  # W^(2 * 21) stays inside float64
+        wa = np.where(a_nz, np.ldexp(1.0, (w * a.exp).astype(np.int32)), 0.0)
+        wb = np.where(b_nz, np.ldexp(1.0, (w * b.exp).astype(np.int32)), 0.0)
+        wbt = np.ascontiguousarray(wb.T)
+        tot = np.empty((rows, cols))
+        # blocks of at most 2^18 multiply-adds, which OpenBLAS runs on one thread: its
+        # threads spin-wait, which costs more than they save on a loaded machine
+        rb = max(1, (1 << 18) // max(1, L * cols))
+        for r0 in range(0, rows, rb):
+            np.matmul(wa[r0:r0 + rb], wbt, out=tot[r0:r0 + rb])
+        # floor(log2(tot)) is tot's unbiased exponent field (tot >= 2^-(2 * 21 * w) is normal)
+        ep = ((tot.view(np.int64) >> 52) - 1023) >> (w.bit_length() - 1)
+        return np.where(tot > 0, ep, none)
+    zero, none_below = -16000, -8000  # a zero operand's exponent: its sums stay below every real sum
+    aexp = np.ascontiguousarray(np.where(a_nz, a.exp, zero).astype(np.int16).T)
+    bexp = np.ascontiguousarray(np.where(b_nz, b.exp, zero).astype(np.int16).T)
+    out = np.empty((rows, cols), np.int64)
+    r = max(1, _SLAB // 2 // max(1, cols * L))
+    e_buf = np.empty((L, r, cols), np.int16)
+    for r0 in range(0, rows, r):
+        r1 = min(rows, r0 + r)
+        e = e_buf[:, :r1 - r0]
+        np.add(aexp[:, r0:r1, None], bexp[:, None, :], out=e)
+        ep = e.max(0).astype(np.int64)  # int64 before ``none`` joins (it does not fit int16)
+        out[r0:r1] = np.where(ep <= none_below, none, ep)
     return out
 
 
@@ -265,23 +353,20 @@ def amd_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
     shift = f - a.man - b.man
     assert shift >= 0
     c_sgn, c_sig, c_exp, c_cls = split_f32(c)
-    e = (a.exp[:, None, :] + b.exp[None, :, :]).astype(np.int64)
-    mag = (a.mag[:, None, :] << shift) * b.mag[None, :, :]
-    sgn = (a.sgn[:, None, :] * b.sgn[None, :, :]).astype(np.int64)
-    extra_inf = None
-    if unit.product_overflow_inf:
-        big = (e + (mag >= (np.int64(1) << (f + 1)))) >= 128
-        big &= mag != 0
-        extra_inf = big
-        mag = np.where(big, 0, mag)
     parts = [slice(0, None, 2), slice(1, None, 2)] if unit.even_odd else [slice(None)]
+    extra_inf = None
     sums, exps = [], []
-    for sl in parts:
-        eg = e[..., sl]
-        gmax = eg.max(-1)
-        t = (mag[..., sl] >> np.clip(gmax[..., None] - eg, 0, 63)) * sgn[..., sl]
-        sums.append(t.sum(-1))
-        exps.append(gmax)
+    if not unit.product_overflow_inf:
+        # each group's truncated sum as the nv units', in floating point (aligned_sums):
+        # (a.mag << shift) * b.mag >> (g_max - e_k) is trunc(|p_k| 2^(F - g_max)), signed
+        for sl in parts:
+            ga = Side(a.sgn[:, sl], a.mag[:, sl], a.exp[:, sl], a.cls[:, sl], a.man, a.emin)
+            gb = Side(b.sgn[:, sl], b.mag[:, sl], b.exp[:, sl], b.cls[:, sl], b.man, b.emin)
+            s, gmax = aligned_sums(ga, gb, f, None)
+            sums.append(s.astype(np.int64))
+            exps.append(gmax.astype(np.int64))
+    else:
+        sums, exps, extra_inf = _amd_group_sums(unit, a, b, shift, parts)
     edot = exps[0]
     for x in exps[1:]:
         edot = np.maximum(edot, x)
@@ -295,11 +380,50 @@ def amd_step(unit: Unit, a: Side, b: Side, c: np.ndarray) -> np.ndarray:
     if unit.drop_small_c:
         sc = np.where(c_exp < emax - f - 1, 0, sc)
     total = sdot + (sc << (f2 + 1 - f))
-    neg = total < 0
-    q, x = round_scaled(neg, np.abs(total), emax - f2 - 1, f2, -126, "rd")
-    q, x = round_scaled(neg, q, x, 23, -126, "rne")
-    out = to_f32(neg, q, x)
+    if total.size and int(np.abs(total).max()) < (1 << 53):
+        out = _rd_then_rne32(total, emax - f2 - 1, f2)
+    else:
+        neg = total < 0
+        q, x = round_scaled(neg, np.abs(total), emax - f2 - 1, f2, -126, "rd")
+        q, x = round_scaled(neg, q, x, 23, -126, "rne")
+        out = to_f32(neg, q, x)
     sp = _specials(a, b, c_cls, c_sgn, extra_inf)
     if sp is not None:
         out = np.where(sp[0], sp[1], out)
     return out
+
+
+def _amd_group_sums(unit: Unit, a: Side, b: Side, shift: int, parts: list[slice]
+                    ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """CDNA3 fp16/bf16, in int64: the groups' truncated sums and largest exponents, with
+    products of 2^128 or more left out (returned as the +-Inf mask)."""
+    e = (a.exp[:, None, :] + b.exp[None, :, :]).astype(np.int64)
+    mag = (a.mag[:, None, :] << shift) * b.mag[None, :, :]
+    sgn = (a.sgn[:, None, :] * b.sgn[None, :, :]).astype(np.int64)
+    big = (e + (mag >= (np.int64(1) << (unit.fraction_bits + 1)))) >= 128
+    big &= mag != 0
+    mag = np.where(big, 0, mag)
+    sums, exps = [], []
+    for sl in parts:
+        eg = e[..., sl]
+        gmax = eg.max(-1)
+        t = (mag[..., sl] >> np.clip(gmax[..., None] - eg, 0, 63)) * sgn[..., sl]
+        sums.append(t.sum(-1))
+        exps.append(gmax)
+    return sums, exps, big
+
+
+def _rd_then_rne32(total: np.ndarray, x: np.ndarray, f2: int) -> np.ndarray:
+    """total * 2^x (|total| < 2^53) rounded toward -Inf to f2 fraction bits (smallest normal
+    exponent -126), then to nearest even fp32, as float32 (+0 for a zero): in float64,
+    where total * 2^x is exact; the first rounding is a floor on the grid 2^(max(E, -126) - f2)
+    (E: the value's exponent field), the second float32's own conversion (IEEE RNE, its
+    subnormal grid 2^-149 and overflow to +-Inf are the fp32 rounding's)."""
+    v = np.ldexp(total.astype(np.float64), x.astype(np.int32))
+    e = ((v.view(np.int64) >> 52) & 0x7FF) - 1023
+    g = np.maximum(e, -126) - f2  # the grid's exponent; for v = 0 any grid gives 0
+    up = ((1023 - g) << 52).view(np.float64)  # 2^-g and 2^g from their bits (both in range)
+    down = ((1023 + g) << 52).view(np.float64)
+    r = np.floor(v * up) * down
+    with np.errstate(over="ignore"):
+        return r.astype(np.float32) + np.float32(0)  # + 0: a zero result is +0
