@@ -343,7 +343,10 @@ def test_ulps_apart_refuses_other_dtypes_and_flags_nan():
     from fmtsim.conformance.gemm_vectors import ulps_apart
 
     with pytest.raises(TypeError, match="float32"):
-        ulps_apart(np.array([1.0]), np.array([1 + 2**-52]))
+        ulps_apart(np.array([1.0]), np.array([1 + 2**-52], np.float32))  # mixed: not rounded into one
+    with pytest.raises(TypeError, match="float16"):
+        ulps_apart(np.array([1.0], np.float16), np.array([1.0], np.float16))
+    assert ulps_apart(np.array([1.0, -0.0]), np.array([1 + 2**-52, 0.0])).tolist() == [1, 0]  # fp64 D
     got = ulps_apart(np.array([np.nan, 1], np.float32), np.array([1, 1], np.float32))
     assert got.tolist() == [-1, 0]
 

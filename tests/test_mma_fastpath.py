@@ -97,3 +97,16 @@ def test_cdna3_float_rounding_equals_the_integer_roundings(rng):
     with np.errstate(over="ignore"):
         want = to_f32(neg, q, e)
     assert np.array_equal(bits(_rd_then_rne32(total, x, 31)), bits(want))
+
+
+@pytest.mark.parametrize("f", [24, 25, 28, 29, 30, 31, 32, 40])
+def test_terms_past_int32_fall_back_to_float64(f, rng):
+    """F beyond what int32 terms hold (the probe grid goes to F = 40): the float64 path,
+    equal to the Fraction twin; sum 32 of 32 ones was -0.0625 when int32 terms overflowed."""
+    from dataclasses import replace
+
+    unit = replace(UNITS["sm100_f8f6f4"], name=f"f{f}", fraction_bits=f)
+    ones = np.full((1, 32), 0x38)  # E4M3 1.0
+    check(unit, "e4m3", "e4m3", ones, ones.T.copy(), None)
+    a, b = _finite("e4m3", rng, (8, 64)), _finite("e4m3", rng, (64, 8))
+    check(unit, "e4m3", "e4m3", a, b, rng.standard_normal((8, 8)).astype(np.float32))

@@ -281,7 +281,8 @@ def ulps_apart(x: Any, y: Any) -> np.ndarray:
         return np.where(nan64, -1, np.abs(key64(xs) - key64(ys)))
     for name, v in (("x", xs), ("y", ys)):
         if v.dtype != np.float32:
-            raise TypeError(f"ulps_apart: {name} must be float32 (fp32 outputs), not {v.dtype}")
+            raise TypeError(f"ulps_apart: {name} must be float32 (fp32 outputs), or x and y both float64 "
+                            f"(fp64 outputs), not {v.dtype} (x {xs.dtype}, y {ys.dtype})")
 
     def key(v: np.ndarray) -> np.ndarray:
         u = v.view(np.uint32).astype(np.int64)

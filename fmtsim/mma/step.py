@@ -143,12 +143,12 @@ def aligned_sums(a: Side, b: Side, f: int, floor: np.ndarray | None, a_nz: np.nd
     The alignment runs in floating point, exactly: a product of two values narrower than
     12 bits, times a power of two, is exact in float32 (of anything narrower than 27 bits
     in float64), and the terms are integers below 2^(F + 4). Their sum is exact in float32
-    while it stays below 2^24 (F = 13); else, when the products are exact in float32 (F = 24
-    or 25 with 8-bit operands), the truncation is the float32 -> int32 conversion and the
-    terms are summed in int32 in chunks short enough not to overflow; else everything is
-    float64. The largest exponents come from one float64 matrix product
-    (:func:`_largest_exponents`), so each product costs four passes: outer product, scale,
-    truncate, sum."""
+    while it stays below 2^24 (F = 13); else, when the products are exact in float32 and the
+    terms fit int32 (F = 24 or 25 with 8-bit operands), the truncation is the float32 -> int32
+    conversion and the terms are summed in int32 in chunks short enough not to overflow; else
+    (wider operands, or F beyond 29 as in the probe grid) everything is float64. The largest
+    exponents come from one float64 matrix product (:func:`_largest_exponents`), so each
+    product costs four passes: outer product, scale, truncate, sum."""
     rows, L = a.mag.shape
     cols = b.mag.shape[0]
     big = 1 << 30
@@ -163,8 +163,10 @@ def aligned_sums(a: Side, b: Side, f: int, floor: np.ndarray | None, a_nz: np.nd
     top = f + top_a + top_b
     prod32 = small and (a.man + top_a) + (b.man + top_b) <= 24  # products exact in float32
     sum32 = prod32 and top + L.bit_length() <= 24
+    # terms below 2^top fit int32 while top <= 31, and 2^(31 - top) of them sum without overflow
+    int32_terms = prod32 and not sum32 and top <= 31
     chunk = 1 << max(0, 31 - top)  # terms per int32 partial sum
-    fdt = np.float32 if prod32 else np.float64
+    fdt = np.float32 if sum32 or int32_terms else np.float64
     av = np.ascontiguousarray((a.sgn * np.ldexp(a.mag.astype(np.float64), a.exp - a.man)).astype(fdt).T)
     bv = np.ascontiguousarray((b.sgn * np.ldexp(b.mag.astype(np.float64), b.exp - b.man)).astype(fdt).T)
     emax = _largest_exponents(a, b, a_nz, b_nz, small, -big)
@@ -177,7 +179,7 @@ def aligned_sums(a: Side, b: Side, f: int, floor: np.ndarray | None, a_nz: np.nd
     s = np.empty((rows, cols), np.float64)
     r = max(1, _SLAB // np.dtype(fdt).itemsize // max(1, cols * L))
     p_buf = np.empty((L, r, cols), fdt)
-    i_buf = np.empty((L, r, cols), np.int32) if prod32 and not sum32 else None
+    i_buf = np.empty((L, r, cols), np.int32) if int32_terms else None
     for r0 in range(0, rows, r):
         r1 = min(rows, r0 + r)
         n = r1 - r0
@@ -186,7 +188,7 @@ def aligned_sums(a: Side, b: Side, f: int, floor: np.ndarray | None, a_nz: np.nd
         # broadcast multiply (whose float loop does not vectorise with a zero stride)
         np.einsum("lr,lc->lrc", av[:, r0:r1], bv, out=p)
         np.multiply(p, scale[r0:r1], out=p)
-        if sum32 or not prod32:
+        if not int32_terms:
             np.trunc(p, out=p)
             s[r0:r1] = p.sum(0, dtype=fdt)
         else:
