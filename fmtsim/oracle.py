@@ -370,14 +370,14 @@ def _nan_input(f: Format, pol: Resolved, mode: str, neg: bool, bits: int | None,
     hi_code = finite[-1][1]
     zero_code = next((c for val, c in finite if val == 0), None)
     if f.name == "e8m0":
-        return (pol.nan_code, INVALID) if mode == "fixed" else (0xFF, 0)  # type: ignore[return-value]
+        return (pol.fixed_nan_code(neg), INVALID) if mode == "fixed" else (0xFF, 0)
     if mode == "ml_dtypes" and f.has_nan:
         mode = "signed"
     if mode in ("signed", "positive", "signed_all_ones", "all_ones", "canonical"):
         return _nan_by_name(f, mode, neg), 0
     if mode == "fixed":
-        assert pol.nan_code is not None
-        return pol.nan_code, 0 if value_of(pol.nan_code, f) == "nan" else INVALID
+        code = pol.fixed_nan_code(neg)
+        return code, 0 if value_of(code, f) == "nan" else INVALID
     if mode == "inf":
         return min(f.inf_codes) | ((1 << (f.bits - 1)) if neg else 0), INVALID
     if mode == "neg_zero":

@@ -77,7 +77,9 @@ More NaN-input modes (the behaviours of deployed implementations):
     quiet_payload
                'payload' of the NaN quieted first (its top significand bit set), as IEEE
                hardware narrows a NaN: NVIDIA's double -> E5M2 (0x7FF4... -> 0x7F).
-    fixed      the one code ``nan_code`` (e.g. 0x7D), whatever the sign.
+    fixed      the code ``nan_code`` (e.g. 0x7D), its sign bit as ``nan_code_sign`` says:
+               written as given (default), or the magnitude bits of ``nan_code`` with the
+               NaN's sign, with the sign dropped, or with the sign forced negative.
     as_inf     converted as the Inf of the NaN's sign would be (under ``inf`` and the
                overflow mode): AMD's host cast_to_f8 into FNUZ tests only the exponent
                (+-max with saturation, 0x80 without).
@@ -97,6 +99,10 @@ which is fmtsim's behaviour before these fields existed):
 
     nan_negative  NaN mode for NaN inputs whose sign bit is set (default: ``nan``).
     nan_code      the code of nan='fixed' (and nan_negative='fixed').
+    nan_code_sign the sign bit of that code: 'as_given' (default: ``nan_code`` verbatim),
+                  'input' (its magnitude bits with the NaN's sign: NumKong's serial E5M2,
+                  0x7D/0xFD), 'positive' (sign bit cleared) or 'negative' (sign bit set).
+                  Signed formats only, but for 'as_given' and 'positive'.
     nan_sources   ((source, mode), ...): the NaN mode for inputs of one source type
                   ('float16', 'bfloat16', 'float32', 'float64'), overriding ``nan`` and
                   ``nan_negative`` there (onnxruntime drops the sign for bfloat16 only).
@@ -159,6 +165,7 @@ __all__ = [
     "E8M0_MODES",
     "INTERMEDIATES",
     "TININESS",
+    "NAN_CODE_SIGNS",
     "Policy",
     "Resolved",
     "resolve",
@@ -180,6 +187,7 @@ E8M0_MODES = {
 }
 INTERMEDIATES = ("float16", "bfloat16", "float32")
 TININESS = ("before", "after")
+NAN_CODE_SIGNS = ("as_given", "input", "positive", "negative")
 SOURCES = ("float16", "bfloat16", "float32", "float64")
 # NaN modes that need the format to have a NaN code / that give a NaN code
 _NAN_CODE_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "positive")
@@ -207,6 +215,7 @@ class Policy:
     e8m0_tiny: str | None = None
     intermediate: str | None = None
     tininess: str | None = None
+    nan_code_sign: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +245,7 @@ class Resolved:
     tininess: str = "before"
     nan_unsigned_sources: tuple[str, ...] = ()
     nan_sign_dropped: bool = False  # set by for_source for a source in nan_unsigned_sources
+    nan_code_sign: str = "as_given"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -255,6 +265,17 @@ class Resolved:
             if s == src:
                 return replace(pol, nan=mode, nan_negative=None, nan_sources=())
         return pol if not pol.nan_sources else replace(pol, nan_sources=())
+
+    def fixed_nan_code(self, negative: bool) -> int:
+        """The code nan='fixed' writes for a NaN of this sign (``nan_code`` and ``nan_code_sign``)."""
+        assert self.nan_code is not None
+        sign = self.fmt.sign_mask if self.fmt.signed else 0
+        how = self.nan_code_sign
+        if how == "as_given":
+            return self.nan_code
+        if how == "negative" or (how == "input" and negative):
+            return (self.nan_code & ~sign) | sign
+        return self.nan_code & ~sign
 
     def without_intermediate(self) -> Resolved:
         return replace(self, intermediate=None) if self.intermediate else self
@@ -475,11 +496,14 @@ def _profile_xla(fmt: Format, folded: bool) -> Policy:
 def _profile_numkong(fmt: Format, simd: bool) -> Policy:
     # NumKong 7.8 astype (float32 input). E4M3 and FP6 saturate (Inf too), E5M2 does not; RNE.
     # NaN: x86 SIMD kernels: E4M3 and FP6 -> +-max, E5M2 -> +-Inf; serial C: E4M3 the signed
-    # NaN, E5M2 0x7D, FP6 +-max. The SIMD E5M2 NaN band is a named divergence (impls/numkong.py).
+    # NaN, E5M2 0x7D with the NaN's sign (0x7D/0xFD), FP6 +-max. The SIMD E5M2 NaN band is a
+    # named divergence (impls/numkong.py).
     if fmt.name == "e4m3":
         return Policy("rne", "satfinite", "signed_max" if simd else "signed")
     if fmt.name == "e5m2":
-        return Policy("rne", "nonsat", "inf") if simd else Policy("rne", "nonsat", "fixed", nan_code=0x7D)
+        if simd:
+            return Policy("rne", "nonsat", "inf")
+        return Policy("rne", "nonsat", "fixed", nan_code=0x7D, nan_code_sign="input")
     if fmt.name in ("e2m3", "e3m2"):
         return Policy("rne", "satfinite", "signed_max")
     return _profile_ocp(fmt)
@@ -643,9 +667,13 @@ def resolve(
         _check_choice("intermediate type", inter, INTERMEDIATES)
     tin = base.tininess or "before"
     _check_choice("tininess", tin, TININESS)
+    code_sign = base.nan_code_sign or "as_given"
+    _check_choice("nan_code_sign", code_sign, NAN_CODE_SIGNS)
+    if code_sign in ("input", "negative") and not f.signed:
+        raise ValueError(f"{f.name} has no sign bit; nan_code_sign={code_sign!r} is impossible")
     return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, e8["e8m0_negative"], e8["e8m0_zero"],
                     e8["e8m0_inf"], e8["e8m0_tiny"], intermediate=inter, tininess=tin,
-                    nan_unsigned_sources=unsigned_sources)
+                    nan_unsigned_sources=unsigned_sources, nan_code_sign=code_sign)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

@@ -192,8 +192,7 @@ def _nan_code(pol: Resolved, negative: np.ndarray, mode: str | None = None) -> n
         return np.full(negative.shape, _quiet_nan(fmt, False) if fmt.specials == "fnuz" else
                        max(c for c in fmt.nan_codes if not c & fmt.sign_mask))
     if n == "fixed":
-        assert pol.nan_code is not None
-        return np.full(negative.shape, pol.nan_code)
+        return np.where(negative, pol.fixed_nan_code(True), pol.fixed_nan_code(False))
     if n == "inf":
         return np.where(negative, min(fmt.inf_codes) | fmt.sign_mask, min(fmt.inf_codes))
     if n == "neg_zero":

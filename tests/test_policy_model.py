@@ -43,6 +43,9 @@ POLICIES = [
     ("e8m0", Policy(nan_negative="fixed", nan_code=0, e8m0_negative="min", tininess="after")),
     ("e8m0", Policy()),  # the new satfinite default
     ("e8m0", Policy(overflow="nonsat")),
+    ("e5m2", Policy(overflow="nonsat", nan="fixed", nan_code=0x7D, nan_code_sign="input")),  # NumKong serial
+    ("e4m3", Policy(nan="fixed", nan_code=0x7E, nan_negative="fixed", nan_code_sign="negative")),
+    ("e3m2", Policy(nan="fixed", nan_code=0x3F, nan_code_sign="positive")),
 ]
 IDS = [f"{n}-{i}" for i, (n, _) in enumerate(POLICIES)]
 
@@ -133,6 +136,12 @@ def test_documented_examples():
     pol = Policy(nan_sources=(("bfloat16", "positive"),))
     assert fmtsim.encode(np.array([-np.nan], ml_dtypes.bfloat16), "e4m3", profile=pol).tolist() == [0x7F]
     assert fmtsim.encode(np.float32([-np.nan]), "e4m3", profile=pol).tolist() == [0xFF]
+    # a fixed NaN code whose sign bit is the NaN's, dropped, forced or as given
+    nans = np.array([0x7FC00000, 0xFFC00000, 0xFF800001], dtype=np.uint32).view(np.float32)
+    for how, want in (("input", [0x7D, 0xFD, 0xFD]), ("positive", [0x7D] * 3), ("negative", [0xFD] * 3),
+                      ("as_given", [0xFD] * 3)):
+        fixed = Policy(nan="fixed", nan_code=0xFD, nan_code_sign=how)
+        assert fmtsim.encode(nans, "e5m2", profile=fixed).tolist() == want, how
 
 
 def test_double_rounding_through_float16():
@@ -177,3 +186,7 @@ def test_bad_policy_fields_are_named():
         resolve("e8m0", profile=Policy(e8m0_negative="wrap"))
     with pytest.raises(TypeError, match="profile"):
         resolve("e4m3", profile=3)
+    with pytest.raises(ValueError, match="nan_code_sign"):
+        resolve("e5m2", profile=Policy(nan="fixed", nan_code=0x7D, nan_code_sign="kept"))
+    with pytest.raises(ValueError, match="no sign bit"):
+        resolve("e8m0", profile=Policy(nan="fixed", nan_code=0xFF, nan_code_sign="input"))
