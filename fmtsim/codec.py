@@ -140,7 +140,7 @@ _BITS_VIEW = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.uint32,
 
 
 def _reads_payload(pol: Resolved) -> bool:
-    return bool({"torchao", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg})
+    return bool({"torchao", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg}) or pol.nan_signaling is not None
 
 
 def _reread_nan_payloads(flat: np.ndarray, src: str, pol: Resolved, out: np.ndarray,

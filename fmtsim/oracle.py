@@ -181,6 +181,8 @@ def encode_one(
         if pol.nan_sign_dropped and nan_bits is not None:
             nan_bits &= ~(1 << sum(_SRC_FIELDS[src]))
         mode = pol.nan_neg if neg else pol.nan
+        if pol.nan_signaling is not None and nan_bits is not None and not nan_bits >> (_SRC_FIELDS[src][0] - 1) & 1:
+            mode = pol.nan_signaling  # a signalling NaN (quiet bit clear): its own mode, either sign
         if mode == "as_inf":  # converted as the Inf of its sign
             code, _ = encode_one(-math.inf if neg else math.inf, f, src=src, policy=pol)
             return code, 0 if value_of(code, f) == "nan" else INVALID

@@ -106,6 +106,12 @@ which is fmtsim's behaviour before these fields existed):
     nan_sources   ((source, mode), ...): the NaN mode for inputs of one source type
                   ('float16', 'bfloat16', 'float32', 'float64'), overriding ``nan`` and
                   ``nan_negative`` there (onnxruntime drops the sign for bfloat16 only).
+    nan_signaling_sources
+                  ((source, mode), ...): the NaN mode for *signalling* NaN inputs (the top
+                  significand bit of the source pattern clear) of one source type, whatever
+                  their sign, overriding the modes above there. XLA decides per constant
+                  which folder folds a cast: a signalling NaN sends it from StableHLO's
+                  (LLVM APFloat) to XLA's HLO evaluator, whose NaN codes differ.
     nan_unsigned_sources
                   source types whose NaN inputs lose their sign before the conversion (the
                   NaN is converted as a positive NaN under every mode): AMD's half path goes
@@ -216,6 +222,7 @@ class Policy:
     intermediate: str | None = None
     tininess: str | None = None
     nan_code_sign: str | None = None
+    nan_signaling_sources: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,6 +253,8 @@ class Resolved:
     nan_unsigned_sources: tuple[str, ...] = ()
     nan_sign_dropped: bool = False  # set by for_source for a source in nan_unsigned_sources
     nan_code_sign: str = "as_given"
+    nan_signaling_sources: tuple[tuple[str, str], ...] = ()
+    nan_signaling: str | None = None  # set by for_source: the mode for signalling NaNs of the source
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -259,6 +268,9 @@ class Resolved:
     def for_source(self, src: str) -> Resolved:
         """This policy for inputs of type ``src``: a per-source NaN mode applied."""
         pol = self
+        if self.nan_signaling_sources:
+            mode = next((m for s, m in self.nan_signaling_sources if s == src), None)
+            pol = replace(pol, nan_signaling=mode, nan_signaling_sources=())
         if self.nan_unsigned_sources:
             pol = replace(pol, nan_sign_dropped=src in self.nan_unsigned_sources, nan_unsigned_sources=())
         for s, mode in self.nan_sources:
@@ -472,22 +484,34 @@ def _profile_openvino(fmt: Format) -> Policy:
     return _profile_ocp(fmt)
 
 
-def _profile_xla(fmt: Format, folded: bool) -> Policy:
-    # XLA through jax 0.10 (CPU; eager equals jit): ml_dtypes' casts except E5M2 from f16/bf16,
-    # whose NaN is 0x7F whatever its sign, and FP4, whose NaN is 0x8 (-0) whatever its sign.
-    # Constant-folded (the input a compile-time constant, XLA's HLO evaluator): E5M2 NaN codes
-    # from the NaN's quieted payload (E4M3 keeps the signed NaN), E8M0 converts |x| with a float32 0 -> 0x00 (its
-    # negatives' extra bit 7 is a named divergence, impls/xla.py), FP4 maps +-Inf to +-0 and NaN
-    # to a zero with the NaN's sign. XLA has no FP6 type.
+def _profile_xla(fmt: Format, path: str) -> Policy:
+    # XLA through jax 0.10 (CPU). path "eager" (equals jit): ml_dtypes' casts except E5M2 from
+    # f16/bf16, whose NaN is 0x7F whatever its sign, and FP4, whose NaN is 0x8 (-0) whatever its
+    # sign. XLA has no FP6 type.
+    # A cast of a compile-time constant is folded by one of two folders, chosen per constant:
+    # path "folded": StableHLO's folder, which converts with LLVM APFloat (the apfloat profile;
+    #   E8M0: ties up, |x| converted, 0 -> 0x00; negatives' extra bit 7 is a named divergence,
+    #   impls/xla.py). It gives up on a constant of more than 65536 elements or one holding a
+    #   signalling NaN; a signalling NaN folded on its own gets the HLO evaluator's code.
+    # path "folded_hlo": XLA's HLO evaluator, which folds those: the eager casts but for NaN into
+    #   E5M2 (from f16: its quieted payload's top bits; from bf16/f32: the signed quiet NaN) and
+    #   into FP4 (ml_dtypes' zero of the opposite sign).
+    if path == "folded_hlo":
+        if fmt.name == "e5m2":
+            return Policy("rne", "nonsat", "signed", nan_sources=(("float16", "quiet_payload"),))
+        if fmt.name == "e2m1":
+            return _profile_ml_dtypes(fmt)
+        return _profile_xla(fmt, "eager")
+    if path == "folded":
+        if fmt.name == "e8m0":
+            return Policy("rna", "nonsat", "signed", e8m0_negative="abs", e8m0_zero="min")
+        # a signalling NaN gets the HLO evaluator's code where that differs from APFloat's
+        snan = {"e5m2": (("bfloat16", "signed"), ("float32", "signed")),
+                "e2m1": (("float16", "ml_dtypes"), ("bfloat16", "ml_dtypes"), ("float32", "ml_dtypes"))}
+        return replace(_profile_apfloat(fmt), nan_signaling_sources=snan.get(fmt.name, ()))
     if fmt.name == "e2m1":
-        if folded:  # the quiet float32 NaNs and Infs only; other payloads and float16 differ (not modelled)
-            return Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero")
         return Policy("rne", "satfinite", "neg_zero")
-    if fmt.name == "e8m0" and folded:
-        return Policy("rna", "nonsat", "signed", e8m0_negative="abs", e8m0_zero="min")
     if fmt.name == "e5m2":
-        if folded:  # checked from float16 sources (float32 NaN payloads fold otherwise: not modelled)
-            return Policy("rne", "nonsat", "quiet_payload")
         return Policy("rne", "nonsat", "signed", nan_sources=(("float16", "canonical"), ("bfloat16", "canonical")),
                       overflow_nan="signed")
     return _profile_ml_dtypes(fmt)
@@ -544,8 +568,9 @@ PROFILES = {
     "torchao": _profile_torchao,
     "te": _profile_te,
     "openvino": _profile_openvino,
-    "xla": lambda fmt: _profile_xla(fmt, False),
-    "xla_folded": lambda fmt: _profile_xla(fmt, True),
+    "xla": lambda fmt: _profile_xla(fmt, "eager"),
+    "xla_folded": lambda fmt: _profile_xla(fmt, "folded"),
+    "xla_folded_hlo": lambda fmt: _profile_xla(fmt, "folded_hlo"),
     "numkong_simd": lambda fmt: _profile_numkong(fmt, True),
     "numkong_serial": lambda fmt: _profile_numkong(fmt, False),
     "apfloat": _profile_apfloat,
@@ -639,6 +664,12 @@ def resolve(
             raise TypeError("nan_sources must be ((source, nan mode), ...) pairs")
         _check_choice("nan_sources source", item[0], SOURCES)
         _check_nan_mode(f, item[1], "nan_sources", base.nan_code)
+    signaling = () if explicit_nan else tuple(base.nan_signaling_sources)
+    for item in signaling:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError("nan_signaling_sources must be ((source, nan mode), ...) pairs")
+        _check_choice("nan_signaling_sources source", item[0], SOURCES)
+        _check_nan_mode(f, item[1], "nan_signaling_sources", base.nan_code)
     unsigned_sources = tuple(base.nan_unsigned_sources)
     for s in unsigned_sources:
         _check_choice("nan_unsigned_sources source", s, SOURCES)
@@ -673,7 +704,8 @@ def resolve(
         raise ValueError(f"{f.name} has no sign bit; nan_code_sign={code_sign!r} is impossible")
     return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, e8["e8m0_negative"], e8["e8m0_zero"],
                     e8["e8m0_inf"], e8["e8m0_tiny"], intermediate=inter, tininess=tin,
-                    nan_unsigned_sources=unsigned_sources, nan_code_sign=code_sign)
+                    nan_unsigned_sources=unsigned_sources, nan_code_sign=code_sign,
+                    nan_signaling_sources=signaling)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

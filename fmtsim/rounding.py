@@ -36,7 +36,7 @@ than 32 bits are discarded only the top 32 discarded bits take part.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
 import ml_dtypes
@@ -222,6 +222,14 @@ def payload_nan_codes(bits: np.ndarray, src: str, pol: Resolved) -> np.ndarray:
     width = 64 if src == "float64" else 32 if src == "float32" else 16
     b = bits.astype(np.uint64)
     negative = (b >> np.uint64(width - 1)) & np.uint64(1) == 1
+    if pol.nan_signaling is not None:  # signalling NaNs (quiet bit clear) under their own mode
+        out = np.empty(b.shape, np.int64)
+        signaling = (b >> np.uint64(_SRC_MAN_BITS[src] - 1)) & np.uint64(1) == 0
+        as_sig = replace(pol, nan=pol.nan_signaling, nan_negative=None, nan_signaling=None)
+        for sel, p in ((signaling, as_sig), (~signaling, replace(pol, nan_signaling=None))):
+            if sel.any():
+                out[sel] = payload_nan_codes(b[sel], src, p)
+        return out
     out = _nan_code(pol, negative).astype(np.int64)
     for mode, sel in ((pol.nan, ~negative), (pol.nan_neg, negative)):
         if not sel.any():

@@ -46,6 +46,11 @@ POLICIES = [
     ("e5m2", Policy(overflow="nonsat", nan="fixed", nan_code=0x7D, nan_code_sign="input")),  # NumKong serial
     ("e4m3", Policy(nan="fixed", nan_code=0x7E, nan_negative="fixed", nan_code_sign="negative")),
     ("e3m2", Policy(nan="fixed", nan_code=0x3F, nan_code_sign="positive")),
+    # XLA's folded casts: a signalling NaN gets the HLO evaluator's code
+    ("e5m2", Policy(overflow="nonsat", nan="quiet_payload", tininess="after",
+                    nan_signaling_sources=(("bfloat16", "signed"), ("float32", "signed"), ("float64", "inf")))),
+    ("e2m1", Policy(nan="zero", nan_negative="neg_zero", inf="zero",
+                    nan_signaling_sources=(("float16", "ml_dtypes"), ("float32", "ml_dtypes"), ("float64", "max")))),
 ]
 IDS = [f"{n}-{i}" for i, (n, _) in enumerate(POLICIES)]
 
@@ -142,6 +147,11 @@ def test_documented_examples():
                       ("as_given", [0xFD] * 3)):
         fixed = Policy(nan="fixed", nan_code=0xFD, nan_code_sign=how)
         assert fmtsim.encode(nans, "e5m2", profile=fixed).tolist() == want, how
+    # signalling NaNs (quiet bit clear) of one source under their own mode, either sign
+    snan = Policy(nan="quiet_payload", nan_signaling_sources=(("float32", "inf"),))
+    nans = np.array([0x7FA00000, 0xFFA00000, 0x7FE00000, 0xFFC00000], dtype=np.uint32).view(np.float32)
+    assert fmtsim.encode(nans, "e5m2", profile=snan).tolist() == [0x7C, 0xFC, 0x7F, 0xFE]
+    assert fmtsim.encode(nans.astype(np.float16), "e5m2", profile=snan).tolist() == [0x7F, 0xFF, 0x7F, 0xFE]
 
 
 def test_double_rounding_through_float16():
@@ -188,5 +198,9 @@ def test_bad_policy_fields_are_named():
         resolve("e4m3", profile=3)
     with pytest.raises(ValueError, match="nan_code_sign"):
         resolve("e5m2", profile=Policy(nan="fixed", nan_code=0x7D, nan_code_sign="kept"))
+    with pytest.raises(ValueError, match="nan_signaling_sources source"):
+        resolve("e5m2", profile=Policy(nan_signaling_sources=(("float8", "signed"),)))
+    with pytest.raises(ValueError, match="no infinity"):
+        resolve("e4m3", profile=Policy(nan_signaling_sources=(("float32", "inf"),)))
     with pytest.raises(ValueError, match="no sign bit"):
         resolve("e8m0", profile=Policy(nan="fixed", nan_code=0xFF, nan_code_sign="input"))

@@ -71,6 +71,35 @@ def test_xla_fp4_nan_and_folded_e8m0():
     assert fmtsim.encode(np.array([0.0, 3.0], np.float32), "e8m0", profile="xla_folded").tolist() == [0x00, 0x81]
 
 
+def test_xla_folder_is_chosen_per_constant():
+    _need("xla")
+    from fmtsim.conformance.impls.xla import _fold
+
+    # StableHLO's folder (APFloat): E8M0 0 -> 0x00, FP4 +-Inf -> +-0, NaN -> a zero of its sign
+    quiet = np.array([0.0, np.inf, -np.inf, np.nan, -np.nan], np.float32)
+    assert _fold(quiet, "e8m0").tolist()[:1] == [0x00]
+    assert _fold(quiet, "e2m1").tolist() == [0x0, 0x0, 0x8, 0x0, 0x8]
+    assert fmtsim.encode(quiet, "e2m1", profile="xla_folded").tolist() == [0x0, 0x0, 0x8, 0x0, 0x8]
+    # one signalling NaN hands the whole constant to the HLO evaluator: 0 -> 0xFF, Inf -> +-max,
+    # NaN -> ml_dtypes' zero of the opposite sign
+    snan = np.array([0x7F800001], np.uint32).view(np.float32)
+    both = np.concatenate([quiet, snan])
+    assert _fold(both, "e8m0").tolist()[:1] == [0xFF]
+    assert _fold(both, "e2m1").tolist() == [0x0, 0x7, 0xF, 0x8, 0x0, 0x8]
+    assert fmtsim.encode(both, "e2m1", profile="xla_folded_hlo").tolist() == [0x0, 0x7, 0xF, 0x8, 0x0, 0x8]
+    # so does a constant of more than 65536 elements
+    big = np.zeros(65537, np.float32)
+    big[:5] = quiet
+    assert _fold(big, "e2m1")[:5].tolist() == [0x0, 0x7, 0xF, 0x8, 0x0]
+    # folded on its own, a signalling NaN gets the HLO evaluator's code (nan_signaling_sources)
+    assert _fold(snan, "e2m1").tolist() == [0x8]
+    assert fmtsim.encode(snan, "e2m1", profile="xla_folded").tolist() == [0x8]
+    e5 = np.array([0x7FA00000, 0xFFE00000], np.uint32).view(np.float32)  # signalling, quiet
+    assert _fold(e5, "e5m2").tolist() == [0x7E, 0xFE]  # HLO evaluator: the signed quiet NaN
+    assert _fold(e5[1:], "e5m2").tolist() == [0xFF]  # StableHLO: the quieted payload's top bits
+    assert fmtsim.encode(e5, "e5m2", profile="xla_folded").tolist() == [0x7E, 0xFF]
+
+
 def test_apfloat_finite_only_formats_and_rounding_modes():
     ap = _need("apfloat")
     from fmtsim.conformance.impls.apfloat import encode_with_status
@@ -118,7 +147,8 @@ def test_runtime_versions_are_recorded():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", ["onnxruntime_sat", "onnxruntime_nosat", "onnx_spec_sat", "onnx_spec_nosat",
-                                     "openvino", "xla", "xla_folded", "numkong_simd", "numkong_serial", "apfloat",
+                                     "openvino", "xla", "xla_folded", "xla_folded_hlo", "numkong_simd",
+                                     "numkong_serial", "apfloat",
                                      "onnx_reference_sat", "onnx_reference_nosat"])
 def test_runtime_profiles_fast_path_equals_oracle(profile):
     rows = run.run(("fmtsim",), big=False, profile=profile)
