@@ -143,10 +143,29 @@ which is fmtsim's behaviour before these fields existed):
                   to nearest-even into that IEEE type (overflow to Inf), then converted
                   (double rounding: OpenVINO's float32 -> float16 -> FP8). Sources no wider
                   than it pass unchanged.
-    tininess      'before' (default) or 'after': when the underflow flag calls a result
-                  tiny. 'after' (LLVM APFloat, IEEE 754 7.5 alternative): the value rounded
-                  to the format's precision with an unbounded exponent is below the
-                  smallest normal (under 'sr', the result is not the smallest normal).
+    tininess      'before' (default), 'after' or 'result': when the underflow flag calls an
+                  inexact result tiny. 'after' (IEEE 754 7.5's alternative): the value rounded
+                  to the format's precision with an unbounded exponent is below the smallest
+                  normal (under 'sr', the result is not the smallest normal). 'result' (LLVM
+                  APFloat): the result itself is subnormal or zero, i.e. it is not the smallest
+                  normal (E4M3 0.0146484375 = 1.875 * 2^-7 rounds to 2^-6: tiny 'after', not
+                  under 'result').
+
+Flag conventions (what ``encode_with_flags`` reports; codes are unaffected):
+
+    flag_overflow    'rounded' (default: overflow whenever the value rounded with an
+                     unbounded exponent exceeds max finite, IEEE 754 7.4) or 'infinite' (only
+                     when the result is Inf or NaN; a result clamped to +-max finite is just
+                     inexact: LLVM APFloat).
+    flag_nan         'to_number' (default: a NaN input is invalid when it becomes a number or
+                     Inf) or 'signaling' (invalid exactly when it is a signalling NaN, whatever
+                     it becomes, IEEE 754 7.2: LLVM APFloat).
+    flag_inf_nan     an Inf input that becomes NaN: 'invalid' (default) or 'inexact' (LLVM
+                     APFloat into E4M3FN and the FNUZ formats).
+    flag_inf_number  an Inf input that becomes a number: 'inexact' (default; with saturated)
+                     or 'none' (LLVM APFloat: +-Inf -> +-0 of FP4/FP6, exact).
+    flag_neg_zero    a -0 input into a float format without -0 (FNUZ, UE4M3): 'none' (default)
+                     or 'inexact' (the sign is lost: LLVM APFloat).
 
 A profile is data: a function from a Format to a :class:`Policy`, listed in
 :data:`PROFILES`. ``resolve(..., profile=...)`` takes a profile name, a Policy (the
@@ -172,6 +191,7 @@ __all__ = [
     "INTERMEDIATES",
     "TININESS",
     "NAN_CODE_SIGNS",
+    "FLAG_FIELDS",
     "Policy",
     "Resolved",
     "resolve",
@@ -192,7 +212,14 @@ E8M0_MODES = {
     "e8m0_tiny": ("min", "nan"),
 }
 INTERMEDIATES = ("float16", "bfloat16", "float32")
-TININESS = ("before", "after")
+TININESS = ("before", "after", "result")
+FLAG_FIELDS = {
+    "flag_overflow": ("rounded", "infinite"),
+    "flag_nan": ("to_number", "signaling"),
+    "flag_inf_nan": ("invalid", "inexact"),
+    "flag_inf_number": ("inexact", "none"),
+    "flag_neg_zero": ("none", "inexact"),
+}
 NAN_CODE_SIGNS = ("as_given", "input", "positive", "negative")
 SOURCES = ("float16", "bfloat16", "float32", "float64")
 # NaN modes that need the format to have a NaN code / that give a NaN code
@@ -223,6 +250,11 @@ class Policy:
     tininess: str | None = None
     nan_code_sign: str | None = None
     nan_signaling_sources: tuple[tuple[str, str], ...] = ()
+    flag_overflow: str | None = None
+    flag_nan: str | None = None
+    flag_inf_nan: str | None = None
+    flag_inf_number: str | None = None
+    flag_neg_zero: str | None = None
 
 
 @dataclass(frozen=True)
@@ -255,6 +287,11 @@ class Resolved:
     nan_code_sign: str = "as_given"
     nan_signaling_sources: tuple[tuple[str, str], ...] = ()
     nan_signaling: str | None = None  # set by for_source: the mode for signalling NaNs of the source
+    flag_overflow: str = "rounded"
+    flag_nan: str = "to_number"
+    flag_inf_nan: str = "invalid"
+    flag_inf_number: str = "inexact"
+    flag_neg_zero: str = "none"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -533,6 +570,15 @@ def _profile_numkong(fmt: Format, simd: bool) -> Policy:
     return _profile_ocp(fmt)
 
 
+# LLVM APFloat's status conventions (opStatus of APFloat::convert, LLVM 19; checked flag for flag
+# by `fmtsim conform --impl apfloat`): underflow when the result itself is subnormal or zero;
+# overflow only when the result is Inf or NaN; invalid exactly for signalling NaN inputs; Inf ->
+# NaN is inexact, Inf -> +-0 (FP4/FP6) exact; -0 into FNUZ inexact
+def _apfloat_flags(pol: Policy) -> Policy:
+    return replace(pol, tininess="result", flag_overflow="infinite", flag_nan="signaling", flag_inf_nan="inexact",
+                   flag_inf_number="none", flag_neg_zero="inexact")
+
+
 def _profile_apfloat(fmt: Format) -> Policy:
     # LLVM APFloat::convert (LLVM 19): IEEE semantics, never saturating (the format's NaN/Inf on
     # overflow), NaN keeps its sign (E5M2: its payload's top bits, quieted); the FiniteOnly
@@ -540,12 +586,12 @@ def _profile_apfloat(fmt: Format) -> Policy:
     # E8M0 (LLVM 20+): ties go up. The rounding mode is the caller's (all five of APFloat's: rne, rna,
     # rtz, rup, rdn).
     if fmt.name in ("e2m1", "e3m2", "e2m3"):
-        return Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero", tininess="after")
+        return _apfloat_flags(Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero"))
     if fmt.name == "e8m0":
-        return Policy("rna", "nonsat", "signed", tininess="after")
+        return _apfloat_flags(Policy("rna", "nonsat", "signed"))
     if fmt.name == "e5m2":  # the NaN's payload, quieted, as IEEE narrowing does
-        return Policy("rne", "nonsat", "quiet_payload", tininess="after")
-    return Policy("rne", "nonsat", "signed" if fmt.has_nan else None, tininess="after")
+        return _apfloat_flags(Policy("rne", "nonsat", "quiet_payload"))
+    return _apfloat_flags(Policy("rne", "nonsat", "signed" if fmt.has_nan else None))
 
 
 PROFILES = {
@@ -702,10 +748,15 @@ def resolve(
     _check_choice("nan_code_sign", code_sign, NAN_CODE_SIGNS)
     if code_sign in ("input", "negative") and not f.signed:
         raise ValueError(f"{f.name} has no sign bit; nan_code_sign={code_sign!r} is impossible")
+    flag_rules = {k: getattr(base, k) or allowed[0] for k, allowed in FLAG_FIELDS.items()}
+    for k, v in flag_rules.items():
+        _check_choice(k, v, FLAG_FIELDS[k])
     return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, e8["e8m0_negative"], e8["e8m0_zero"],
                     e8["e8m0_inf"], e8["e8m0_tiny"], intermediate=inter, tininess=tin,
                     nan_unsigned_sources=unsigned_sources, nan_code_sign=code_sign,
-                    nan_signaling_sources=signaling)
+                    nan_signaling_sources=signaling, flag_overflow=flag_rules["flag_overflow"],
+                    flag_nan=flag_rules["flag_nan"], flag_inf_nan=flag_rules["flag_inf_nan"],
+                    flag_inf_number=flag_rules["flag_inf_number"], flag_neg_zero=flag_rules["flag_neg_zero"])
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

@@ -1,6 +1,8 @@
 """The policy fields beyond rounding/overflow/nan: fast paths equal the Fraction twin, and each
 field does what its docstring says on hand-picked inputs (numbers from the formats' definitions)."""
 
+from dataclasses import replace
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -51,6 +53,15 @@ POLICIES = [
                     nan_signaling_sources=(("bfloat16", "signed"), ("float32", "signed"), ("float64", "inf")))),
     ("e2m1", Policy(nan="zero", nan_negative="neg_zero", inf="zero",
                     nan_signaling_sources=(("float16", "ml_dtypes"), ("float32", "ml_dtypes"), ("float64", "max")))),
+    # flag conventions (LLVM APFloat's, and mixed with other choices)
+    ("e4m3", Policy(overflow="nonsat", rounding="rtz", tininess="result", flag_overflow="infinite",
+                    flag_nan="signaling", flag_inf_nan="inexact")),
+    ("e2m1", Policy(nan="zero", nan_negative="neg_zero", inf="zero", tininess="result", flag_overflow="infinite",
+                    flag_nan="signaling", flag_inf_number="none")),
+    ("e4m3fnuz", Policy(overflow="nonsat", nan="as_inf", flag_nan="signaling", flag_inf_nan="inexact",
+                        flag_neg_zero="inexact", tininess="result")),
+    ("e5m2", Policy(rounding="rup", tininess="result", flag_overflow="infinite", flag_inf_number="none")),
+    ("ue4m3", Policy(flag_neg_zero="inexact", flag_nan="signaling", tininess="result")),
 ]
 IDS = [f"{n}-{i}" for i, (n, _) in enumerate(POLICIES)]
 
@@ -173,6 +184,35 @@ def test_tininess_after_rounding():
     _, after = fmtsim.encode_with_flags(x, "e4m3", profile=Policy(tininess="after"))
     assert before.tolist() == [3, 3]  # inexact | underflow
     assert after.tolist() == [1, 3]
+
+
+def test_flag_conventions():
+    # 0.0146484375 = 1.875 * 2^-7: exact at E4M3's precision, so tiny after rounding with an
+    # unbounded exponent; the format's own rounding gives 2^-6, the smallest normal: not tiny
+    # under 'result'. Underflow: 2, inexact: 1, overflow: 4, invalid: 16, saturated: 32
+    x = np.float32([0.0146484375])
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=Policy(tininess="after"))[1].tolist() == [3]
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=Policy(tininess="result"))[1].tolist() == [1]
+    # 480 toward zero is 448: an overflow (IEEE 754 7.4) unless only Inf/NaN results count
+    x = np.float32([480, 1e6])
+    rtz = Policy(rounding="rtz", overflow="nonsat")
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=rtz)[1].tolist() == [37, 37]
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=Policy(rounding="rne", overflow="nonsat",
+                                                            flag_overflow="infinite"))[1].tolist() == [5, 5]  # NaN
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=replace(rtz, flag_overflow="infinite"))[1].tolist() == [33, 33]
+    # invalid for signalling NaNs only, whatever they become; Inf -> NaN inexact; -0 -> FNUZ inexact
+    nans = np.array([0x7FA00000, 0x7FC00000], np.uint32).view(np.float32)
+    sig = Policy(nan="zero", flag_nan="signaling")
+    assert fmtsim.encode_with_flags(nans, "e2m1", profile=sig)[1].tolist() == [16, 0]
+    assert fmtsim.encode_with_flags(nans, "e2m1", profile=Policy(nan="zero"))[1].tolist() == [16, 16]
+    inf = np.float32([np.inf])
+    assert fmtsim.encode_with_flags(inf, "e4m3", overflow="nonsat", profile=Policy(flag_inf_nan="inexact"))[1] == [1]
+    assert fmtsim.encode_with_flags(inf, "e2m1", profile=Policy(inf="zero", flag_inf_number="none"))[1] == [0]
+    nz = np.float32([-0.0])
+    assert fmtsim.encode_with_flags(nz, "e4m3fnuz", profile=Policy(flag_neg_zero="inexact"))[1].tolist() == [1]
+    assert fmtsim.encode_with_flags(nz, "e4m3fnuz")[1].tolist() == [0]
+    with pytest.raises(ValueError, match="flag_overflow"):
+        resolve("e4m3", profile=Policy(flag_overflow="never"))
 
 
 def test_e8m0_defaults_follow_satfinite():

@@ -109,7 +109,31 @@ def test_apfloat_finite_only_formats_and_rounding_modes():
     assert status[3] & 16  # inexact
     rows = run.run((ap.name,), formats=["e2m1"], big=False)
     assert {r.impl for r in rows} >= {"apfloat[rne]", "apfloat[rtz]", "apfloat[rna]", "apfloat"}
+    assert any(r.model.endswith(" flags") and r.cases for r in rows)  # the status flags are compared too
     assert sum(r.failed for r in rows) == 0, [(r.impl, r.examples) for r in rows if r.failed]
+
+
+def test_apfloat_status_conventions():
+    _need("apfloat")
+    from fmtsim.conformance.impls.apfloat import encode_with_status, status_as_flags
+
+    # APFloat opStatus: 1 invalid, 4 overflow, 8 underflow, 16 inexact
+    cases = [  # (format, rounding, float32 bits, opStatus)
+        ("e4m3", "rtz", 0x43F00000, 16),  # 480 -> 448: no overflow flag when the result is finite
+        ("e4m3", "rne", 0x49742400, 4 | 16),  # 1e6 -> NaN: overflow
+        ("e4m3", "rne", 0x3C700000, 16),  # 0.0146484375 -> 2^-6: the result is normal, no underflow
+        ("e4m3", "rne", 0x7F800000, 16),  # +Inf -> NaN: inexact
+        ("e2m1", "rne", 0x7F800000, 0),  # +Inf -> +0: exact
+        ("e2m1", "rne", 0x7FC00000, 0),  # quiet NaN -> +0: no flag
+        ("e2m1", "rne", 0x7FA00000, 1),  # signalling NaN: invalid
+        ("e4m3fnuz", "rne", 0x80000000, 16),  # -0 -> 0: inexact
+    ]
+    for fmt, r, bits, want in cases:
+        x = np.array([bits], np.uint32).view(np.float32)
+        _, st = encode_with_status(x, fmt, r)
+        assert int(st[0]) == want, (fmt, r, hex(bits), int(st[0]))
+        _, ours = fmtsim.encode_with_flags(x, fmt, profile="apfloat", rounding=r)
+        assert int(ours[0]) & 0x17 == int(status_as_flags(st)[0]), (fmt, r, hex(bits), int(ours[0]))
 
 
 def test_onnx_spec_tables_hold_and_a_wrong_profile_fails(monkeypatch):
