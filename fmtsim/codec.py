@@ -16,7 +16,7 @@ import numpy as np
 from .arrays import as_numpy
 from .formats import Format, get_format
 from .policy import Policy, Profile, Resolved, resolve
-from .rounding import CHUNK, FLAG_INVALID, encode_f64, encode_fast, payload_nan_codes, to_intermediate
+from .rounding import CHUNK, encode_f64, encode_fast, nan_input_flags, payload_nan_codes, to_intermediate
 
 __all__ = ["encode", "decode", "quantize", "encode_with_flags", "as_float_array"]
 
@@ -140,7 +140,7 @@ _BITS_VIEW = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.uint32,
 
 
 def _reads_payload(pol: Resolved) -> bool:
-    return bool({"torchao", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg})
+    return bool({"torchao", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg}) or pol.nan_signaling is not None
 
 
 def _reread_nan_payloads(flat: np.ndarray, src: str, pol: Resolved, out: np.ndarray,
@@ -156,10 +156,10 @@ def _reread_nan_payloads(flat: np.ndarray, src: str, pol: Resolved, out: np.ndar
             bits = part[where].view(_BITS_VIEW[src])
             if pol.nan_sign_dropped:
                 bits = bits & ~(_BITS_VIEW[src](1) << _BITS_VIEW[src](8 * bits.itemsize - 1))
-            codes = payload_nan_codes(bits, src, pol)
-            out[i + where] = codes
-            if flags is not None:  # a NaN that became a number (or Inf) is invalid
-                flags[i + where] = np.where(np.isin(codes, pol.fmt.nan_codes), 0, FLAG_INVALID)
+            if _reads_payload(pol):
+                out[i + where] = payload_nan_codes(bits, src, pol)
+            if flags is not None:  # a NaN that became a number (or Inf) is invalid, or a signalling one
+                flags[i + where] = nan_input_flags(out[i + where], bits, src, pol)
 
 
 def _finish(out: np.ndarray, shape: tuple[int, ...]) -> Any:
@@ -244,7 +244,7 @@ def encode_with_flags(
         out[i : i + CHUNK] = c
         assert f is not None
         flags[i : i + CHUNK] = f
-    if _reads_payload(pol):
+    if _reads_payload(pol) or pol.flag_nan == "signaling":
         _reread_nan_payloads(flat, src, pol, out, flags)
     return _finish(out, arr.shape), _finish(flags, arr.shape)
 

@@ -181,12 +181,19 @@ def encode_one(
         if pol.nan_sign_dropped and nan_bits is not None:
             nan_bits &= ~(1 << sum(_SRC_FIELDS[src]))
         mode = pol.nan_neg if neg else pol.nan
+        if pol.nan_signaling is not None and nan_bits is not None and not nan_bits >> (_SRC_FIELDS[src][0] - 1) & 1:
+            mode = pol.nan_signaling  # a signalling NaN (quiet bit clear): its own mode, either sign
+        signaling = nan_bits is not None and not nan_bits >> (_SRC_FIELDS[src][0] - 1) & 1
         if mode == "as_inf":  # converted as the Inf of its sign
             code, _ = encode_one(-math.inf if neg else math.inf, f, src=src, policy=pol)
-            return code, 0 if value_of(code, f) == "nan" else INVALID
-        if nan_bits is None and mode in ("payload", "quiet_payload"):
-            nan_bits = nan_bits32 if nan_bits32 is not None and src == "float32" else _quiet_pattern(src, neg)
-        return _nan_input(f, pol, mode, neg, nan_bits, nan_bits32, src)
+            fl = 0 if value_of(code, f) == "nan" else INVALID
+        else:
+            if nan_bits is None and mode in ("payload", "quiet_payload"):
+                nan_bits = nan_bits32 if nan_bits32 is not None and src == "float32" else _quiet_pattern(src, neg)
+            code, fl = _nan_input(f, pol, mode, neg, nan_bits, nan_bits32, src)
+        if pol.flag_nan == "signaling":  # IEEE 754 7.2: invalid for a signalling NaN only
+            fl = INVALID if signaling else 0
+        return code, fl
 
     if f.name == "e8m0":
         negative = v in ("-inf", "-0") or (isinstance(v, Fraction) and v < 0)
@@ -211,24 +218,29 @@ def encode_one(
         if v == "-inf" and not f.signed:
             return zero_code, INEXACT | SATURATED  # type: ignore[return-value]
         code_max = hi_code if v == "+inf" else lo_code
+        to_nan = INVALID if pol.flag_inf_nan == "invalid" else INEXACT
+        to_number = INEXACT | SATURATED if pol.flag_inf_number == "inexact" else 0
         if pol.inf == "nan":
-            return _nan_for_overflow(f, pol, v == "-inf"), INVALID
+            return _nan_for_overflow(f, pol, v == "-inf"), to_nan
         if pol.inf == "zero":
             nz = _neg_zero_code(f)
-            return (nz if v == "-inf" and nz is not None else zero_code), INEXACT | SATURATED  # type: ignore[return-value]
+            return (nz if v == "-inf" and nz is not None else zero_code), to_number  # type: ignore[return-value]
         if pol.inf == "max":
-            return code_max, INEXACT | SATURATED
+            return code_max, to_number
         if nonsat and f.has_inf:
             return (min(f.inf_codes) | (0 if v == "+inf" else 1 << (f.bits - 1))), 0
         if nonsat and f.has_nan:
-            return _nan_for_overflow(f, pol, v == "-inf"), INVALID
-        return code_max, INEXACT | SATURATED
+            return _nan_for_overflow(f, pol, v == "-inf"), to_nan
+        return code_max, to_number
 
     if v == "-0":
         if pol.nan == "te":  # TransformerEngine's reference FP4 cast writes -0.0 as +0
             return zero_code, 0  # type: ignore[return-value]
         nz = _neg_zero_code(f)
-        return (nz if nz is not None else zero_code), 0  # type: ignore[return-value]
+        if nz is not None:
+            return nz, 0
+        lost = pol.flag_neg_zero == "inexact" and f.kind == "float"  # the zero has no sign to keep
+        return zero_code, INEXACT if lost else 0  # type: ignore[return-value]
     assert isinstance(v, Fraction)
 
     if v < 0 and not f.signed:
@@ -292,15 +304,15 @@ def encode_one(
         if pick[0] == 0 and v < 0 and nz is not None:
             return nz, flags  # a negative that rounds to zero is -0
         return pick[1], flags
-    flags |= OVERFLOW
     positive = v > 0
     toward_finite = mode == "rtz" or (mode == "rup" and not positive) or (mode == "rdn" and positive)
     if nonsat and not toward_finite:
         if f.has_inf:
-            return min(f.inf_codes) | (0 if positive else 1 << (f.bits - 1)), flags
+            return min(f.inf_codes) | (0 if positive else 1 << (f.bits - 1)), flags | OVERFLOW
         if f.has_nan:
-            return _nan_for_overflow(f, pol, not positive), flags
-    return (hi_code if positive else lo_code), flags | SATURATED
+            return _nan_for_overflow(f, pol, not positive), flags | OVERFLOW
+    # clamped to +-max finite: an overflow unless only non-finite results count as one
+    return (hi_code if positive else lo_code), flags | SATURATED | (OVERFLOW if pol.flag_overflow == "rounded" else 0)
 
 
 def _special_float(w: str) -> float:
@@ -338,7 +350,7 @@ def _tiny(v: Fraction, f: Format, pol: Resolved, result: Fraction) -> bool:
         return False
     if pol.tininess == "before":
         return True
-    if pol.rounding == "sr":
+    if pol.rounding == "sr" or pol.tininess == "result":
         return result != f.min_normal
     # the value rounded to the format's precision with no lower exponent bound
     p = f.man_bits + 1
@@ -370,14 +382,14 @@ def _nan_input(f: Format, pol: Resolved, mode: str, neg: bool, bits: int | None,
     hi_code = finite[-1][1]
     zero_code = next((c for val, c in finite if val == 0), None)
     if f.name == "e8m0":
-        return (pol.nan_code, INVALID) if mode == "fixed" else (0xFF, 0)  # type: ignore[return-value]
+        return (pol.fixed_nan_code(neg), INVALID) if mode == "fixed" else (0xFF, 0)
     if mode == "ml_dtypes" and f.has_nan:
         mode = "signed"
     if mode in ("signed", "positive", "signed_all_ones", "all_ones", "canonical"):
         return _nan_by_name(f, mode, neg), 0
     if mode == "fixed":
-        assert pol.nan_code is not None
-        return pol.nan_code, 0 if value_of(pol.nan_code, f) == "nan" else INVALID
+        code = pol.fixed_nan_code(neg)
+        return code, 0 if value_of(code, f) == "nan" else INVALID
     if mode == "inf":
         return min(f.inf_codes) | ((1 << (f.bits - 1)) if neg else 0), INVALID
     if mode == "neg_zero":

@@ -77,7 +77,9 @@ More NaN-input modes (the behaviours of deployed implementations):
     quiet_payload
                'payload' of the NaN quieted first (its top significand bit set), as IEEE
                hardware narrows a NaN: NVIDIA's double -> E5M2 (0x7FF4... -> 0x7F).
-    fixed      the one code ``nan_code`` (e.g. 0x7D), whatever the sign.
+    fixed      the code ``nan_code`` (e.g. 0x7D), its sign bit as ``nan_code_sign`` says:
+               written as given (default), or the magnitude bits of ``nan_code`` with the
+               NaN's sign, with the sign dropped, or with the sign forced negative.
     as_inf     converted as the Inf of the NaN's sign would be (under ``inf`` and the
                overflow mode): AMD's host cast_to_f8 into FNUZ tests only the exponent
                (+-max with saturation, 0x80 without).
@@ -97,9 +99,19 @@ which is fmtsim's behaviour before these fields existed):
 
     nan_negative  NaN mode for NaN inputs whose sign bit is set (default: ``nan``).
     nan_code      the code of nan='fixed' (and nan_negative='fixed').
+    nan_code_sign the sign bit of that code: 'as_given' (default: ``nan_code`` verbatim),
+                  'input' (its magnitude bits with the NaN's sign: NumKong's serial E5M2,
+                  0x7D/0xFD), 'positive' (sign bit cleared) or 'negative' (sign bit set).
+                  Signed formats only, but for 'as_given' and 'positive'.
     nan_sources   ((source, mode), ...): the NaN mode for inputs of one source type
                   ('float16', 'bfloat16', 'float32', 'float64'), overriding ``nan`` and
                   ``nan_negative`` there (onnxruntime drops the sign for bfloat16 only).
+    nan_signaling_sources
+                  ((source, mode), ...): the NaN mode for *signalling* NaN inputs (the top
+                  significand bit of the source pattern clear) of one source type, whatever
+                  their sign, overriding the modes above there. XLA decides per constant
+                  which folder folds a cast: a signalling NaN sends it from StableHLO's
+                  (LLVM APFloat) to XLA's HLO evaluator, whose NaN codes differ.
     nan_unsigned_sources
                   source types whose NaN inputs lose their sign before the conversion (the
                   NaN is converted as a positive NaN under every mode): AMD's half path goes
@@ -131,10 +143,29 @@ which is fmtsim's behaviour before these fields existed):
                   to nearest-even into that IEEE type (overflow to Inf), then converted
                   (double rounding: OpenVINO's float32 -> float16 -> FP8). Sources no wider
                   than it pass unchanged.
-    tininess      'before' (default) or 'after': when the underflow flag calls a result
-                  tiny. 'after' (LLVM APFloat, IEEE 754 7.5 alternative): the value rounded
-                  to the format's precision with an unbounded exponent is below the
-                  smallest normal (under 'sr', the result is not the smallest normal).
+    tininess      'before' (default), 'after' or 'result': when the underflow flag calls an
+                  inexact result tiny. 'after' (IEEE 754 7.5's alternative): the value rounded
+                  to the format's precision with an unbounded exponent is below the smallest
+                  normal (under 'sr', the result is not the smallest normal). 'result' (LLVM
+                  APFloat): the result itself is subnormal or zero, i.e. it is not the smallest
+                  normal (E4M3 0.0146484375 = 1.875 * 2^-7 rounds to 2^-6: tiny 'after', not
+                  under 'result').
+
+Flag conventions (what ``encode_with_flags`` reports; codes are unaffected):
+
+    flag_overflow    'rounded' (default: overflow whenever the value rounded with an
+                     unbounded exponent exceeds max finite, IEEE 754 7.4) or 'infinite' (only
+                     when the result is Inf or NaN; a result clamped to +-max finite is just
+                     inexact: LLVM APFloat).
+    flag_nan         'to_number' (default: a NaN input is invalid when it becomes a number or
+                     Inf) or 'signaling' (invalid exactly when it is a signalling NaN, whatever
+                     it becomes, IEEE 754 7.2: LLVM APFloat).
+    flag_inf_nan     an Inf input that becomes NaN: 'invalid' (default) or 'inexact' (LLVM
+                     APFloat into E4M3FN and the FNUZ formats).
+    flag_inf_number  an Inf input that becomes a number: 'inexact' (default; with saturated)
+                     or 'none' (LLVM APFloat: +-Inf -> +-0 of FP4/FP6, exact).
+    flag_neg_zero    a -0 input into a float format without -0 (FNUZ, UE4M3): 'none' (default)
+                     or 'inexact' (the sign is lost: LLVM APFloat).
 
 A profile is data: a function from a Format to a :class:`Policy`, listed in
 :data:`PROFILES`. ``resolve(..., profile=...)`` takes a profile name, a Policy (the
@@ -159,6 +190,8 @@ __all__ = [
     "E8M0_MODES",
     "INTERMEDIATES",
     "TININESS",
+    "NAN_CODE_SIGNS",
+    "FLAG_FIELDS",
     "Policy",
     "Resolved",
     "resolve",
@@ -179,7 +212,15 @@ E8M0_MODES = {
     "e8m0_tiny": ("min", "nan"),
 }
 INTERMEDIATES = ("float16", "bfloat16", "float32")
-TININESS = ("before", "after")
+TININESS = ("before", "after", "result")
+FLAG_FIELDS = {
+    "flag_overflow": ("rounded", "infinite"),
+    "flag_nan": ("to_number", "signaling"),
+    "flag_inf_nan": ("invalid", "inexact"),
+    "flag_inf_number": ("inexact", "none"),
+    "flag_neg_zero": ("none", "inexact"),
+}
+NAN_CODE_SIGNS = ("as_given", "input", "positive", "negative")
 SOURCES = ("float16", "bfloat16", "float32", "float64")
 # NaN modes that need the format to have a NaN code / that give a NaN code
 _NAN_CODE_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "positive")
@@ -207,6 +248,13 @@ class Policy:
     e8m0_tiny: str | None = None
     intermediate: str | None = None
     tininess: str | None = None
+    nan_code_sign: str | None = None
+    nan_signaling_sources: tuple[tuple[str, str], ...] = ()
+    flag_overflow: str | None = None
+    flag_nan: str | None = None
+    flag_inf_nan: str | None = None
+    flag_inf_number: str | None = None
+    flag_neg_zero: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +284,14 @@ class Resolved:
     tininess: str = "before"
     nan_unsigned_sources: tuple[str, ...] = ()
     nan_sign_dropped: bool = False  # set by for_source for a source in nan_unsigned_sources
+    nan_code_sign: str = "as_given"
+    nan_signaling_sources: tuple[tuple[str, str], ...] = ()
+    nan_signaling: str | None = None  # set by for_source: the mode for signalling NaNs of the source
+    flag_overflow: str = "rounded"
+    flag_nan: str = "to_number"
+    flag_inf_nan: str = "invalid"
+    flag_inf_number: str = "inexact"
+    flag_neg_zero: str = "none"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -249,12 +305,26 @@ class Resolved:
     def for_source(self, src: str) -> Resolved:
         """This policy for inputs of type ``src``: a per-source NaN mode applied."""
         pol = self
+        if self.nan_signaling_sources:
+            mode = next((m for s, m in self.nan_signaling_sources if s == src), None)
+            pol = replace(pol, nan_signaling=mode, nan_signaling_sources=())
         if self.nan_unsigned_sources:
             pol = replace(pol, nan_sign_dropped=src in self.nan_unsigned_sources, nan_unsigned_sources=())
         for s, mode in self.nan_sources:
             if s == src:
                 return replace(pol, nan=mode, nan_negative=None, nan_sources=())
         return pol if not pol.nan_sources else replace(pol, nan_sources=())
+
+    def fixed_nan_code(self, negative: bool) -> int:
+        """The code nan='fixed' writes for a NaN of this sign (``nan_code`` and ``nan_code_sign``)."""
+        assert self.nan_code is not None
+        sign = self.fmt.sign_mask if self.fmt.signed else 0
+        how = self.nan_code_sign
+        if how == "as_given":
+            return self.nan_code
+        if how == "negative" or (how == "input" and negative):
+            return (self.nan_code & ~sign) | sign
+        return self.nan_code & ~sign
 
     def without_intermediate(self) -> Resolved:
         return replace(self, intermediate=None) if self.intermediate else self
@@ -451,22 +521,34 @@ def _profile_openvino(fmt: Format) -> Policy:
     return _profile_ocp(fmt)
 
 
-def _profile_xla(fmt: Format, folded: bool) -> Policy:
-    # XLA through jax 0.10 (CPU; eager equals jit): ml_dtypes' casts except E5M2 from f16/bf16,
-    # whose NaN is 0x7F whatever its sign, and FP4, whose NaN is 0x8 (-0) whatever its sign.
-    # Constant-folded (the input a compile-time constant, XLA's HLO evaluator): E5M2 NaN codes
-    # from the NaN's quieted payload (E4M3 keeps the signed NaN), E8M0 converts |x| with a float32 0 -> 0x00 (its
-    # negatives' extra bit 7 is a named divergence, impls/xla.py), FP4 maps +-Inf to +-0 and NaN
-    # to a zero with the NaN's sign. XLA has no FP6 type.
+def _profile_xla(fmt: Format, path: str) -> Policy:
+    # XLA through jax 0.10 (CPU). path "eager" (equals jit): ml_dtypes' casts except E5M2 from
+    # f16/bf16, whose NaN is 0x7F whatever its sign, and FP4, whose NaN is 0x8 (-0) whatever its
+    # sign. XLA has no FP6 type.
+    # A cast of a compile-time constant is folded by one of two folders, chosen per constant:
+    # path "folded": StableHLO's folder, which converts with LLVM APFloat (the apfloat profile;
+    #   E8M0: ties up, |x| converted, 0 -> 0x00; negatives' extra bit 7 is a named divergence,
+    #   impls/xla.py). It gives up on a constant of more than 65536 elements or one holding a
+    #   signalling NaN; a signalling NaN folded on its own gets the HLO evaluator's code.
+    # path "folded_hlo": XLA's HLO evaluator, which folds those: the eager casts but for NaN into
+    #   E5M2 (from f16: its quieted payload's top bits; from bf16/f32: the signed quiet NaN) and
+    #   into FP4 (ml_dtypes' zero of the opposite sign).
+    if path == "folded_hlo":
+        if fmt.name == "e5m2":
+            return Policy("rne", "nonsat", "signed", nan_sources=(("float16", "quiet_payload"),))
+        if fmt.name == "e2m1":
+            return _profile_ml_dtypes(fmt)
+        return _profile_xla(fmt, "eager")
+    if path == "folded":
+        if fmt.name == "e8m0":
+            return Policy("rna", "nonsat", "signed", e8m0_negative="abs", e8m0_zero="min")
+        # a signalling NaN gets the HLO evaluator's code where that differs from APFloat's
+        snan = {"e5m2": (("bfloat16", "signed"), ("float32", "signed")),
+                "e2m1": (("float16", "ml_dtypes"), ("bfloat16", "ml_dtypes"), ("float32", "ml_dtypes"))}
+        return replace(_profile_apfloat(fmt), nan_signaling_sources=snan.get(fmt.name, ()))
     if fmt.name == "e2m1":
-        if folded:  # the quiet float32 NaNs and Infs only; other payloads and float16 differ (not modelled)
-            return Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero")
         return Policy("rne", "satfinite", "neg_zero")
-    if fmt.name == "e8m0" and folded:
-        return Policy("rna", "nonsat", "signed", e8m0_negative="abs", e8m0_zero="min")
     if fmt.name == "e5m2":
-        if folded:  # checked from float16 sources (float32 NaN payloads fold otherwise: not modelled)
-            return Policy("rne", "nonsat", "quiet_payload")
         return Policy("rne", "nonsat", "signed", nan_sources=(("float16", "canonical"), ("bfloat16", "canonical")),
                       overflow_nan="signed")
     return _profile_ml_dtypes(fmt)
@@ -475,14 +557,26 @@ def _profile_xla(fmt: Format, folded: bool) -> Policy:
 def _profile_numkong(fmt: Format, simd: bool) -> Policy:
     # NumKong 7.8 astype (float32 input). E4M3 and FP6 saturate (Inf too), E5M2 does not; RNE.
     # NaN: x86 SIMD kernels: E4M3 and FP6 -> +-max, E5M2 -> +-Inf; serial C: E4M3 the signed
-    # NaN, E5M2 0x7D, FP6 +-max. The SIMD E5M2 NaN band is a named divergence (impls/numkong.py).
+    # NaN, E5M2 0x7D with the NaN's sign (0x7D/0xFD), FP6 +-max. The SIMD E5M2 NaN band is a
+    # named divergence (impls/numkong.py).
     if fmt.name == "e4m3":
         return Policy("rne", "satfinite", "signed_max" if simd else "signed")
     if fmt.name == "e5m2":
-        return Policy("rne", "nonsat", "inf") if simd else Policy("rne", "nonsat", "fixed", nan_code=0x7D)
+        if simd:
+            return Policy("rne", "nonsat", "inf")
+        return Policy("rne", "nonsat", "fixed", nan_code=0x7D, nan_code_sign="input")
     if fmt.name in ("e2m3", "e3m2"):
         return Policy("rne", "satfinite", "signed_max")
     return _profile_ocp(fmt)
+
+
+# LLVM APFloat's status conventions (opStatus of APFloat::convert, LLVM 19; checked flag for flag
+# by `fmtsim conform --impl apfloat`): underflow when the result itself is subnormal or zero;
+# overflow only when the result is Inf or NaN; invalid exactly for signalling NaN inputs; Inf ->
+# NaN is inexact, Inf -> +-0 (FP4/FP6) exact; -0 into FNUZ inexact
+def _apfloat_flags(pol: Policy) -> Policy:
+    return replace(pol, tininess="result", flag_overflow="infinite", flag_nan="signaling", flag_inf_nan="inexact",
+                   flag_inf_number="none", flag_neg_zero="inexact")
 
 
 def _profile_apfloat(fmt: Format) -> Policy:
@@ -492,12 +586,12 @@ def _profile_apfloat(fmt: Format) -> Policy:
     # E8M0 (LLVM 20+): ties go up. The rounding mode is the caller's (all five of APFloat's: rne, rna,
     # rtz, rup, rdn).
     if fmt.name in ("e2m1", "e3m2", "e2m3"):
-        return Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero", tininess="after")
+        return _apfloat_flags(Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero"))
     if fmt.name == "e8m0":
-        return Policy("rna", "nonsat", "signed", tininess="after")
+        return _apfloat_flags(Policy("rna", "nonsat", "signed"))
     if fmt.name == "e5m2":  # the NaN's payload, quieted, as IEEE narrowing does
-        return Policy("rne", "nonsat", "quiet_payload", tininess="after")
-    return Policy("rne", "nonsat", "signed" if fmt.has_nan else None, tininess="after")
+        return _apfloat_flags(Policy("rne", "nonsat", "quiet_payload"))
+    return _apfloat_flags(Policy("rne", "nonsat", "signed" if fmt.has_nan else None))
 
 
 PROFILES = {
@@ -520,8 +614,9 @@ PROFILES = {
     "torchao": _profile_torchao,
     "te": _profile_te,
     "openvino": _profile_openvino,
-    "xla": lambda fmt: _profile_xla(fmt, False),
-    "xla_folded": lambda fmt: _profile_xla(fmt, True),
+    "xla": lambda fmt: _profile_xla(fmt, "eager"),
+    "xla_folded": lambda fmt: _profile_xla(fmt, "folded"),
+    "xla_folded_hlo": lambda fmt: _profile_xla(fmt, "folded_hlo"),
     "numkong_simd": lambda fmt: _profile_numkong(fmt, True),
     "numkong_serial": lambda fmt: _profile_numkong(fmt, False),
     "apfloat": _profile_apfloat,
@@ -615,6 +710,12 @@ def resolve(
             raise TypeError("nan_sources must be ((source, nan mode), ...) pairs")
         _check_choice("nan_sources source", item[0], SOURCES)
         _check_nan_mode(f, item[1], "nan_sources", base.nan_code)
+    signaling = () if explicit_nan else tuple(base.nan_signaling_sources)
+    for item in signaling:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError("nan_signaling_sources must be ((source, nan mode), ...) pairs")
+        _check_choice("nan_signaling_sources source", item[0], SOURCES)
+        _check_nan_mode(f, item[1], "nan_signaling_sources", base.nan_code)
     unsigned_sources = tuple(base.nan_unsigned_sources)
     for s in unsigned_sources:
         _check_choice("nan_unsigned_sources source", s, SOURCES)
@@ -643,9 +744,19 @@ def resolve(
         _check_choice("intermediate type", inter, INTERMEDIATES)
     tin = base.tininess or "before"
     _check_choice("tininess", tin, TININESS)
+    code_sign = base.nan_code_sign or "as_given"
+    _check_choice("nan_code_sign", code_sign, NAN_CODE_SIGNS)
+    if code_sign in ("input", "negative") and not f.signed:
+        raise ValueError(f"{f.name} has no sign bit; nan_code_sign={code_sign!r} is impossible")
+    flag_rules = {k: getattr(base, k) or allowed[0] for k, allowed in FLAG_FIELDS.items()}
+    for k, v in flag_rules.items():
+        _check_choice(k, v, FLAG_FIELDS[k])
     return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, e8["e8m0_negative"], e8["e8m0_zero"],
                     e8["e8m0_inf"], e8["e8m0_tiny"], intermediate=inter, tininess=tin,
-                    nan_unsigned_sources=unsigned_sources)
+                    nan_unsigned_sources=unsigned_sources, nan_code_sign=code_sign,
+                    nan_signaling_sources=signaling, flag_overflow=flag_rules["flag_overflow"],
+                    flag_nan=flag_rules["flag_nan"], flag_inf_nan=flag_rules["flag_inf_nan"],
+                    flag_inf_number=flag_rules["flag_inf_number"], flag_neg_zero=flag_rules["flag_neg_zero"])
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

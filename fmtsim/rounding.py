@@ -36,7 +36,7 @@ than 32 bits are discarded only the top 32 discarded bits take part.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
 import ml_dtypes
@@ -192,8 +192,7 @@ def _nan_code(pol: Resolved, negative: np.ndarray, mode: str | None = None) -> n
         return np.full(negative.shape, _quiet_nan(fmt, False) if fmt.specials == "fnuz" else
                        max(c for c in fmt.nan_codes if not c & fmt.sign_mask))
     if n == "fixed":
-        assert pol.nan_code is not None
-        return np.full(negative.shape, pol.nan_code)
+        return np.where(negative, pol.fixed_nan_code(True), pol.fixed_nan_code(False))
     if n == "inf":
         return np.where(negative, min(fmt.inf_codes) | fmt.sign_mask, min(fmt.inf_codes))
     if n == "neg_zero":
@@ -223,6 +222,14 @@ def payload_nan_codes(bits: np.ndarray, src: str, pol: Resolved) -> np.ndarray:
     width = 64 if src == "float64" else 32 if src == "float32" else 16
     b = bits.astype(np.uint64)
     negative = (b >> np.uint64(width - 1)) & np.uint64(1) == 1
+    if pol.nan_signaling is not None:  # signalling NaNs (quiet bit clear) under their own mode
+        out = np.empty(b.shape, np.int64)
+        signaling = (b >> np.uint64(_SRC_MAN_BITS[src] - 1)) & np.uint64(1) == 0
+        as_sig = replace(pol, nan=pol.nan_signaling, nan_negative=None, nan_signaling=None)
+        for sel, p in ((signaling, as_sig), (~signaling, replace(pol, nan_signaling=None))):
+            if sel.any():
+                out[sel] = payload_nan_codes(b[sel], src, p)
+        return out
     out = _nan_code(pol, negative).astype(np.int64)
     for mode, sel in ((pol.nan, ~negative), (pol.nan_neg, negative)):
         if not sel.any():
@@ -356,6 +363,7 @@ def encode_f64(
         x, src, pol = y, pol.intermediate, pol.without_intermediate()
     fmt = pol.fmt
     as_inf = None
+    x_in = x
     if "as_inf" in (pol.nan, pol.nan_neg):  # such NaNs take the path of the Inf of their sign
         sign = np.signbit(x)
         as_inf = np.isnan(x) & np.where(sign, pol.nan_neg == "as_inf", pol.nan == "as_inf")
@@ -390,7 +398,10 @@ def encode_f64(
         codes[sel] = c
         if flags is not None:
             f = np.where(exact, 0, FLAG_INEXACT)
-            f |= np.where(over, FLAG_OVERFLOW, 0)
+            if pol.flag_overflow == "infinite":  # flagged only when the result is not a number
+                f |= np.where(over & np.isin(c, fmt.inf_codes + fmt.nan_codes), FLAG_OVERFLOW, 0)
+            else:
+                f |= np.where(over, FLAG_OVERFLOW, 0)
             saturated = over & (c == side.codes[-1])
             f |= np.where(saturated, FLAG_SATURATED, 0)
             if fmt.kind == "float" and fmt.min_normal is not None:
@@ -398,6 +409,8 @@ def encode_f64(
                 tiny = (ai > 0) & (ai < mn) & ~exact
                 if pol.tininess == "after":
                     tiny &= ~_reaches_min_normal(ai, mn, fmt.man_bits + 1, how, side.mag[np.minimum(idx, side.n)])
+                elif pol.tininess == "result":  # the result itself below the smallest normal
+                    tiny &= side.mag[np.minimum(idx, side.n)] < mn
                 f |= np.where(tiny, FLAG_UNDERFLOW, 0)
             if negative_side and not fmt.signed:  # unsigned: clamped to zero, not rounded
                 f = np.where(ai > 0, FLAG_INEXACT | FLAG_SATURATED, 0)
@@ -422,9 +435,7 @@ def encode_f64(
             c = int(side.codes[-1])
         codes[sel] = c
         if flags is not None:
-            is_num = c not in fmt.inf_codes and c not in fmt.nan_codes
-            flags[sel] = (FLAG_INEXACT | FLAG_SATURATED) if is_num else (
-                FLAG_INVALID if c in fmt.nan_codes else 0)
+            flags[sel] = inf_input_flags(c, pol)
 
     # NaN inputs
     if isnan.any():
@@ -435,7 +446,8 @@ def encode_f64(
             nan_out = _nan_code(pol, negative[isnan])
         codes[isnan] = nan_out
         if flags is not None:
-            flags[isnan] = np.where(np.isin(nan_out, fmt.nan_codes), 0, FLAG_INVALID)
+            with np.errstate(invalid="ignore"):
+                flags[isnan] = nan_input_flags(nan_out, x[isnan].view(np.uint64), "float64", pol)
 
     if pol.nan == "te":  # TransformerEngine's reference FP4 cast: -0.0 in, +0 out
         codes[(x == 0) & negative] = 0
@@ -444,10 +456,36 @@ def encode_f64(
         _e8m0_specials(x, negative_in, pol, codes, flags)
 
     if flags is not None and as_inf is not None and as_inf.any():  # a NaN input: invalid unless still NaN
-        flags[as_inf] = np.where(np.isin(codes[as_inf], fmt.nan_codes), 0, FLAG_INVALID)
+        flags[as_inf] = nan_input_flags(codes[as_inf], x_in[as_inf].view(np.uint64), "float64", pol)
+    if flags is not None and pol.flag_neg_zero == "inexact" and _loses_zero_sign(fmt):
+        flags[(x == 0) & negative] |= FLAG_INEXACT
     if flags is not None and pre_inexact is not None:
         flags |= np.where(pre_inexact, FLAG_INEXACT, 0).astype(np.uint8)
     return codes.astype(np.uint8), flags
+
+
+def _loses_zero_sign(fmt: Format) -> bool:
+    """A float format whose zero has no sign (FNUZ, UE4M3): a -0 input loses it."""
+    return fmt.kind == "float" and fmt.has_zero and not fmt.has_neg_zero and fmt.name != "e8m0"
+
+
+def inf_input_flags(code: int, pol: Resolved) -> int:
+    """The flags of an Inf input that became ``code``."""
+    fmt = pol.fmt
+    if code in fmt.inf_codes:
+        return 0
+    if code in fmt.nan_codes:
+        return FLAG_INVALID if pol.flag_inf_nan == "invalid" else FLAG_INEXACT
+    return FLAG_INEXACT | FLAG_SATURATED if pol.flag_inf_number == "inexact" else 0
+
+
+def nan_input_flags(codes: np.ndarray, bits: np.ndarray, src: str, pol: Resolved) -> np.ndarray:
+    """The flags of NaN inputs (their bit patterns in ``src``) that became ``codes``: invalid
+    when they became a number or Inf, or, under flag_nan='signaling', when they are signalling."""
+    if pol.flag_nan == "signaling":
+        quiet = (bits.astype(np.uint64) >> np.uint64(_SRC_MAN_BITS[src] - 1)) & np.uint64(1)
+        return np.where(quiet == 0, FLAG_INVALID, 0).astype(np.uint8)
+    return np.where(np.isin(codes, pol.fmt.nan_codes), 0, FLAG_INVALID).astype(np.uint8)
 
 
 def _reaches_min_normal(a: np.ndarray, mn: float, p: int, how: str, result: np.ndarray) -> np.ndarray:

@@ -144,3 +144,39 @@ def test_a_vendor_implementation_without_headers_says_why(monkeypatch, tmp_path)
     finally:
         hip_impl._lib.cache_clear()
     assert why is not None and why.startswith("hip: ") and "amd_hip_fp8.h" in why
+
+
+def _hand_flags_e2m1(x, report_clamp_overflow):
+    """E2M1 conversion flags worked out by hand, APFloat's way (1 inexact, 2 underflow, 4 overflow,
+    16 invalid): inexact off the grid, underflow when the result is below 1 (the smallest normal),
+    a clamp to +-6 an overflow only if asked, invalid for signalling NaNs, +-Inf -> +-0 exact."""
+    codes = fmtsim.encode(x, "e2m1", profile="apfloat")
+    grid = np.array([0, .5, 1, 1.5, 2, 3, 4, 6])
+    with np.errstate(invalid="ignore"):
+        v = x.astype(np.float64)
+        nan, inf = np.isnan(v), np.isinf(v)
+        result = grid[codes & 7]
+        inexact = ~nan & ~inf & (np.abs(v) != result)
+        bits = x.view(np.uint32) if x.dtype == np.float32 else x.view(np.uint16)
+        man = {np.dtype(np.float32): 23, np.dtype(np.float16): 10}.get(x.dtype, 7)
+        signaling = nan & ((bits >> (man - 1)) & 1 == 0)
+    flags = np.where(inexact, 1, 0) | np.where(inexact & (result < 1), 2, 0) | np.where(signaling, 16, 0)
+    if report_clamp_overflow:
+        flags |= np.where(~nan & ~inf & (np.abs(v) > 6), 4, 0)
+    return codes, flags
+
+
+def test_conform_compares_flags_where_an_entry_point_reports_them():
+    names = ("e2m1",)
+    ok = Adapter("hand", lambda x, f: _hand_flags_e2m1(x, False)[0], profile="apfloat", formats=names,
+                 sources=("float32", "float16"), with_flags=lambda x, f: _hand_flags_e2m1(x, False), flag_bits=23)
+    rows = run.encode_rows(ok, names, big=False)
+    flag_rows = [r for r in rows if r.model.endswith(" flags")]
+    assert flag_rows and all(r.failed == 0 for r in rows), [(r.model, r.examples) for r in rows if r.failed]
+    # the IEEE 754 7.4 overflow flag on a clamp to 6 is not APFloat's convention: the flag rows fail
+    ieee = Adapter("hand-ieee", ok.encode, profile="apfloat", formats=names, sources=("float32", "float16"),
+                   with_flags=lambda x, f: _hand_flags_e2m1(x, True), flag_bits=23)
+    rows = run.encode_rows(ieee, names, big=False)
+    bad = [r for r in rows if r.failed]
+    assert bad and all(r.model.endswith(" flags") for r in bad)
+    assert "flags" in bad[0].examples[0]

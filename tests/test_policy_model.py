@@ -1,6 +1,8 @@
 """The policy fields beyond rounding/overflow/nan: fast paths equal the Fraction twin, and each
 field does what its docstring says on hand-picked inputs (numbers from the formats' definitions)."""
 
+from dataclasses import replace
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -43,6 +45,23 @@ POLICIES = [
     ("e8m0", Policy(nan_negative="fixed", nan_code=0, e8m0_negative="min", tininess="after")),
     ("e8m0", Policy()),  # the new satfinite default
     ("e8m0", Policy(overflow="nonsat")),
+    ("e5m2", Policy(overflow="nonsat", nan="fixed", nan_code=0x7D, nan_code_sign="input")),  # NumKong serial
+    ("e4m3", Policy(nan="fixed", nan_code=0x7E, nan_negative="fixed", nan_code_sign="negative")),
+    ("e3m2", Policy(nan="fixed", nan_code=0x3F, nan_code_sign="positive")),
+    # XLA's folded casts: a signalling NaN gets the HLO evaluator's code
+    ("e5m2", Policy(overflow="nonsat", nan="quiet_payload", tininess="after",
+                    nan_signaling_sources=(("bfloat16", "signed"), ("float32", "signed"), ("float64", "inf")))),
+    ("e2m1", Policy(nan="zero", nan_negative="neg_zero", inf="zero",
+                    nan_signaling_sources=(("float16", "ml_dtypes"), ("float32", "ml_dtypes"), ("float64", "max")))),
+    # flag conventions (LLVM APFloat's, and mixed with other choices)
+    ("e4m3", Policy(overflow="nonsat", rounding="rtz", tininess="result", flag_overflow="infinite",
+                    flag_nan="signaling", flag_inf_nan="inexact")),
+    ("e2m1", Policy(nan="zero", nan_negative="neg_zero", inf="zero", tininess="result", flag_overflow="infinite",
+                    flag_nan="signaling", flag_inf_number="none")),
+    ("e4m3fnuz", Policy(overflow="nonsat", nan="as_inf", flag_nan="signaling", flag_inf_nan="inexact",
+                        flag_neg_zero="inexact", tininess="result")),
+    ("e5m2", Policy(rounding="rup", tininess="result", flag_overflow="infinite", flag_inf_number="none")),
+    ("ue4m3", Policy(flag_neg_zero="inexact", flag_nan="signaling", tininess="result")),
 ]
 IDS = [f"{n}-{i}" for i, (n, _) in enumerate(POLICIES)]
 
@@ -133,6 +152,17 @@ def test_documented_examples():
     pol = Policy(nan_sources=(("bfloat16", "positive"),))
     assert fmtsim.encode(np.array([-np.nan], ml_dtypes.bfloat16), "e4m3", profile=pol).tolist() == [0x7F]
     assert fmtsim.encode(np.float32([-np.nan]), "e4m3", profile=pol).tolist() == [0xFF]
+    # a fixed NaN code whose sign bit is the NaN's, dropped, forced or as given
+    nans = np.array([0x7FC00000, 0xFFC00000, 0xFF800001], dtype=np.uint32).view(np.float32)
+    for how, want in (("input", [0x7D, 0xFD, 0xFD]), ("positive", [0x7D] * 3), ("negative", [0xFD] * 3),
+                      ("as_given", [0xFD] * 3)):
+        fixed = Policy(nan="fixed", nan_code=0xFD, nan_code_sign=how)
+        assert fmtsim.encode(nans, "e5m2", profile=fixed).tolist() == want, how
+    # signalling NaNs (quiet bit clear) of one source under their own mode, either sign
+    snan = Policy(nan="quiet_payload", nan_signaling_sources=(("float32", "inf"),))
+    nans = np.array([0x7FA00000, 0xFFA00000, 0x7FE00000, 0xFFC00000], dtype=np.uint32).view(np.float32)
+    assert fmtsim.encode(nans, "e5m2", profile=snan).tolist() == [0x7C, 0xFC, 0x7F, 0xFE]
+    assert fmtsim.encode(nans.astype(np.float16), "e5m2", profile=snan).tolist() == [0x7F, 0xFF, 0x7F, 0xFE]
 
 
 def test_double_rounding_through_float16():
@@ -156,6 +186,35 @@ def test_tininess_after_rounding():
     assert after.tolist() == [1, 3]
 
 
+def test_flag_conventions():
+    # 0.0146484375 = 1.875 * 2^-7: exact at E4M3's precision, so tiny after rounding with an
+    # unbounded exponent; the format's own rounding gives 2^-6, the smallest normal: not tiny
+    # under 'result'. Underflow: 2, inexact: 1, overflow: 4, invalid: 16, saturated: 32
+    x = np.float32([0.0146484375])
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=Policy(tininess="after"))[1].tolist() == [3]
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=Policy(tininess="result"))[1].tolist() == [1]
+    # 480 toward zero is 448: an overflow (IEEE 754 7.4) unless only Inf/NaN results count
+    x = np.float32([480, 1e6])
+    rtz = Policy(rounding="rtz", overflow="nonsat")
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=rtz)[1].tolist() == [37, 37]
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=Policy(rounding="rne", overflow="nonsat",
+                                                            flag_overflow="infinite"))[1].tolist() == [5, 5]  # NaN
+    assert fmtsim.encode_with_flags(x, "e4m3", profile=replace(rtz, flag_overflow="infinite"))[1].tolist() == [33, 33]
+    # invalid for signalling NaNs only, whatever they become; Inf -> NaN inexact; -0 -> FNUZ inexact
+    nans = np.array([0x7FA00000, 0x7FC00000], np.uint32).view(np.float32)
+    sig = Policy(nan="zero", flag_nan="signaling")
+    assert fmtsim.encode_with_flags(nans, "e2m1", profile=sig)[1].tolist() == [16, 0]
+    assert fmtsim.encode_with_flags(nans, "e2m1", profile=Policy(nan="zero"))[1].tolist() == [16, 16]
+    inf = np.float32([np.inf])
+    assert fmtsim.encode_with_flags(inf, "e4m3", overflow="nonsat", profile=Policy(flag_inf_nan="inexact"))[1] == [1]
+    assert fmtsim.encode_with_flags(inf, "e2m1", profile=Policy(inf="zero", flag_inf_number="none"))[1] == [0]
+    nz = np.float32([-0.0])
+    assert fmtsim.encode_with_flags(nz, "e4m3fnuz", profile=Policy(flag_neg_zero="inexact"))[1].tolist() == [1]
+    assert fmtsim.encode_with_flags(nz, "e4m3fnuz")[1].tolist() == [0]
+    with pytest.raises(ValueError, match="flag_overflow"):
+        resolve("e4m3", profile=Policy(flag_overflow="never"))
+
+
 def test_e8m0_defaults_follow_satfinite():
     x = np.float32([0, -0.0, -3, np.inf, -np.inf, np.nan, 1e-40, 2.0**127 * 1.75])
     assert fmtsim.encode(x, "e8m0").tolist() == [0x00, 0x00, 0x00, 0xFE, 0x00, 0xFF, 0x00, 0xFE]
@@ -177,3 +236,11 @@ def test_bad_policy_fields_are_named():
         resolve("e8m0", profile=Policy(e8m0_negative="wrap"))
     with pytest.raises(TypeError, match="profile"):
         resolve("e4m3", profile=3)
+    with pytest.raises(ValueError, match="nan_code_sign"):
+        resolve("e5m2", profile=Policy(nan="fixed", nan_code=0x7D, nan_code_sign="kept"))
+    with pytest.raises(ValueError, match="nan_signaling_sources source"):
+        resolve("e5m2", profile=Policy(nan_signaling_sources=(("float8", "signed"),)))
+    with pytest.raises(ValueError, match="no infinity"):
+        resolve("e4m3", profile=Policy(nan_signaling_sources=(("float32", "inf"),)))
+    with pytest.raises(ValueError, match="no sign bit"):
+        resolve("e8m0", profile=Policy(nan="fixed", nan_code=0xFF, nan_code_sign="input"))

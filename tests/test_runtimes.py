@@ -45,12 +45,14 @@ def test_onnxruntime_bfloat16_nosat_drops_the_nan_sign():
 def test_numkong_simd_e5m2_nan_band_and_serial():
     nk = _need("numkong")
     simd, serial = _path(nk, "numkong[simd]"), _path(nk, "numkong[serial]")
-    x = np.array([73728.0, 100000.0, 122880.0, np.nan], np.float32)
+    x = np.array([73728.0, 100000.0, 122880.0, np.nan, -np.nan], np.float32)
     s = simd.encode(x, "e5m2")
     assert s[0] == 0x7C and 0x7C < s[1] <= 0x7F and s[2] == 0x7C and s[3] == 0x7C  # NaN -> +Inf
-    assert serial.encode(x, "e5m2").tolist() == [0x7C, 0x7C, 0x7C, 0x7D]
+    # serial: 0x7D with the NaN's sign (nan='fixed', nan_code=0x7D, nan_code_sign='input')
+    assert serial.encode(x, "e5m2").tolist() == [0x7C, 0x7C, 0x7C, 0x7D, 0xFD]
+    assert fmtsim.encode(x, "e5m2", profile="numkong_serial").tolist() == [0x7C, 0x7C, 0x7C, 0x7D, 0xFD]
     assert simd.known("e5m2", "float32", x)["numkong.simd_e5m2_73728_to_122880_nan"].tolist() == \
-        [False, True, False, False]
+        [False, True, False, False, False]
 
 
 def test_openvino_rounds_float32_through_float16():
@@ -69,6 +71,35 @@ def test_xla_fp4_nan_and_folded_e8m0():
     assert fmtsim.encode(np.array([0.0, 3.0], np.float32), "e8m0", profile="xla_folded").tolist() == [0x00, 0x81]
 
 
+def test_xla_folder_is_chosen_per_constant():
+    _need("xla")
+    from fmtsim.conformance.impls.xla import _fold
+
+    # StableHLO's folder (APFloat): E8M0 0 -> 0x00, FP4 +-Inf -> +-0, NaN -> a zero of its sign
+    quiet = np.array([0.0, np.inf, -np.inf, np.nan, -np.nan], np.float32)
+    assert _fold(quiet, "e8m0").tolist()[:1] == [0x00]
+    assert _fold(quiet, "e2m1").tolist() == [0x0, 0x0, 0x8, 0x0, 0x8]
+    assert fmtsim.encode(quiet, "e2m1", profile="xla_folded").tolist() == [0x0, 0x0, 0x8, 0x0, 0x8]
+    # one signalling NaN hands the whole constant to the HLO evaluator: 0 -> 0xFF, Inf -> +-max,
+    # NaN -> ml_dtypes' zero of the opposite sign
+    snan = np.array([0x7F800001], np.uint32).view(np.float32)
+    both = np.concatenate([quiet, snan])
+    assert _fold(both, "e8m0").tolist()[:1] == [0xFF]
+    assert _fold(both, "e2m1").tolist() == [0x0, 0x7, 0xF, 0x8, 0x0, 0x8]
+    assert fmtsim.encode(both, "e2m1", profile="xla_folded_hlo").tolist() == [0x0, 0x7, 0xF, 0x8, 0x0, 0x8]
+    # so does a constant of more than 65536 elements
+    big = np.zeros(65537, np.float32)
+    big[:5] = quiet
+    assert _fold(big, "e2m1")[:5].tolist() == [0x0, 0x7, 0xF, 0x8, 0x0]
+    # folded on its own, a signalling NaN gets the HLO evaluator's code (nan_signaling_sources)
+    assert _fold(snan, "e2m1").tolist() == [0x8]
+    assert fmtsim.encode(snan, "e2m1", profile="xla_folded").tolist() == [0x8]
+    e5 = np.array([0x7FA00000, 0xFFE00000], np.uint32).view(np.float32)  # signalling, quiet
+    assert _fold(e5, "e5m2").tolist() == [0x7E, 0xFE]  # HLO evaluator: the signed quiet NaN
+    assert _fold(e5[1:], "e5m2").tolist() == [0xFF]  # StableHLO: the quieted payload's top bits
+    assert fmtsim.encode(e5, "e5m2", profile="xla_folded").tolist() == [0x7E, 0xFF]
+
+
 def test_apfloat_finite_only_formats_and_rounding_modes():
     ap = _need("apfloat")
     from fmtsim.conformance.impls.apfloat import encode_with_status
@@ -78,7 +109,31 @@ def test_apfloat_finite_only_formats_and_rounding_modes():
     assert status[3] & 16  # inexact
     rows = run.run((ap.name,), formats=["e2m1"], big=False)
     assert {r.impl for r in rows} >= {"apfloat[rne]", "apfloat[rtz]", "apfloat[rna]", "apfloat"}
+    assert any(r.model.endswith(" flags") and r.cases for r in rows)  # the status flags are compared too
     assert sum(r.failed for r in rows) == 0, [(r.impl, r.examples) for r in rows if r.failed]
+
+
+def test_apfloat_status_conventions():
+    _need("apfloat")
+    from fmtsim.conformance.impls.apfloat import encode_with_status, status_as_flags
+
+    # APFloat opStatus: 1 invalid, 4 overflow, 8 underflow, 16 inexact
+    cases = [  # (format, rounding, float32 bits, opStatus)
+        ("e4m3", "rtz", 0x43F00000, 16),  # 480 -> 448: no overflow flag when the result is finite
+        ("e4m3", "rne", 0x49742400, 4 | 16),  # 1e6 -> NaN: overflow
+        ("e4m3", "rne", 0x3C700000, 16),  # 0.0146484375 -> 2^-6: the result is normal, no underflow
+        ("e4m3", "rne", 0x7F800000, 16),  # +Inf -> NaN: inexact
+        ("e2m1", "rne", 0x7F800000, 0),  # +Inf -> +0: exact
+        ("e2m1", "rne", 0x7FC00000, 0),  # quiet NaN -> +0: no flag
+        ("e2m1", "rne", 0x7FA00000, 1),  # signalling NaN: invalid
+        ("e4m3fnuz", "rne", 0x80000000, 16),  # -0 -> 0: inexact
+    ]
+    for fmt, r, bits, want in cases:
+        x = np.array([bits], np.uint32).view(np.float32)
+        _, st = encode_with_status(x, fmt, r)
+        assert int(st[0]) == want, (fmt, r, hex(bits), int(st[0]))
+        _, ours = fmtsim.encode_with_flags(x, fmt, profile="apfloat", rounding=r)
+        assert int(ours[0]) & 0x17 == int(status_as_flags(st)[0]), (fmt, r, hex(bits), int(ours[0]))
 
 
 def test_onnx_spec_tables_hold_and_a_wrong_profile_fails(monkeypatch):
@@ -101,12 +156,6 @@ def test_conform_every_coverage_model_zero_unexpected(impl_name):
     impl = _need(impl_name)
     rows = run.run((impl_name,), big=True)
     bad = [r for r in rows if r.failed]
-    if impl_name == "numkong":
-        # a gap in the policy model, not a bug of NumKong's: its serial E5M2 path writes 0x7D for
-        # +NaN and 0xFD for -NaN, and nan='fixed' takes one code for both signs
-        assert all(r.impl == "numkong[serial]" and r.fmt == "e5m2" for r in bad), [(r.impl, r.fmt) for r in bad]
-        assert all("nan" in e and "0xfd" in e for r in bad for e in r.examples)
-        bad = []
     assert rows and not bad, [(r.impl, r.fmt, r.model, r.examples) for r in bad]
     seen = {name for r in rows for name in r.known}
     assert {d.name for d in impl.divergences} <= seen  # every named divergence really occurs
@@ -122,7 +171,8 @@ def test_runtime_versions_are_recorded():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", ["onnxruntime_sat", "onnxruntime_nosat", "onnx_spec_sat", "onnx_spec_nosat",
-                                     "openvino", "xla", "xla_folded", "numkong_simd", "numkong_serial", "apfloat",
+                                     "openvino", "xla", "xla_folded", "xla_folded_hlo", "numkong_simd",
+                                     "numkong_serial", "apfloat",
                                      "onnx_reference_sat", "onnx_reference_nosat"])
 def test_runtime_profiles_fast_path_equals_oracle(profile):
     rows = run.run(("fmtsim",), big=False, profile=profile)

@@ -39,6 +39,7 @@ class Behaviour:
     fmt: str
     inputs: tuple[float, ...]  # float32 inputs, one cell shows them all
     headline: bool = False  # shown in the README too
+    flags: bool = False  # the cell shows the exception flags (entry points that report them)
 
 
 BEHAVIOURS = (
@@ -58,7 +59,13 @@ BEHAVIOURS = (
     Behaviour("E8M0 ties (0.75, 3)", "e8m0", (0.75, 3.0)),
     Behaviour("E2M1 tie 5 (4: even, 6: away)", "e2m1", (5.0,)),
     Behaviour("double rounding: E4M3 1.0625+2^-20 (once: 0x39)", "e4m3", (1.0625 + 2.0**-20,), True),
+    Behaviour("flags: E2M1 7 (clamped to 6)", "e2m1", (7.0,), flags=True),
+    Behaviour("flags: E4M3 0.0146484375 (rounds to 2^-6)", "e4m3", (0.0146484375,), flags=True),
+    Behaviour("flags: +Inf -> E4M3", "e4m3", (np.inf,), flags=True),
+    Behaviour("flags: quiet NaN -> E2M1", "e2m1", (np.nan,), flags=True),
+    Behaviour("flags: -0 -> E4M3FNUZ", "e4m3fnuz", (-0.0,), flags=True),
 )
+_FLAG_NAMES = ((1, "inexact"), (2, "underflow"), (4, "overflow"), (16, "invalid"), (32, "saturated"))
 
 
 @dataclass(frozen=True)
@@ -118,11 +125,18 @@ def cell(col: Column, b: Behaviour) -> str:
     if col.paths and path is None:
         return "no cast"
     kw = {} if path is None else path.policy_for(fmt)
+    if b.flags and path is not None and path.with_flags is None:
+        return "not reported"
     parts = []
     for v in b.inputs:
         x = np.array([v], np.float32)
         try:
-            text = _code(int(fmtsim.encode(x, fmt, **kw)[0]), fmt)
+            if b.flags:
+                code, fl = fmtsim.encode_with_flags(x, fmt, **kw)
+                bits = int(fl[0]) & (path.flag_bits if path is not None else 0xFF)
+                text = _code(int(code[0]), fmt) + ": " + ("|".join(n for m, n in _FLAG_NAMES if bits & m) or "none")
+            else:
+                text = _code(int(fmtsim.encode(x, fmt, **kw)[0]), fmt)
         except ValueError:
             text = "raises"
         if path is not None:

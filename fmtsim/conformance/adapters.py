@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codec import encode
+from ..codec import encode, encode_with_flags
 from ..formats import get_format
 from ..policy import PROFILES, resolve
 from .divergences import Divergence, explain, explain_among
@@ -52,6 +52,10 @@ class Adapter:
     sources: tuple[str, ...] = ("float32",)
     divergences: str | tuple[Divergence, ...] | None = None
     options: dict[str, str] = field(default_factory=dict)  # encode keywords beside the profile
+    # an entry point that also reports exception flags: ``with_flags(x, fmt) -> (codes, flags)``,
+    # the flags as fmtsim's bits (encode_with_flags), of which it reports those in ``flag_bits``
+    with_flags: Callable[[np.ndarray, str], tuple[Any, Any]] | None = None
+    flag_bits: int = 0
 
     def policy_for(self, fmt: str) -> dict[str, str]:
         """The encode keywords this path is held to for ``fmt`` (the profile plus options)."""
@@ -66,6 +70,11 @@ class Adapter:
             with np.errstate(invalid="ignore"):
                 keep = ~np.isnan(x.astype(np.float64))
         return keep, np.asarray(encode(x[keep], fmt, **kw), dtype=np.uint8).reshape(-1)
+
+    def expected_flags(self, x: np.ndarray, fmt: str) -> np.ndarray:
+        """fmtsim's flags (only the bits this entry point reports) for inputs the profile accepts."""
+        _, flags = encode_with_flags(x, fmt, **self.policy_for(fmt))
+        return np.asarray(flags, dtype=np.uint8).reshape(-1) & self.flag_bits
 
     def known(self, fmt: str, source: str, x: np.ndarray) -> dict[str, np.ndarray]:
         """name -> mask of the inputs each of this path's named divergences covers."""

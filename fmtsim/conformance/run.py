@@ -103,8 +103,14 @@ def encode_rows(adapter: Adapter, names: tuple[str, ...], big: bool) -> list[Row
             row = by_model.setdefault(model, Row(adapter.name, name, model))
             keep, want = adapter.expected(x, name)
             xs = x[keep]
+            got_flags = None
             try:
-                got = np.asarray(adapter.encode(xs, name)).astype(np.int64).reshape(-1)
+                if adapter.with_flags is not None:
+                    c, fl = adapter.with_flags(xs, name)
+                    got_flags = np.asarray(fl).astype(np.int64).reshape(-1) & adapter.flag_bits
+                else:
+                    c = adapter.encode(xs, name)
+                got = np.asarray(c).astype(np.int64).reshape(-1)
             except (Exception, SystemExit) as e:  # the adapter's own failure (or exit) is a failed case set
                 row.fail_all(xs.size, f"{src}: adapter raised {type(e).__name__}: {e}")
                 continue
@@ -112,8 +118,16 @@ def encode_rows(adapter: Adapter, names: tuple[str, ...], big: bool) -> list[Row
                 row.fail_all(xs.size, f"{src}: adapter returned {got.size} codes for {xs.size} inputs")
                 continue
             claim = ",".join([adapter.profile, *(f"{k}={v}" for k, v in adapter.options.items())])
-            row.add(got == want, adapter.known(name, src, xs), mismatch(src, xs, got, adapter.name, want,
-                                                                         f"fmtsim[{claim}]"))
+            known = adapter.known(name, src, xs)
+            row.add(got == want, known, mismatch(src, xs, got, adapter.name, want, f"fmtsim[{claim}]"))
+            if got_flags is not None:  # the exception flags, a row of their own
+                frow = by_model.setdefault(f"{model} flags", Row(adapter.name, name, f"{model} flags"))
+                want_flags = adapter.expected_flags(xs, name)
+                if got_flags.shape != want_flags.shape:
+                    frow.fail_all(xs.size, f"{src}: adapter returned {got_flags.size} flags for {xs.size} inputs")
+                    continue
+                frow.add(got_flags == want_flags, known,
+                         mismatch(src, xs, got_flags, f"{adapter.name} flags", want_flags, f"fmtsim[{claim}] flags"))
         rows.extend(by_model.values())
     return rows
 

@@ -6,7 +6,9 @@ or ``$XDG_CACHE_HOME/fmtsim``), then loaded with ctypes. ``APFloat::convert`` fr
 double, half and bfloat16 into Float8E4M3FN, Float8E5M2, Float8E4M3FNUZ, Float8E5M2FNUZ,
 Float6E3M2FN, Float6E2M3FN, Float4E2M1FN (LLVM 19 and newer) and Float8E8M0FNU (LLVM 20 and
 newer), under each of its five rounding modes, is held to fmtsim's ``apfloat`` profile with
-that rounding mode; every code converted back to IEEE single is checked against fmtsim.decode.
+that rounding mode, codes and status flags (opStatus: invalid, overflow, underflow, inexact,
+against ``encode_with_flags``); every code converted back to IEEE single is checked against
+fmtsim.decode.
 
 ``llvm-config`` is looked for as ``$FMTSIM_LLVM_CONFIG``, then ``llvm-config-NN`` and
 ``/usr/lib/llvm-NN/bin/llvm-config`` for NN from 30 down to 19, then ``llvm-config``; the first
@@ -212,6 +214,29 @@ def _encoder(rounding: str) -> Callable[[np.ndarray, str], np.ndarray]:
     return lambda x, fmt: encode_with_status(x, fmt, rounding)[0]
 
 
+# APFloat's opStatus bits -> fmtsim's flag bits (encode_with_flags): invalid, overflow,
+# underflow, inexact (divide-by-zero cannot come from a conversion; fmtsim's 'saturated' has no
+# APFloat counterpart and is not compared)
+_STATUS_TO_FLAGS = ((1, 16), (4, 4), (8, 2), (16, 1))
+FLAG_BITS = 16 | 4 | 2 | 1
+
+
+def status_as_flags(status: np.ndarray) -> np.ndarray:
+    """APFloat opStatus bits as fmtsim's flag bits."""
+    st = np.asarray(status, dtype=np.uint8)
+    out = np.zeros(st.shape, np.uint8)
+    for ap, ours in _STATUS_TO_FLAGS:
+        out |= np.where(st & ap, ours, 0).astype(np.uint8)
+    return out
+
+
+def _with_flags(rounding: str) -> Callable[[np.ndarray, str], tuple[np.ndarray, np.ndarray]]:
+    def run(x: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
+        codes, status = encode_with_status(x, fmt, rounding)
+        return codes, status_as_flags(status)
+    return run
+
+
 def _decode(codes: np.ndarray, fmt: str) -> np.ndarray:
     lib = library()
     c = np.ascontiguousarray(codes, dtype=np.uint8)
@@ -253,7 +278,8 @@ class Apfloat(Implementation):
     def encoders(self, req: Request) -> list[Adapter]:
         formats = self._formats() if self.missing() is None else tuple(SEMANTICS)
         return [Adapter(f"apfloat[{r}]", _encoder(r), profile="apfloat", formats=formats,
-                        sources=tuple(SOURCES), options={"rounding": r})
+                        sources=tuple(SOURCES), options={"rounding": r}, with_flags=_with_flags(r),
+                        flag_bits=FLAG_BITS)
                 for r in MODES]
 
 

@@ -3,14 +3,20 @@ float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu and float4_e2m1fn (XLA has no F
 from float16, bfloat16 and float32 (float64 needs jax's x64 mode, which is global: not run),
 on the paths that can differ:
 
-    xla[eager]   a jax array cast eagerly (the same kernels as jax.jit of the cast)
-    xla[jit]     jax.jit of the cast, the array an argument
-    xla[folded]  jax.jit of a function whose input is a constant, which XLA folds at compile time;
-                 E4M3 and the FNUZ pair from every source, E5M2 from float16 and E8M0 from float32
-                 only: folded FP4, E5M2 from float32/bfloat16 NaN payloads and E8M0 zeros from
-                 float16/bfloat16 (0xFF there, 0x00 from float32) follow rules fmtsim does not model
+    xla[eager]       a jax array cast eagerly (the same kernels as jax.jit of the cast)
+    xla[jit]         jax.jit of the cast, the array an argument
+    xla[folded]      jax.jit of a function whose input is a compile-time constant, each input
+                     folded as a small constant of its own would be: XLA's StableHLO folder
+                     (LLVM APFloat) converts constants of at most 65536 elements that hold no
+                     signalling NaN; a signalling NaN is folded apart (by the HLO evaluator)
+    xla[folded_hlo]  a constant of more than 65536 elements (or any holding a signalling NaN),
+                     which StableHLO's folder leaves to XLA's HLO evaluator
 
-held to fmtsim's ``xla`` and ``xla_folded`` profiles; and every code decoded to float32.
+held to fmtsim's ``xla``, ``xla_folded`` and ``xla_folded_hlo`` profiles; and every code decoded
+to float32. Which folder takes a constant is decided per constant, not per element: one
+signalling NaN in a small constant hands every element of it to the HLO evaluator (jax 0.10.2:
+measured with the compiled module, whose folded constant carries the convert's metadata only
+when the HLO evaluator made it).
 """
 
 from __future__ import annotations
@@ -50,13 +56,48 @@ def _jit(x: np.ndarray, fmt: str) -> np.ndarray:
     return _bytes(_JITTED[fmt](x), x.size)
 
 
-def _folded(x: np.ndarray, fmt: str) -> np.ndarray:
+_STABLEHLO_FOLD_LIMIT = 65536  # elements: StableHLO's folder leaves bigger constants to XLA
+_BITS = {"float16": (np.uint16, 10), "bfloat16": (np.uint16, 7), "float32": (np.uint32, 23)}
+
+
+def _fold(const: np.ndarray, fmt: str) -> np.ndarray:
     import jax
     import jax.numpy as jnp
 
     dt = getattr(jnp, TYPES[fmt])
-    const = np.ascontiguousarray(x)
-    return _bytes(jax.jit(lambda: jnp.asarray(const).astype(dt))(), x.size)
+    const = np.ascontiguousarray(const)
+    return _bytes(jax.jit(lambda: jnp.asarray(const).astype(dt))(), const.size)
+
+
+def _signaling(x: np.ndarray) -> np.ndarray:
+    """Signalling NaNs of x's type: a NaN pattern whose top significand bit is clear."""
+    ut, man = _BITS[str(x.dtype)]
+    b = x.view(ut)
+    all_ones = ut((1 << (8 * b.itemsize - 1 - man)) - 1) << ut(man)
+    field = b & ut((1 << man) - 1)
+    return ((b & all_ones) == all_ones) & (field != 0) & ((field >> ut(man - 1)) == 0)
+
+
+def _folded(x: np.ndarray, fmt: str) -> np.ndarray:
+    # each input as a small constant of its own: the quiet ones in constants StableHLO folds,
+    # the signalling NaNs in one of their own (the HLO evaluator's, as each alone would be)
+    out = np.empty(x.size, np.uint8)
+    snan = _signaling(x)
+    quiet = np.nonzero(~snan)[0]
+    for i in range(0, quiet.size, _STABLEHLO_FOLD_LIMIT):
+        part = quiet[i : i + _STABLEHLO_FOLD_LIMIT]
+        out[part] = _fold(x[part], fmt)
+    if snan.any():
+        out[snan] = _fold(x[snan], fmt)
+    return out
+
+
+def _folded_hlo(x: np.ndarray, fmt: str) -> np.ndarray:
+    # padded past StableHLO's limit with zeros, so that XLA's HLO evaluator folds it
+    n = x.size
+    padded = np.zeros(max(n, _STABLEHLO_FOLD_LIMIT + 1), x.dtype)
+    padded[:n] = x
+    return _fold(padded, fmt)[:n]
 
 
 def _decode(codes: np.ndarray, fmt: str) -> np.ndarray:
@@ -102,11 +143,11 @@ def _path(label: str, fn: Callable[[np.ndarray, str], np.ndarray], profile: str)
 class Xla(Implementation):
     name = "xla"
     aliases = ("jax",)
-    summary = "XLA (jax, CPU) convert to FP8/E8M0/FP4: eager, jit, and constant-folded"
+    summary = "XLA (jax, CPU) convert to FP8/E8M0/FP4: eager, jit, and constant-folded by either folder"
     requires = ("jax", "jaxlib")
     install = 'pip install "fmtsim[runtimes]"'
     capabilities = ("decode", "encode")
-    profiles = ("xla", "xla_folded")
+    profiles = ("xla", "xla_folded", "xla_folded_hlo")
     divergences = DIVERGENCES
     checked_with = "jax/jaxlib 0.10.2 (CPU)"
 
@@ -114,14 +155,8 @@ class Xla(Implementation):
         return [Decoder("xla", _decode, tuple(TYPES))]
 
     def encoders(self, req: Request) -> list[Adapter]:
-        folded = _path("xla[folded]", _folded, "xla_folded")
-        folded.formats = ("e4m3", "e4m3fnuz", "e5m2fnuz")
-        folded_e5m2 = _path("xla[folded]", _folded, "xla_folded")
-        folded_e5m2.formats, folded_e5m2.sources = ("e5m2",), ("float16",)
-        folded_e8m0 = _path("xla[folded]", _folded, "xla_folded")
-        folded_e8m0.formats, folded_e8m0.sources = ("e8m0",), ("float32",)
-        return [_path("xla[eager]", _eager, "xla"), _path("xla[jit]", _jit, "xla"), folded, folded_e5m2,
-                folded_e8m0]
+        return [_path("xla[eager]", _eager, "xla"), _path("xla[jit]", _jit, "xla"),
+                _path("xla[folded]", _folded, "xla_folded"), _path("xla[folded_hlo]", _folded_hlo, "xla_folded_hlo")]
 
 
 IMPLEMENTATIONS = [Xla()]
