@@ -119,7 +119,7 @@ def check_fp4(codes, scale_val, per, target, glob=None, divisor=False):
 # multiplier, MXFP4, MXFP8, int4, int8); --full runs every record
 @pytest.mark.parametrize("producer", slow_unless([p.name for p in PRODUCERS], keep={
     "deepseek-fp8-block", "compressed-tensors-fp8", "compressed-tensors-nvfp4", "modelopt-nvfp4", "gpt-oss-mxfp4",
-    "modelopt-mxfp8", "compressed-tensors-w4a16", "compressed-tensors-int8"}))
+    "modelopt-mxfp8", "compressed-tensors-w4a16", "compressed-tensors-w8a16", "compressed-tensors-int8"}))
 def test_every_value_against_the_oracle(tmp_path, producer, target):
     src = make(producer, tmp_path)
     out = tmp_path / "out"
@@ -163,16 +163,20 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
             pre = before[m.pre_scale] if m.pre_scale else None
             want = expected_int(rec.packing, before[m.codes], before[m.scale], zp, pre, target, tj.block[1],
                                 rec.element != "uint4").astype(TARGET[target][3])
-        else:  # w4a16
-            packed = before[m.codes].view(np.uint32)
-            q = np.stack([(packed >> np.uint32(4 * i)) & 0xF for i in range(8)], axis=-1)
-            q = q.reshape(packed.shape[0], -1).astype(np.int64) - 8
+        else:  # compressed-tensors pack-quantized: element i of a row at bit i*b of its little-endian bit string
+            bits = {"int4x8": 4, "int8x4": 8}[rec.packing]
+            packed = before[m.codes].astype("<i4")
+            rows, cols = (int(v) for v in before[m.shape_tensor].reshape(-1))
+            stream = np.unpackbits(packed.view(np.uint8).reshape(rows, -1), axis=1, bitorder="little")
+            q = (stream[:, : cols * bits].reshape(rows, cols, bits).astype(np.int64) << np.arange(bits)).sum(axis=2)
             sc = before[m.scale].astype(np.float64)
-            group = q.shape[1] // sc.shape[1]
-            bid = (np.arange(q.shape[0])[:, None] * sc.shape[1] + np.arange(q.shape[1])[None, :] // group)
-            keys = bid * 16 + (q + 8)
-            want = expected_bits("int4", keys, lambda k, sc=sc: (Fraction(k % 16 - 8) * frac(sc.reshape(-1)[k // 16]),
-                                                          False), target)
+            group = json.loads((src / "config.json").read_text())["quantization_config"]["config_groups"][
+                "group_0"]["weights"]["group_size"]
+            bid = (np.arange(rows)[:, None] * sc.shape[1] + np.arange(cols)[None, :] // group)
+            span = 1 << bits
+            keys = bid * span + q  # q + 2^(b-1) as stored
+            want = expected_bits(rec.element, keys, lambda k, sc=sc, span=span: (
+                Fraction(k % span - span // 2) * frac(sc.reshape(-1)[k // span]), False), target)
         assert want.shape == got.shape
         w_bits, g_bits = want.view(TARGET[target][4]), got.view(TARGET[target][4])
         nan = np.isnan(want.astype(np.float64))

@@ -36,7 +36,7 @@ EXPECTED = {
     "llmcompressor-mxfp4a16": "compressed-tensors-mxfp4", "llmcompressor-mxfp8": "compressed-tensors-mxfp8",
     "llmcompressor-mxfp8a16": "compressed-tensors-mxfp8", "llmcompressor-nvfp4": "compressed-tensors-nvfp4",
     "llmcompressor-nvfp4a16": "compressed-tensors-nvfp4", "llmcompressor-w4a16": "compressed-tensors-w4a16",
-    "llmcompressor-w4a16_asym": "compressed-tensors-w4a16", "llmcompressor-w8a16": "compressed-tensors-w4a16",
+    "llmcompressor-w4a16_asym": "compressed-tensors-w4a16", "llmcompressor-w8a16": "compressed-tensors-w8a16",
     "modelopt-fp8_default": "modelopt-fp8", "modelopt-fp8_per_channel_per_token": "modelopt-fp8",
     "modelopt-fp8_2d_blockwise_weight_only": "modelopt-fp8", "modelopt-int8_default": "modelopt-int8",
     "modelopt-int8_smoothquant": "modelopt-int8", "modelopt-int8_weight_only": "modelopt-int8",
@@ -167,7 +167,7 @@ def _expected(name, before, tj, target):
         glob = before[m.global_scale] if m.global_scale else None
         return _fp4_expected(codes, scale, glob, rec, target)
     zp = before[m.zero_point] if m.zero_point else None
-    if rec.packing == "int4x8":
+    if rec.packing in ("int4x8", "int8x4"):
         shape = before[m.shape_tensor].reshape(-1) if m.shape_tensor else None
         return _ct_w4a16_expected(codes, scale, zp, shape, target, _num_bits(name)), None
     pre = before[m.pre_scale] if m.pre_scale else None
@@ -183,16 +183,7 @@ def _bits_of(values64, target):
     return values64.astype(ml_dtypes.bfloat16).view(np.uint16)  # exact: the values are bfloat16 already
 
 
-def test_eight_bit_pack_quantized_is_refused_not_misread(tmp_path):
-    from fmtsim.checkpoint import CheckpointError
-
-    if "llmcompressor-w8a16" not in FIXTURES:
-        pytest.skip("no llmcompressor-w8a16 fixture")
-    with pytest.raises(CheckpointError, match="8-bit pack-quantized"):
-        dequantize(HERE / "llmcompressor-w8a16", tmp_path / "out")
-
-
-REFUSED = {"llmcompressor-w8a16": "8-bit pack-quantized is refused, not read (only 4-bit packing is)"}
+REFUSED: dict[str, str] = {}  # fixtures whose layout dequantize refuses (none)
 KNOWN_WRONG: dict[str, str] = {}  # fixtures fmtsim is known to read wrong (none)
 
 

@@ -198,22 +198,27 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
             t[L + ".weight"], t[L + ".weight_scale"] = pack_fp4(q.codes), q.scales.astype(np.uint8)
         cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
             "dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}}}
-    elif producer == "compressed-tensors-w4a16":
+    elif producer in ("compressed-tensors-w4a16", "compressed-tensors-w8a16"):
+        from fmtsim.checkpoint.intcodes import pack_dense
+
+        bits = 4 if producer.endswith("w4a16") else 8
+        qmax = (1 << (bits - 1)) - 1
         for L, shp in shapes.items():
-            shp = (shp[0], shp[1] - shp[1] % 32)
+            shp = (shp[0], shp[1] - shp[1] % 32) if bits == 4 else (shp[0], shp[1] - 1)  # 8 bits: ends mid-word
             group = 32
             w = _weights(rng, shp)
             orig[L + ".weight"] = w
-            s = (np.max(np.abs(w.reshape(shp[0], -1, group)), axis=2) / F32(7.0)).astype(ml_dtypes.bfloat16)
-            sf = np.repeat(s.astype(F32), group, axis=1)
-            q = np.clip(np.rint(w / sf), -8, 7).astype(np.int64)
-            u = (q + 8).astype(np.uint32).reshape(shp[0], -1, 8)
-            packed = np.zeros(u.shape[:2], np.uint32)
-            for i in range(8):
-                packed |= u[:, :, i] << np.uint32(4 * i)
-            t[L + ".weight_packed"], t[L + ".weight_scale"] = packed.view(np.int32), s
+            groups = -(-shp[1] // group)
+            wp = np.pad(w, ((0, 0), (0, groups * group - shp[1])))
+            s = (np.max(np.abs(wp.reshape(shp[0], -1, group)), axis=2) / F32(qmax)).astype(ml_dtypes.bfloat16)
+            sf = np.repeat(s.astype(F32), group, axis=1)[:, : shp[1]]
+            q = np.clip(np.rint(w / sf), -qmax - 1, qmax).astype(np.int64)
+            t[L + ".weight_packed"], t[L + ".weight_scale"] = pack_dense(q, bits), s
             t[L + ".weight_shape"] = np.array(shp, np.int64)
-        cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized"}
+        cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                                          "num_bits": bits, "type": "int", "strategy": "group",
+                                          "group_size": group, "symmetric": True}}}}
     elif producer in SAME_LAYOUT:  # another producer's layout under this producer's names and config
         base, renames, config = SAME_LAYOUT[producer]
         src = make(base, Path(out_dir) / ".same-layout", seed)

@@ -68,7 +68,7 @@ from .files import (
     remove_stale_temps,
     run_shards,
 )
-from .intcodes import group_layout, int_values
+from .intcodes import DENSE_BITS, dense_words, group_layout, int_values
 from .producers import Detection, LayerMatch, detect, read_configs
 
 __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape",
@@ -350,8 +350,11 @@ def block_shape(m: LayerMatch, codes: tuple[int, int], scale: tuple[int, ...], c
                           f"which (keys this record reads: {read}); refusing to guess")
 
 
-def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]) -> TensorJob:
-    """Shapes and block geometry of one match, checked against its record; CheckpointError if not."""
+def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any],
+               read: Callable[[str], np.ndarray] | None = None) -> TensorJob:
+    """Shapes and block geometry of one match, checked against its record; CheckpointError if not.
+    ``read`` (a tensor name -> its array) lets a shape tensor (compressed-tensors ``weight_shape``)
+    give the unpacked shape; without it the packed words are taken as full."""
     p = m.producer
     c, s = entries[m.codes], entries[m.scale]
     where = f"{m.codes} ({p.name})"
@@ -392,29 +395,57 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
             raise CheckpointError(f"{where}: global scale {m.global_scale} has {list(entries[m.global_scale].shape)} "
                                   "elements; one per tensor is expected")
         return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape)
+    if p.packing in DENSE_BITS:
+        return _dense_plan(m, entries, configs, where, read)
     if p.packing in INT_PACKINGS:
         return _int_plan(m, entries, configs, where)
-    if p.scheme == "w4a16":
-        if len(c.shape) != 2:
-            raise CheckpointError(f"{where}: packed int4 weights are 2-D, got {list(c.shape)}")
-        bits = _ct_num_bits(configs)
-        if bits not in (None, 4):
-            raise CheckpointError(f"{where}: the config declares {bits}-bit pack-quantized weights; "
-                                  "only 4-bit packing is read")
-        return TensorJob(m, _out_name(m), (c.shape[0], c.shape[1] * 8), c.dtype, s.shape)
     raise CheckpointError(f"{where}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
 
 
-def _ct_num_bits(configs: dict[str, Any]) -> int | None:
-    """The weights' num_bits compressed-tensors declares (None if absent or mixed)."""
+def ct_layer_bits(layer: str, configs: dict[str, Any]) -> set[int]:
+    """The integer weights' num_bits the compressed-tensors config groups that target ``layer`` declare
+    (groups whose targets fmtsim cannot match count only when no group is known to target it)."""
     cfg = configs.get("config.json")
-    groups = ((cfg or {}).get("quantization_config") or {}).get("config_groups") if isinstance(cfg, dict) else None
-    bits = {g["weights"].get("num_bits") for g in (groups or {}).values()
-            if isinstance(g, dict) and isinstance(g.get("weights"), dict)}
-    return bits.pop() if len(bits) == 1 else None
+    qc = cfg.get("quantization_config") if isinstance(cfg, dict) else None
+    groups = qc.get("config_groups") if isinstance(qc, dict) else None
+    found: dict[bool | None, set[int]] = {True: set(), None: set()}
+    for g in (groups or {}).values() if isinstance(groups, dict) else ():
+        w = g.get("weights") if isinstance(g, dict) else None
+        if not isinstance(w, dict) or w.get("type") != "int" or type(w.get("num_bits")) is not int:
+            continue
+        applies = _group_applies(g, layer)
+        if applies is not False:
+            found[applies].add(w["num_bits"])
+    return found[True] or found[None]
 
 
-INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t")  # integer codes decoded by intcodes (with "byte": int8)
+def _dense_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any], where: str,
+                read: Callable[[str], np.ndarray] | None) -> TensorJob:
+    """compressed-tensors pack-quantized (see intcodes): the bit width is the record's, and must be the
+    one the config declares for the layer; ``weight_shape`` gives the row length and must fit the words."""
+    p = m.producer
+    bits = DENSE_BITS[p.packing]
+    c, s = entries[m.codes], entries[m.scale]
+    if len(c.shape) != 2:
+        raise CheckpointError(f"{where}: pack-quantized weights are 2-D, got {list(c.shape)}")
+    declared = ct_layer_bits(m.layer, configs)
+    if declared - {bits}:
+        raise CheckpointError(f"{where}: the config declares {'/'.join(map(str, sorted(declared)))}-bit integer "
+                              f"weights for {m.layer}; the {p.name} record reads {bits}-bit codes (fmtsim reads "
+                              f"pack-quantized with 4 and 8 bits)")
+    rows, cols = c.shape[0], c.shape[1] * 32 // bits
+    if m.shape_tensor and read is not None:
+        shp = tuple(int(v) for v in np.asarray(read(m.shape_tensor)).reshape(-1))
+        if len(shp) != 2 or shp[0] != rows or dense_words(shp[1], bits) != c.shape[1]:
+            raise CheckpointError(f"{where}: {m.shape_tensor} says {list(shp)}; {list(c.shape)} int32 words hold "
+                                  f"[{rows}, {c.shape[1] * 32 // bits - 32 // bits + 1}..{cols}] {bits}-bit codes")
+        cols = shp[1]
+    group = group_layout(p.packing, (rows, cols), s.shape, configs, where)
+    return TensorJob(m, _out_name(m), (rows, cols), c.dtype, s.shape, (1, group))
+
+
+# integer codes decoded by intcodes (with "byte": int8); compressed-tensors' dense int32 packings too
+INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t", *DENSE_BITS)
 
 
 MODELOPT_FP8_BLOCK = 128  # FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG block_sizes {-1: 128, -2: 128} (ModelOpt 0.47 presets)
@@ -433,7 +464,7 @@ def _fp8_4d_block(where: str, scale: str, codes: tuple[int, ...], shape: tuple[i
 
 def _int_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any], where: str) -> TensorJob:
     p = m.producer
-    if p.scheme not in ("int8", "w4a16"):
+    if p.scheme not in ("int8", "w4a16", "w8a16"):
         raise CheckpointError(f"{where}: {p.packing} codes under scheme {p.scheme}")  # pragma: no cover
     c, s = entries[m.codes], entries[m.scale]
     if len(c.shape) != 2:
@@ -457,7 +488,7 @@ def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
     zp = _read_named(job, m.zero_point, cache) if m.zero_point else None
     pre = _read_named(job, m.pre_scale, cache) if m.pre_scale else None
     vals64, sticky = int_values(m.producer.packing, read_array(src, h, e), scale, tj.block[1], zp, pre,
-                                signed=m.producer.element != "uint4")
+                                signed=m.producer.element != "uint4", cols=tj.out_shape[1])
     if vals64.shape != tuple(tj.out_shape):  # pragma: no cover - layer_plan checked the shapes
         raise CheckpointError(f"{e.name}: decoded {list(vals64.shape)}, expected {list(tj.out_shape)}")
     out_bits = _bits(vals64, target, sticky)
@@ -718,30 +749,7 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
         glob = float(_read_named(job, m.global_scale, cache).reshape(-1)[0]) if m.global_scale else None
         _stream_fp4(m, scale, src, h, e, target, glob, emit, res, progress)
         return
-    # w4a16: (q - zp) * s, eight int4 (+8) per int32 along the rows, element i at bits 4i
-    packed = read_array(src, h, e).astype(np.int64) & 0xFFFFFFFF
-    q = ((packed[:, :, None] >> (4 * np.arange(8))) & 0xF).reshape(packed.shape[0], -1) - 8
-    if m.shape_tensor:
-        shp = tuple(int(v) for v in _read_named(job, m.shape_tensor, cache).reshape(-1))
-        q = q[: shp[0], : shp[1]]
-    s = scale.astype(np.float64)
-    group = q.shape[1] // s.shape[1]
-    zp = np.zeros_like(s)
-    if m.zero_point:
-        zpk = _read_named(job, m.zero_point, cache).astype(np.int64) & 0xFFFFFFFF
-        zpu = ((zpk[:, None, :] >> (4 * np.arange(8))[None, :, None]) & 0xF).reshape(-1, zpk.shape[1]) - 8
-        zp = zpu[: s.shape[0]].astype(np.float64)
-    vals64 = (q - np.repeat(zp, group, axis=1)) * np.repeat(s, group, axis=1)  # exact: 5 + 24 bits at most
-    out_bits = _bits(vals64, target)
-    res.values += out_bits.size
-    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
-    res.nan += int(np.count_nonzero(np.isnan(got)))
-    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals64)))
-    if target == "float32":
-        res.rounded += int(np.count_nonzero(np.isfinite(got) & (got != vals64)))
-    emit(out_bits.data)
-    if progress:
-        progress(e.nbytes)
+    raise CheckpointError(f"{e.name}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
 
 
 def _dequantize_shard(job: _Job, progress: Callable[[int], None] | None = None) -> ShardResult:
@@ -893,7 +901,12 @@ def dequantize(
         raise CheckpointError(f"{source.path}: no tensor matches a known producer layout; nothing to dequantize "
                               "(see 'fmtsim checkpoint inspect')")
     entries = {n: headers[where[n]].entries[n] for n in where}
-    plans = {n: layer_plan(m, entries, configs) for n, m in det.layers.items()}
+
+    def read_small(name: str) -> np.ndarray:  # a side tensor the plan needs (weight_shape)
+        with open(where[name], "rb") as fh:
+            return read_array(fh, headers[where[name]], entries[name])
+
+    plans = {n: layer_plan(m, entries, configs, read_small) for n, m in det.layers.items()}
     dropped: set[str] = set()
     for m in det.layers.values():
         for extra in (m.scale, m.global_scale, m.zero_point, m.shape_tensor, m.pre_scale):

@@ -308,15 +308,10 @@ def _nvfp4_stored_global(x: np.ndarray, per: int, g: np.float32, direction: str
 def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExplanation:
     """int8 / int4: scale amax / qmax (per row or per group; in float32 or bfloat16, stored in the scale's
     dtype), codes round-half-even(x / s) clamped (torch.round), given the stored scale."""
-    from .intcodes import unpack_codes
+    from .intcodes import DENSE_BITS, unpack_codes, unpack_dense
 
     p = m.producer
-    if p.packing == "int4x8":  # compressed-tensors: eight (q + 8) per int32 along a row, element i at bits 4i
-        u = read(m.codes).view(np.uint32)
-        q = np.stack([(u >> np.uint32(4 * i)) & np.uint32(0xF) for i in range(8)], axis=-1)
-        q = q.reshape(u.shape[0], -1).astype(np.int64)[: tj.out_shape[0], : tj.out_shape[1]] - 8
-    else:
-        q = unpack_codes(p.packing, read(m.codes), p.element != "uint4")
+    q = unpack_codes(p.packing, read(m.codes), p.element != "uint4", cols=tj.out_shape[1])
     raw = read(m.scale)
     rows, cols = q.shape
     if tj.block is not None:
@@ -341,10 +336,8 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
             zp[:] = int(z.reshape(-1)[0])
         elif p.packing == "byte":
             zp = z.astype(np.int64).reshape(rows, -1)
-        elif p.packing == "int4x8":  # compressed-tensors packs the zero point (+8) along the rows
-            zu = z.view(np.uint32)
-            zs = np.stack([(zu >> np.uint32(4 * i)) & np.uint32(0xF) for i in range(8)], axis=1)
-            zp = zs.reshape(-1, zu.shape[1])[:rows].astype(np.int64) - 8
+        elif p.packing in DENSE_BITS:  # compressed-tensors packs the zero point (+ offset) along dim 0
+            zp = unpack_dense(z, DENSE_BITS[p.packing], rows, packed_dim=0)
         else:
             zp = unpack_codes(p.packing, z, signed)
     weights = {"w": w.astype(F32)}
@@ -434,7 +427,7 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
         raise CheckpointError(f"{original}: holds none of the {len(layers)} quantized tensors of {quant} (no "
                               f"{first!r}, ...): not its original; nothing was compared")
     for name, m in sorted(layers.items()):
-        tj = layer_plan(m, entries, configs)
+        tj = layer_plan(m, entries, configs, read)
         target = _out_name(m)
         if target not in orig:
             out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0,
@@ -448,7 +441,7 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
             out.append(_explain_fp8(m, tj, read, w, _fused_amax(target, orig)))
         elif m.producer.scheme == "fp8" and m.producer.scale_format == "e8m0":
             out.append(_explain_mxfp8(m, tj, read, w))
-        elif m.producer.scheme in ("int8", "w4a16"):
+        elif m.producer.scheme in ("int8", "w4a16", "w8a16"):
             out.append(_explain_int(m, tj, read, w))
         elif m.producer.scheme == "mxfp4":
             out.append(_explain_mxfp4(m, read, w))

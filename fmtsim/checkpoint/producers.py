@@ -25,6 +25,9 @@ What each record was checked against (the producer's own loader or exporter):
 - compressed-tensors W4A16 (pack-quantized): ``compressors/quantized_compressors/pack_quantized.py``:
   ``pack_to_int32`` adds 8 to each int4 and packs eight per int32 along dim 1, element i at bits
   4i; ``weight_shape`` holds the unpacked shape; an asymmetric zero point is packed along dim 0.
+  0.19's ``pack_quantized/helpers.py`` packs any width of 1..8 bits densely (element i at bit i*b of
+  the row's little-endian bit string, offset 2^(b-1)): W8A16 is four int8 + 128 per int32; the width
+  is only in the config (``config_groups.*.weights.num_bits``), so its record needs that marker.
 - ModelOpt NVFP4: a copy of vLLM's ModelOpt NVFP4 linear method (``quantization/modelopt.py``,
   read through a code index, repository not named there): ``process_weights_after_loading`` keeps
   ``weight_scale_2.max()`` over fused shards and sets ``alpha = input_scale * weight_scale_2`` (a
@@ -71,7 +74,7 @@ class Producer:
 
     name: str
     title: str
-    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | int8
+    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | w8a16 (packed int8 weights) | int8
     codes: str  # suffix appended to L
     codes_dtypes: tuple[str, ...]
     scale: str
@@ -79,9 +82,9 @@ class Producer:
     element: str  # fmtsim format of the elements
     scale_format: str  # 'float' (stored float), 'ue4m3', 'e8m0'
     # 'byte' (one code per byte; I8: two's complement), 'fp4' (two per byte, low nibble first),
-    # 'int4x8' (eight per I32 along a row, +8 offset), 'int4-rows' (U8 [out/2, in]: rows 2r / 2r+1 in the
-    # low / high nibble, two's complement), 'int4x8-reorder-t' (I32 [in, out/8]: stored transposed,
-    # nibbles 0,2,4,6,1,3,5,7 of eight outputs, two's complement; scales [in/group, out])
+    # 'int4x8' / 'int8x4' (eight / four per I32 along a row, +8 / +128 offset), 'int4-rows' (U8 [out/2, in]:
+    # rows 2r / 2r+1 in the low / high nibble, two's complement), 'int4x8-reorder-t' (I32 [in, out/8]:
+    # stored transposed, nibbles 0,2,4,6,1,3,5,7 of eight outputs, two's complement; scales [in/group, out])
     packing: str
     block: tuple[int, int] | None  # (rows, cols) one scale covers; None: from the scale's shape
     global_scale: str | None = None  # suffix of a per-tensor second-level scale
@@ -113,6 +116,16 @@ def _ct_format(fmt: str) -> tuple[Any, ...]:
     the groups differ ('mixed-precision')."""
     return (("config.json", "quantization_config.format", fmt),
             ("config.json", "quantization_config.config_groups.*.format", fmt))
+
+
+def _ct_pack(bits: int) -> tuple[Any, ...]:
+    """compressed-tensors pack-quantized with integer weights of ``bits``: the tensors' names and dtypes
+    are the same for every width, so the config group that declares the width marks the record
+    (a config group: its own format, or the top-level one when every group shares it)."""
+    weights = {"weights": {"num_bits": bits, "type": "int"}}
+    return ((("config.json", "quantization_config.format", "pack-quantized"),
+             ("config.json", "quantization_config.config_groups.*", weights)),
+            ("config.json", "quantization_config.config_groups.*", {"format": "pack-quantized", **weights}))
 
 
 def _modelopt(*algos: str) -> tuple[Any, ...]:
@@ -244,11 +257,17 @@ PRODUCERS: tuple[Producer, ...] = (
              ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
              zero_point=".weight_zero_point", extra=(".input_scale", ".input_zero_point", ".output_scale"),
              config=_quark("int8"), value="w = (q - zero_point) * s", writers=QUARK),
-    Producer("compressed-tensors-w4a16", "compressed-tensors W4A16 (pack-quantized)", "w4a16",
+    Producer("compressed-tensors-w4a16", "compressed-tensors W4A16 (pack-quantized, 4 bits)", "w4a16",
              ".weight_packed", ("I32",), ".weight_scale", ("BF16", "F16", "F32"), "int4", "float", "int4x8", None,
              zero_point=".weight_zero_point", shape_tensor=".weight_shape",
-             config=_ct_format("pack-quantized"),
+             config=_ct_pack(4),
              value="w = (q - zero_point) * s_group; eight int4 (+8) per int32, element i at bits 4i", writers=CT),
+    Producer("compressed-tensors-w8a16", "compressed-tensors W8A16 (pack-quantized, 8 bits)", "w8a16",
+             ".weight_packed", ("I32",), ".weight_scale", ("BF16", "F16", "F32"), "int8", "float", "int8x4", None,
+             zero_point=".weight_zero_point", shape_tensor=".weight_shape",
+             config=_ct_pack(8),
+             value="w = (q - zero_point) * s_group; four int8 (+128) per int32, element i at bits 8i", writers=CT,
+             marker_required=True),
 )
 
 
