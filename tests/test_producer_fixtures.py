@@ -276,9 +276,55 @@ def test_explain_refuses_an_unrelated_original(tmp_path, capsys):
 
 # checkpoints whose blocks no recipe from the original explains (every one is listed with its bytes)
 UNEXPLAINED = {
-    "modelopt-int4_awq": "AWQ searches the weights' scaling and folds it into the preceding norm",
-    "modelopt-int8_smoothquant": "SmoothQuant's division of the weight by pre_quant_scale is not modelled exactly",
+    "modelopt-int4_awq": "the export folds the fused layers' averaged AWQ scales into the preceding norm",
 }
+
+
+def test_smoothing_is_checked_within_the_bfloat16_pre_quant_scale_and_said_to_be_a_bound():
+    # SmoothQuant: every layer's blocks lie within the bound, and the output says it is a bound
+    for name, layers in (("modelopt-int8_smoothquant", None), ("modelopt-int4_awq", {"self_attn.o_proj"})):
+        if name not in FIXTURES:
+            pytest.skip(f"no {name} fixture")
+        for r in explain(HERE / name, ORIGINAL / "model.safetensors"):
+            has_pre = layers is None or any(k in r.tensor for k in layers)
+            if has_pre:
+                assert "(a bound)" in r.best and r.unexplained == 0, (r.tensor, r.best, r.unexplained)
+                assert any("cannot be reproduced" in n for n in r.notes), r.notes
+            else:  # AWQ's q/k/v and gate/up: their own scale is in no tensor; listed, and said why
+                assert r.unexplained > 0 and any("cannot be checked against the original" in n for n in r.notes)
+
+
+def test_the_bound_fails_a_code_outside_it(tmp_path):
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    name = "modelopt-int8_smoothquant"
+    if name not in FIXTURES:
+        pytest.skip(f"no {name} fixture")
+    shutil.copytree(HERE / name, tmp_path / name)
+    t = load_file(str(tmp_path / name / "model.safetensors"))
+    k = "model.layers.0.self_attn.v_proj.weight"
+    q = t[k].astype(np.int64)
+    q[3, 7] = q[3, 7] + 2 if q[3, 7] < 120 else q[3, 7] - 2  # two steps: beyond either end of the bound
+    t[k] = q.astype(np.int8)
+    save_file(t, str(tmp_path / name / "model.safetensors"))
+    r = {e.tensor: e for e in explain(tmp_path / name, ORIGINAL / "model.safetensors")}[k]
+    assert r.unexplained == 1 and r.misses[0].block == [3, 0]
+
+
+def test_the_bfloat16_preimage_is_exactly_the_float32s_that_round_to_it():
+    import ml_dtypes
+
+    from fmtsim.checkpoint.explain import _bf16_preimage
+
+    p = np.array([1.0, 1.0078125, 3.0e-3, 7.5, 2.0 ** -100], np.float32).astype(ml_dtypes.bfloat16)
+    lo, hi = _bf16_preimage(p)
+    step = lambda x, d: (x.view(np.uint32) + np.uint32(d) if d > 0 else x.view(np.uint32) - np.uint32(-d)  # noqa: E731
+                         ).view(np.float32)
+    assert np.array_equal(lo.astype(ml_dtypes.bfloat16), p) and np.array_equal(hi.astype(ml_dtypes.bfloat16), p)
+    assert not np.any(step(lo, -1).astype(ml_dtypes.bfloat16) == p)
+    assert not np.any(step(hi, 1).astype(ml_dtypes.bfloat16) == p)
 
 
 # ---- the producers' own dequantization -------------------------------------------------------------
