@@ -77,8 +77,9 @@ SAME_LAYOUT: dict[str, tuple[str, tuple[tuple[str, str], ...], dict[str, Any]]] 
         "quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized"}}}),
     "compressed-tensors-mxfp8": ("modelopt-mxfp8", (), {"config.json": {
         "quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp8-quantized"}}}),
-    "quark-nvfp4": ("modelopt-nvfp4", (), {"config.json": {"quantization_config": {
-        "quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp4", "group_size": 16}}}}}),
+    "quark-nvfp4": ("modelopt-nvfp4", (), {"config.json": {"quantization_config": {  # two specs, as Quark 0.13 writes
+        "quant_method": "quark", "global_quant_config": {"weight": [
+            {"dtype": "fp4", "group_size": 16}, {"dtype": "fp8_e4m3", "is_scale_quant": True}]}}}}),
 }
 
 
@@ -219,6 +220,21 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
                                       "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
                                           "num_bits": bits, "type": "int", "strategy": "group",
                                           "group_size": group, "symmetric": True}}}}
+    elif producer == "quark-amdfp4":  # FP4 with UE5M3 block scales: the smallest UE5M3 >= amax / 6, RNE elements
+        from fmtsim.checkpoint.dequant import ue5m3_values
+
+        table = ue5m3_values()[:0xFF]
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 16)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            amax = np.max(np.abs(w.reshape(shp[0], -1, 16)), axis=2).astype(np.float64) / 6.0
+            sc = np.searchsorted(table, amax).astype(np.uint8)
+            sv = np.repeat(table[sc], 16, axis=1)
+            codes = np.asarray(fmtsim.encode((w / sv).astype(F32), "e2m1")).astype(np.uint8)
+            t[L + ".weight"], t[L + ".weight_scale"] = pack_fp4(codes), sc
+        cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
+            "dtype": "fp4", "qscheme": "per_group", "group_size": 16, "scale_format": "e5m3"}}}
     elif producer in SAME_LAYOUT:  # another producer's layout under this producer's names and config
         base, renames, config = SAME_LAYOUT[producer]
         src = make(base, Path(out_dir) / ".same-layout", seed)
@@ -320,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--producer", action="append", choices=[p.name for p in PRODUCERS])
     ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args(argv)
-    for name in args.producer or [p.name for p in PRODUCERS]:
+    for name in args.producer or [p.name for p in PRODUCERS if not p.refuse]:  # refused: nothing to read
         print(make(name, args.out_dir, args.seed))
     return 0
 

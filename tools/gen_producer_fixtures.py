@@ -190,6 +190,15 @@ def _modelopt(orig: Path, schemes: list[str] | None) -> dict[str, str]:
     return done
 
 
+def _why(e: BaseException) -> str:
+    """The exception in one line; a bare assert is named by where it failed (file and function)."""
+    if str(e):
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    last = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    at = f" in {Path(last.filename).name} {last.name}(): {last.line}" if last else ""
+    return f"{type(e).__name__}{at}"
+
+
 def _quark(orig: Path, schemes: list[str] | None) -> dict[str, str]:
     import torch
     from quark.torch import LLMTemplate, ModelQuantizer, export_safetensors
@@ -217,7 +226,7 @@ def _quark(orig: Path, schemes: list[str] | None) -> dict[str, str]:
                 break
             except Exception as e:  # noqa: BLE001
                 shutil.rmtree(out, ignore_errors=True)
-                why = f"not written: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                why = f"not written: {_why(e)}"
                 traceback.print_exc()
         done[scheme] = why
     return done
@@ -259,6 +268,42 @@ def _ct_own_dequant(names: list[str] | None = None) -> None:
         print(d.name, len(out))
 
 
+def _quark_own_dequant(names: list[str] | None = None) -> None:
+    """Quark's own reading of every Quark fixture: ``import_model_from_safetensors`` rebuilds the model with
+    Quark's QParamsLinear modules from the exported files, and each module's weight quantizer dequantizes
+    its weight (``_get_qweight``, the weight its forward uses). The SHA-256 of each weight's float32 bytes,
+    and the dtype Quark returned, go to OWN_DEQUANT.json."""
+    import hashlib
+
+    import torch
+    from quark.torch import import_model_from_safetensors
+
+    for d in sorted(OUT.glob("quark-*")):
+        if names and d.name not in names:
+            continue
+        out: dict[str, str] = {}
+        dtypes: set[str] = set()
+        try:
+            model = import_model_from_safetensors(None, str(d), device="cpu")
+        except Exception as e:  # noqa: BLE001 - recorded: Quark cannot read back its own export
+            out["*"] = f"not imported: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            model = None
+        for name, mod in (model.named_modules() if model is not None else ()):
+            if not hasattr(mod, "_get_qweight") or getattr(mod, "weight_quantizer", None) is None:
+                continue
+            try:
+                with torch.no_grad():
+                    w = mod._get_qweight(mod.weight)
+            except Exception as e:  # noqa: BLE001
+                out[name + ".weight"] = f"not dequantized: {type(e).__name__}: {e}"[:200]
+                continue
+            dtypes.add(str(w.dtype).removeprefix("torch."))
+            out[name + ".weight"] = hashlib.sha256(w.to(torch.float32).contiguous().numpy().tobytes()).hexdigest()
+        (d / "OWN_DEQUANT.json").write_text(json.dumps({"float32_sha256": out, "producer_dtype": sorted(dtypes)},
+                                                       indent=1, sort_keys=True) + "\n")
+        print(d.name, len(out), sorted(dtypes))
+
+
 WORKERS = {"llmcompressor": (_llmcompressor, ("llmcompressor", "compressed-tensors", "transformers", "torch")),
            "modelopt": (_modelopt, ("nvidia-modelopt", "transformers", "torch")),
            "quark": (_quark, ("amd-quark", "transformers", "torch"))}
@@ -293,6 +338,9 @@ def main() -> int:
     if a.worker == "ct-own-dequant":
         _ct_own_dequant(schemes)
         return 0
+    if a.worker == "quark-own-dequant":
+        _quark_own_dequant(schemes)
+        return 0
     if a.worker:
         worker(a.worker, schemes)
         return 0
@@ -308,8 +356,8 @@ def main() -> int:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH="")
         if subprocess.run(cmd, env=env).returncode:
             rc = 1
-        if name == "llmcompressor" and subprocess.run([str(py), __file__, "--worker", "ct-own-dequant"],
-                                                      env=env).returncode:
+        own = {"llmcompressor": "ct-own-dequant", "quark": "quark-own-dequant"}.get(name)
+        if own and subprocess.run([str(py), __file__, "--worker", own], env=env).returncode:
             rc = 1
     return rc
 

@@ -161,7 +161,21 @@ def _e2m1() -> np.ndarray:
 
 @cache
 def _scale_values(fmt: str) -> np.ndarray:
+    if fmt == "ue5m3":
+        return ue5m3_values()
     return np.asarray(decode(np.arange(256, dtype=np.uint8), fmt, np.float64))
+
+
+@cache
+def ue5m3_values() -> np.ndarray:
+    """The value of each UE5M3 byte, AMD Quark's block-scale format (amdfp4 schemes): no sign, 5 exponent
+    bits with bias 15, 3 mantissa bits, subnormals at exponent 0, 0xFF NaN, no infinity (Quark 0.13
+    ``torch/kernel/float8_e5m3/lookup.py``)."""
+    b = np.arange(256)
+    e, m = b >> 3, b & 7
+    v = np.where(e == 0, np.ldexp(m.astype(np.float64), -14 - 3), np.ldexp((8 + m).astype(np.float64), e - 15 - 3))
+    v[0xFF] = np.nan
+    return v
 
 
 def _pair_table(single: np.ndarray, target: str) -> np.ndarray:
@@ -181,9 +195,11 @@ def _mxfp4_table(target: str) -> tuple[np.ndarray, np.ndarray]:
     return _pair_table(bits, target), _flags(vals, None, bits, target)
 
 
-def _nvfp4_table(g: float, direction: str, target: str) -> tuple[np.ndarray, np.ndarray]:
-    # the stored tensor is F8_E4M3: a set sign bit (a negative scale, a lint finding) is read as loaders read it
-    block = _scale_values("e4m3")[:, None] * _e2m1()[None, :]  # exact
+def _nvfp4_table(g: float, direction: str, target: str, scale_fmt: str = "e4m3") -> tuple[np.ndarray, np.ndarray]:
+    # the stored tensor is F8_E4M3: a set sign bit (a negative scale, a lint finding) is read as loaders read it;
+    # Quark's amdfp4 stores UE5M3 block scales instead (with or without a global multiplier)
+    with np.errstate(invalid="ignore"):
+        block = _scale_values(scale_fmt)[:, None] * _e2m1()[None, :]  # exact
     if direction == "multiplier":
         with np.errstate(invalid="ignore", over="ignore"):
             vals = block * np.float64(g)  # exact: 2 + 4 + 24 significant bits
@@ -358,6 +374,8 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
     p = m.producer
     c, s = entries[m.codes], entries[m.scale]
     where = f"{m.codes} ({p.name})"
+    if p.refuse:
+        raise CheckpointError(f"{where}: {p.title}: {p.refuse}; refused, not read")
     if p.scheme == "fp8":
         if len(c.shape) != 2:
             raise CheckpointError(f"{where}: FP8 weights are 2-D, got {list(c.shape)}")
@@ -379,7 +397,7 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
             raise CheckpointError(f"{where}: cannot tell how scale {m.scale} {list(s.shape)} covers {list(c.shape)}")
         return TensorJob(m, _out_name(m), c.shape, c.dtype, s.shape, block)
     if p.scheme in ("nvfp4", "mxfp4"):
-        per = p.block[1] if p.block else 32
+        per = p.block[1] if p.block else _fp4_group(where, c.shape, s.shape, configs)
         if p.codes in ("_blocks", ".blocks"):
             if len(c.shape) < 2 or c.shape[-1] != per // 2 or c.shape[:-1] != s.shape:
                 raise CheckpointError(f"{where}: blocks {list(c.shape)} and scales {list(s.shape)} do not fit "
@@ -394,12 +412,28 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
         if m.global_scale is not None and int(np.prod(entries[m.global_scale].shape, dtype=np.int64)) != 1:
             raise CheckpointError(f"{where}: global scale {m.global_scale} has {list(entries[m.global_scale].shape)} "
                                   "elements; one per tensor is expected")
-        return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape)
+        return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape, (1, per))
     if p.packing in DENSE_BITS:
         return _dense_plan(m, entries, configs, where, read)
     if p.packing in INT_PACKINGS:
         return _int_plan(m, entries, configs, where)
     raise CheckpointError(f"{where}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
+
+
+def _fp4_group(where: str, codes: tuple[int, ...], scale: tuple[int, ...], configs: dict[str, Any]) -> int:
+    """Values per block scale of a record without a fixed block (Quark amdfp4: 16 or 32): from the scale's
+    shape, and it must be a group size the config names."""
+    from .intcodes import config_group_sizes
+
+    cols = codes[-1] * 2
+    if len(scale) != len(codes) or not scale[-1] or cols % scale[-1]:
+        raise CheckpointError(f"{where}: scale {list(scale)} does not cover {list(codes)} packed FP4 in whole groups")
+    per = cols // scale[-1]
+    named = config_group_sizes(configs)
+    if named and per not in named:
+        raise CheckpointError(f"{where}: scale {list(scale)} gives {per} values per scale; the config names "
+                              f"group sizes {sorted(named)}")
+    return per
 
 
 def ct_layer_bits(layer: str, configs: dict[str, Any]) -> set[int]:
@@ -653,12 +687,14 @@ def _stream_fp4(m: LayerMatch, scale: np.ndarray, src: Any, h: Header, e: Entry,
     p = m.producer
     if p.scheme == "mxfp4":
         lut, flags1 = _mxfp4_table(target)
+    elif p.scale_format == "ue5m3":  # Quark amdfp4: a global multiplier only in the *_global schemes
+        lut, flags1 = _nvfp4_table(1.0 if glob is None else glob, "multiplier", target, "ue5m3")
     else:
         assert glob is not None and p.global_direction is not None
         lut, flags1 = _nvfp4_table(glob, p.global_direction, target)
     flags = _pair_flags(flags1, target)
     risky: np.ndarray = np.asarray(flags1.any(axis=1))  # scale bytes that may give NaN, Inf or (f32) a rounding
-    per_bytes = (p.block[1] if p.block else 32) // 2
+    per_bytes = e.nbytes // max(int(np.asarray(scale).size), 1)  # the plan checked one scale per block
     sc16 = np.left_shift(np.ascontiguousarray(scale).view(np.uint8).reshape(-1).astype(np.intp), 8)
     groups = e.nbytes // per_bytes
     step = max(1, ROWS_PER_CHUNK_BYTES // per_bytes)

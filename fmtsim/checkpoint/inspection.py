@@ -37,7 +37,7 @@ from ..codec import decode
 from ..formats import get_format
 from ..layout import unswizzle_order
 from .conversion import ATTENTION_SUFFIXES, is_scale_like
-from .dequant import FP8_ELEMENT, BlockShapeError, _scan, layer_plan
+from .dequant import FP8_ELEMENT, BlockShapeError, _scan, layer_plan, ue5m3_values
 from .files import DTYPES, CheckpointError, Header, read_array
 from .intcodes import unpack_codes
 from .producers import LayerMatch
@@ -124,6 +124,8 @@ def _scale_values(m: LayerMatch, raw: np.ndarray) -> np.ndarray:
         return np.asarray(decode(raw.view(np.uint8), "e8m0", np.float64))
     if fmt == "ue4m3":  # stored as F8_E4M3: read signed, so a negative scale shows
         return np.asarray(decode(raw.view(np.uint8), "e4m3", np.float64))
+    if fmt == "ue5m3":  # Quark amdfp4
+        return ue5m3_values()[raw.view(np.uint8).astype(np.intp)]
     return raw.astype(np.float64)
 
 
@@ -212,7 +214,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
             add("error" if rep.codes.get("zero", 0) < rep.codes["values"] else "warning", "zero-scale",
                 "the scale is 0", m.scale)
         else:
-            per = (p.block[1] if p.block else 32)
+            per = p.block[1] if p.block else max(1, raw_codes.size * 2 // max(raw_scale.size, 1))
             blocks = codes.reshape(-1, per) if p.scheme not in ("w4a16", "w8a16", "int8") else None
             if blocks is not None:
                 nonzero = np.any((blocks & 0x7) != 0, axis=1)
@@ -255,7 +257,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
                 add("warning", "swizzled-scales", f"the scales are {plain / max(through, 1e-9):.1f}x smoother read "
                     "through the 128x4 swizzle: they look swizzled (stored as kernels read them)", m.scale)
     if p.scheme in ("nvfp4", "mxfp4"):
-        per = p.block[1] if p.block else 32
+        per = p.block[1] if p.block else max(1, raw_codes.size * 2 // max(raw_scale.size, 1))
         vals = _fp4_values(m, raw_codes.view(np.uint8), sv, per)
         flat = vals.reshape(-1, vals.shape[-1])
         if flat.shape[1] >= 4:
@@ -302,7 +304,8 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
             if tj.block_source.startswith("inferred"):
                 rep.findings.append(Finding("warning", "block-inferred", name, f"block shape {tj.block_source}; "
                                             "no config key states it"))
-        _lint_tensor(rep, m, read, entries)
+        if not m.producer.refuse:  # a layout fmtsim does not read has no code statistics (the error says why)
+            _lint_tensor(rep, m, read, entries)
         cache.clear()
         reports.append(rep)
         findings += rep.findings

@@ -104,6 +104,10 @@ class Producer:
     # only with its config marker (its tensors look like another record's; shapes, which detection does
     # not read, would tell them apart: ModelOpt's W4A16_NVFP4 is NVFP4 with 32 values per scale)
     marker_required: bool = False
+    # a layout known and named but not read: dequantize, convert and explain refuse it with this reason
+    refuse: str = ""
+    # records this one is a more specific case of: when its config marker holds, theirs is set aside
+    overrides: tuple[str, ...] = ()
 
 
 CT = ("llm-compressor 0.14 / compressed-tensors 0.19",)
@@ -140,6 +144,14 @@ def _quark(*dtypes: str, **also: str) -> tuple[Any, ...]:
                   ("config.json", where, {"dtype": d, **also}))
                  for d in dtypes for where in ("quantization_config.global_quant_config.weight",
                                                "quantization_config.layer_quant_config.*.weight"))
+
+
+def _quark_all(*specs: dict[str, str]) -> tuple[Any, ...]:
+    """Quark's weight specs, all present (a two-level scheme lists the element spec and the scale's)."""
+    return tuple((("config.json", "quantization_config.quant_method", "quark"),
+                  *(("config.json", where, spec) for spec in specs))
+                 for where in ("quantization_config.global_quant_config.weight",
+                               "quantization_config.layer_quant_config.*.weight"))
 
 
 PRODUCERS: tuple[Producer, ...] = (
@@ -202,7 +214,7 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("quark-mxfp4", "AMD Quark MXFP4", "mxfp4",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
              extra=(".input_scale", ".output_scale"),
-             config=_quark("fp4", group_size="32"),
+             config=_quark("fp4", group_size="32", scale_format="e8m0"),
              value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=QUARK),
     Producer("modelopt-mxfp4", "NVIDIA ModelOpt MXFP4 (the layout Quark MXFP4 writes too)", "mxfp4",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
@@ -223,8 +235,45 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("quark-nvfp4", "AMD Quark NVFP4 (ModelOpt's layout)", "nvfp4",
              ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
              global_scale=".weight_scale_2", global_direction="multiplier",
-             extra=(".input_scale", ".input_scale_2"), config=_quark("fp4", group_size="16"),
+             extra=(".input_scale", ".input_scale_2"),
+             config=_quark_all({"dtype": "fp4", "group_size": "16"}, {"dtype": "fp8_e4m3", "is_scale_quant": "true"}),
              value="w = e2m1 * s_block * weight_scale_2", writers=QUARK),
+    # Quark 0.13 amdfp4 schemes: FP4 elements with UE5M3 block scales (``scale_format: e5m3``, 16 or 32 values
+    # per scale), or float block scales quantized to UE5M3 under a per-tensor F32 multiplier (``*_global*``:
+    # a second weight spec ``fp8_e5m3`` with ``is_scale_quant``); ``export/nn/modules/realquantizer.py``
+    # dequantizes the scale byte with ``kernel/float8_e5m3`` and multiplies
+    Producer("quark-amdfp4", "AMD Quark amdfp4 (FP4, UE5M3 block scales)", "nvfp4",
+             ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "ue5m3", "fp4", None,
+             extra=(".input_scale", ".output_scale"), config=_quark("fp4", scale_format="e5m3"),
+             value="w = e2m1 * ue5m3(s_block); [out, in/2] bytes, [out, in/group] scales", writers=QUARK,
+             marker_required=True),
+    Producer("quark-amdfp4-global", "AMD Quark amdfp4_global (FP4, UE5M3-quantized block scales, F32 global scale)",
+             "nvfp4", ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "ue5m3", "fp4", None,
+             global_scale=".weight_scale_2", global_direction="multiplier", extra=(".input_scale", ".input_scale_2"),
+             config=_quark_all({"dtype": "fp4"}, {"dtype": "fp8_e5m3", "is_scale_quant": "true"}),
+             value="unknown: read as e2m1 * ue5m3(s_block) * weight_scale_2 the values are ~1e5 too small",
+             writers=QUARK, marker_required=True,
+             refuse="Quark 0.13 cannot read this export back itself (its import fails: 'dequantize_float8_e5m3_v2 "
+                    "expected uint8 input'), and e2m1 x UE5M3 x weight_scale_2 does not give the weights: the scale "
+                    "bytes' meaning is unknown"),
+    # Quark 0.13 int4_fp8: the weight quantized to FP8 per tensor, then to int4 per output channel; Quark's
+    # own import dequantizes float32((q - zp) * weight_scale_2[row]) * weight_scale (checked on the fixture)
+    Producer("quark-int4-fp8", "AMD Quark int4_fp8 (int4 per channel under an FP8 per-tensor scale)", "w4a16",
+             ".weight", ("I32",), ".weight_scale_2", ("F32", "BF16", "F16"), "int4", "float", "int4x8-reorder",
+             None, global_scale=".weight_scale", global_direction="multiplier", zero_point=".weight_zero_point_2",
+             extra=(".input_scale",), config=_quark_all({"dtype": "int4", "qscheme": "per_channel"},
+                                                        {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}),
+             value="w = (q - zero_point_2) * weight_scale_2[row] * weight_scale; [out, in/8] int32, nibbles "
+                   "0,2,4,6,1,3,5,7, not transposed", writers=QUARK, marker_required=True,
+             overrides=("quark-int4", "quark-fp8"),
+             refuse="a two-level int4 layout (per-channel int4 codes stored untransposed under an FP8 per-tensor "
+                    "scale) fmtsim does not read yet"),
+    Producer("quark-mxfp6", "AMD Quark MXFP6 (fp6_e2m3 / fp6_e3m2 elements, E8M0 scales per 32)", "mxfp6",
+             ".weight", ("U8",), ".weight_scale", ("U8",), "e2m3", "e8m0", "fp6", (1, 32),
+             extra=(".input_scale", ".output_scale"), config=_quark("fp6_e2m3") + _quark("fp6_e3m2"),
+             value="w = fp6 * 2^(scale - 127); [out, in * 3/4] bytes (Quark torch/utils/pack.py Pack_mxfp6)",
+             writers=QUARK, marker_required=True, overrides=("quark-mxfp4", "modelopt-mxfp4"),
+             refuse="MXFP6 packs four 6-bit codes into three bytes (Quark Pack_mxfp6); fmtsim does not read it yet"),
     Producer("compressed-tensors-int8", "compressed-tensors W8A8 int8 (int-quantized)", "int8",
              ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
              extra=(".input_scale", ".input_zero_point"), config=_ct_format("int-quantized"),
@@ -374,6 +423,8 @@ def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None
     never guessed. ``producer`` forces one record."""
     forced = get_producer(producer) if producer else None
     marked = tuple(p.name for p in PRODUCERS if config_matches(p, configs))
+    over = {o for p in PRODUCERS if p.name in marked for o in p.overrides}  # a more specific record marked too
+    marked = tuple(n for n in marked if n not in over)
     layers: dict[str, LayerMatch] = {}
     ambiguous: dict[str, tuple[str, ...]] = {}
     records = (forced,) if forced else PRODUCERS
