@@ -304,6 +304,64 @@ def _quark_own_dequant(names: list[str] | None = None) -> None:
         print(d.name, len(out), sorted(dtypes))
 
 
+def _modelopt_own_dequant(names: list[str] | None = None) -> None:
+    """ModelOpt's own dequantization of each ModelOpt fixture: its QTensor classes (``torch/quantization/
+    qtensor``: FP8QTensor, NVFP4QTensor, MXFP4QTensor, MXFP8QTensor, INT8QTensor) built on the exported
+    codes and given the exported scales as their ``dequantize`` takes them (a per-channel scale as a
+    column, 2-D block scales as [out/128, in/128] with ``block_sizes``), in float32. ModelOpt has no
+    reader for its W4A16_AWQ export (``pack_int4_in_uint8`` is not INT4QTensor's packing): recorded as
+    such. A pre_quant_scale stays the input's multiplier in ModelOpt: q * s only."""
+    import hashlib
+
+    import torch
+    from modelopt.torch.quantization.qtensor import (
+        FP8QTensor,
+        INT8QTensor,
+        MXFP4QTensor,
+        MXFP8QTensor,
+        NVFP4QTensor,
+    )
+    from safetensors.torch import load_file
+
+    f32 = torch.float32
+    for d in sorted(OUT.glob("modelopt-*")):
+        if names and d.name not in names:
+            continue
+        t = load_file(str(d / "model.safetensors"))
+        out: dict[str, str] = {}
+        for sname in sorted(k for k in t if k.endswith(".weight_scale")):
+            layer = sname.removesuffix(".weight_scale")
+            w, s = t[layer + ".weight"], t[sname]
+            try:
+                if w.dtype == torch.float8_e4m3fn and s.dtype == torch.uint8:
+                    v = MXFP8QTensor(w.shape, f32, w).dequantize(f32, scale=s)
+                elif w.dtype == torch.float8_e4m3fn:
+                    if s.ndim == 4:
+                        v = FP8QTensor(w.shape, f32, w).dequantize(
+                            f32, scale=s.reshape(s.shape[0], s.shape[2]), block_sizes={-1: 128, -2: 128})
+                    else:
+                        v = FP8QTensor(w.shape, f32, w).dequantize(f32, scale=s.reshape(-1, 1) if s.ndim else s)
+                elif w.dtype == torch.uint8 and s.dtype == torch.float8_e4m3fn:
+                    shape = (w.shape[0], w.shape[1] * 2)
+                    v = NVFP4QTensor(shape, f32, w).dequantize(f32, scale=s, double_scale=t[layer + ".weight_scale_2"],
+                                                               block_sizes={-1: shape[1] // s.shape[1]})
+                elif w.dtype == torch.uint8 and s.dtype == torch.uint8:
+                    shape = (w.shape[0], w.shape[1] * 2)
+                    v = MXFP4QTensor(shape, f32, w).dequantize(f32, scale=s, block_sizes={-1: 32})
+                elif w.dtype == torch.int8:
+                    v = INT8QTensor(w.shape, f32, w).dequantize(f32, scale=s.reshape(-1, 1) if s.ndim else s)
+                else:
+                    out[layer + ".weight"] = f"no ModelOpt reader: {w.dtype} codes, {s.dtype} scales {list(s.shape)}"
+                    continue
+            except Exception as e:  # noqa: BLE001
+                out[layer + ".weight"] = f"not dequantized: {_why(e)}"[:200]
+                continue
+            out[layer + ".weight"] = hashlib.sha256(v.to(f32).contiguous().numpy().tobytes()).hexdigest()
+        (d / "OWN_DEQUANT.json").write_text(json.dumps({"float32_sha256": out, "producer_dtype": ["float32"]},
+                                                       indent=1, sort_keys=True) + "\n")
+        print(d.name, len(out))
+
+
 WORKERS = {"llmcompressor": (_llmcompressor, ("llmcompressor", "compressed-tensors", "transformers", "torch")),
            "modelopt": (_modelopt, ("nvidia-modelopt", "transformers", "torch")),
            "quark": (_quark, ("amd-quark", "transformers", "torch"))}
@@ -338,6 +396,9 @@ def main() -> int:
     if a.worker == "ct-own-dequant":
         _ct_own_dequant(schemes)
         return 0
+    if a.worker == "modelopt-own-dequant":
+        _modelopt_own_dequant(schemes)
+        return 0
     if a.worker == "quark-own-dequant":
         _quark_own_dequant(schemes)
         return 0
@@ -356,7 +417,8 @@ def main() -> int:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH="")
         if subprocess.run(cmd, env=env).returncode:
             rc = 1
-        own = {"llmcompressor": "ct-own-dequant", "quark": "quark-own-dequant"}.get(name)
+        own = {"llmcompressor": "ct-own-dequant", "modelopt": "modelopt-own-dequant",
+               "quark": "quark-own-dequant"}.get(name)
         if own and subprocess.run([str(py), __file__, "--worker", own], env=env).returncode:
             rc = 1
     return rc
