@@ -89,6 +89,9 @@ def int_codes(packing, raw, signed=True):
         return out
     if packing == "int4x8-reorder-t":
         return unpack_nibbles(raw.view(np.uint32), REORDER, signed).T
+    if packing == "int4x8-reorder":  # Quark per channel: not transposed; a 1-D zero point is one row
+        u = raw.view(np.uint32)
+        return unpack_nibbles(u.reshape(1, -1) if u.ndim == 1 else u, REORDER, signed)
     raise AssertionError(packing)
 
 
@@ -106,6 +109,8 @@ def expected_int(packing, codes, scale, zp, pre, target, group, signed=True):
         z = np.asarray(zp)
         if z.size == 1:
             z = np.full((rows, 1), int(z.reshape(-1)[0]), np.int64)
+        elif packing == "int4x8-reorder":
+            z = int_codes(packing, z, signed).reshape(-1)[:rows].reshape(rows, 1)
         elif packing != "byte":
             z = int_codes(packing, z, signed)
         else:

@@ -163,7 +163,7 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
                 g = frac(before[m.global_scale].reshape(-1)[0])
                 want = check_fp4(codes, lambda b, sc=sc: value_of(int(sc[b]), "e4m3"), rec.block[1], target,
                                  glob=g, divisor=rec.global_direction == "divisor")
-        elif rec.packing in ("byte", "int4-rows", "int4x8-reorder-t"):  # the producers' int layouts
+        elif rec.packing in ("byte", "int4-rows", "int4x8-reorder-t", "int4x8-reorder"):  # the producers' int layouts
             from .exact_int import expected_int
 
             zp = before[m.zero_point] if m.zero_point else None

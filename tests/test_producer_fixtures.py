@@ -50,8 +50,9 @@ EXPECTED = {
     "quark-amdfp4": "quark-amdfp4", "quark-amdfp4_g32": "quark-amdfp4",
     "quark-amdfp4_global16": "quark-amdfp4-global", "quark-amdfp4_global32": "quark-amdfp4-global",
     "quark-int4_fp8": "quark-int4-fp8", "quark-int4_wo_64": "quark-int4",
-    "quark-int4_wo_per_channel": "quark-int4", "quark-uint4_wo_32": "quark-uint4", "quark-uint4_wo_64": "quark-uint4",
-    "quark-uint4_wo_per_channel": "quark-uint4", "quark-mxfp6_e2m3": "quark-mxfp6", "quark-mxfp6_e3m2": "quark-mxfp6",
+    "quark-int4_wo_per_channel": "quark-int4-per-channel", "quark-uint4_wo_32": "quark-uint4",
+    "quark-uint4_wo_64": "quark-uint4", "quark-uint4_wo_per_channel": "quark-uint4-per-channel",
+    "quark-mxfp6_e2m3": "quark-mxfp6", "quark-mxfp6_e3m2": "quark-mxfp6",
 }
 TARGET_DTYPE = {"float32": (np.float32, np.uint32), "bfloat16": (None, np.uint16)}
 
@@ -200,8 +201,6 @@ REFUSED: dict[str, str] = {
     "quark-int4_fp8": "two-level int4 under an FP8 per-tensor scale is not read",
     "quark-mxfp6_e2m3": "MXFP6 (four 6-bit codes in three bytes) is not read",
     "quark-mxfp6_e3m2": "MXFP6 (four 6-bit codes in three bytes) is not read",
-    "quark-int4_wo_per_channel": "Quark's per-channel int4 (stored untransposed, scale [out]) is not read",
-    "quark-uint4_wo_per_channel": "Quark's per-channel uint4 (stored untransposed, scale [out]) is not read",
 }
 NO_RECIPE = {"quark-amdfp4": "no explain recipe for UE5M3 block scales", "quark-amdfp4_g32": "no recipe for UE5M3"}
 KNOWN_WRONG: dict[str, str] = {}  # fixtures fmtsim is known to read wrong (none)

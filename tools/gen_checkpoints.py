@@ -265,19 +265,23 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
         extra_cfg["hf_quant_config.json"] = dict(MODELOPT_CFG, quantization={"quant_algo": "W4A16_NVFP4",
                                                                              "group_size": 32})
     elif producer in ("compressed-tensors-int8", "quark-int8", "modelopt-w4a16-awq", "quark-int4", "quark-uint4",
-                      "modelopt-int8"):
+                      "modelopt-int8", "quark-int4-per-channel", "quark-uint4-per-channel"):
         from fmtsim.checkpoint.intcodes import pack_codes
         from fmtsim.checkpoint.producers import get_producer
 
         rec = get_producer(producer)
         int4 = rec.element in ("int4", "uint4")
         off = 8 if rec.element == "uint4" else 0  # uint4: codes 0..15 around a zero point of 8
+        per_channel = producer.endswith("-per-channel")
         group = 32
         for L, shp in shapes.items():
             shp = (shp[0] - shp[0] % 8, shp[1] - shp[1] % group)
             w = _weights(rng, shp)
             orig[L + ".weight"] = w
-            if int4:
+            if per_channel:  # one bfloat16 scale per output row
+                s = (np.max(np.abs(w), axis=1) / F32(7.0)).astype(ml_dtypes.bfloat16)
+                sf = s.astype(F32)[:, None]
+            elif int4:
                 s = (np.max(np.abs(w.reshape(shp[0], -1, group)), axis=2) / F32(7.0)).astype(F32)
                 sf = np.repeat(s, group, axis=1)
             else:
@@ -288,6 +292,8 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
             t[L + ".weight_scale"] = s.T.copy() if rec.packing == "int4x8-reorder-t" else s
             if producer in ("quark-int4", "quark-uint4"):
                 t[L + ".weight_zero_point"] = pack_codes(rec.packing, np.full((shp[0], s.shape[1]), off, np.int64))
+            if per_channel:  # [out/8], packed along the outputs
+                t[L + ".weight_zero_point"] = pack_codes(rec.packing, np.full((1, shp[0]), off, np.int64)).reshape(-1)
             if producer in ("modelopt-w4a16-awq", "modelopt-int8"):
                 t[L + ".pre_quant_scale"] = (1 + rng.random(shp[1])).astype(ml_dtypes.bfloat16)
         if producer == "compressed-tensors-int8":
@@ -298,7 +304,8 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
                                                  "quantization": {"quant_algo": algo, "group_size": group}}
         else:
             cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
-                "dtype": rec.element, "qscheme": "per_group" if int4 else "per_channel", "group_size": group}}}
+                "dtype": rec.element, "qscheme": "per_group" if int4 and not per_channel else "per_channel",
+                "group_size": None if per_channel else group}}}
     else:
         raise SystemExit(f"gen_checkpoints: no generator for producer {producer!r}")
     names = sorted(t)

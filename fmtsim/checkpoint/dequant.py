@@ -479,7 +479,7 @@ def _dense_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any
 
 
 # integer codes decoded by intcodes (with "byte": int8); compressed-tensors' dense int32 packings too
-INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t", *DENSE_BITS)
+INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t", "int4x8-reorder", *DENSE_BITS)
 
 
 MODELOPT_FP8_BLOCK = 128  # FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG block_sizes {-1: 128, -2: 128} (ModelOpt 0.47 presets)
@@ -507,6 +507,8 @@ def _int_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any],
         out_shape = (c.shape[0], c.shape[1])
     elif p.packing == "int4-rows":
         out_shape = (c.shape[0] * 2, c.shape[1])
+    elif p.packing == "int4x8-reorder":
+        out_shape = (c.shape[0], c.shape[1] * 8)
     else:
         out_shape = (c.shape[1] * 8, c.shape[0])
     group = group_layout(p.packing, out_shape, s.shape, configs, where)

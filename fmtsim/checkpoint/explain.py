@@ -385,6 +385,8 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray, folded: str |
             zp = z.astype(np.int64).reshape(rows, -1)
         elif p.packing in DENSE_BITS:  # compressed-tensors packs the zero point (+ offset) along dim 0
             zp = unpack_dense(z, DENSE_BITS[p.packing], rows, packed_dim=0)
+        elif p.packing == "int4x8-reorder":  # Quark per channel: [out/8], one per output row
+            zp = unpack_codes(p.packing, z, signed).reshape(-1)[:rows].reshape(rows, 1)
         else:
             zp = unpack_codes(p.packing, z, signed)
     weights = {"w": w.astype(F32)}

@@ -11,6 +11,9 @@ in one place (the record's ``packing`` names it; see :mod:`fmtsim.checkpoint.pro
                       order 0,2,4,6,1,3,5,7 (nibble k at bits 4k holds output 8j + ORDER[k]), two's
                       complement; scales and zero points [in/group, out] (Quark ``torch/utils/pack.py``
                       ``Pack_4_bits`` with ``pack_method: reorder``, transposed on export)
+    int4x8-reorder    I32 [out, in/8]: the same nibble order, not transposed (Quark per channel: its
+                      ``PackMethod.transpose`` turns only per-group weights); scale [out], a zero point
+                      [out/8] packed the same way along the outputs
     int4x8, int8x4    I32 [out, ceil(in * b / 32)]: compressed-tensors ``pack-quantized`` with b = 4 or
                       8 bits: each code plus 2^(b-1) (so 0 .. 2^b - 1), element i of a row at bits
                       i*b .. i*b + b - 1 of the row read as one little-endian bit string (a word holds
@@ -105,6 +108,15 @@ def unpack_codes(packing: str, raw: np.ndarray, signed: bool = True, cols: int |
             raise CheckpointError(f"int4-rows weights are 2-D [out/2, in], got {list(b.shape)}")
         q = np.stack([_signed4(b & 0xF), _signed4(b >> 4)], axis=1)  # [out/2, 2, in]
         return q.reshape(b.shape[0] * 2, b.shape[1])
+    if packing == "int4x8-reorder":  # Quark per channel: the same nibble order, not transposed
+        u = raw.view(np.uint32)
+        u = u.reshape(1, -1) if u.ndim == 1 else u  # a zero point [out/8] packs one value per output row
+        if u.ndim != 2:
+            raise CheckpointError(f"reorder-packed int4 is 2-D [out, in/8], got {list(u.shape)}")
+        nib = _signed4((u[:, :, None] >> (4 * np.arange(8, dtype=np.uint32))) & 0xF, signed)
+        q = np.empty_like(nib)
+        q[:, :, list(REORDER)] = nib
+        return q.reshape(u.shape[0], -1)
     if packing == "int4x8-reorder-t":
         u = raw.view(np.uint32)
         if u.ndim != 2:
@@ -126,6 +138,8 @@ def pack_codes(packing: str, q: np.ndarray) -> np.ndarray:
         return (n[0::2] | (n[1::2] << 4)).astype(np.uint8)
     if packing in DENSE_BITS:
         return pack_dense(q, DENSE_BITS[packing])
+    if packing == "int4x8-reorder":
+        return pack_codes("int4x8-reorder-t", q.T)
     if packing == "int4x8-reorder-t":
         t = (q.T & 0xF).astype(np.uint32).reshape(q.shape[1], -1, 8)
         out = np.zeros(t.shape[:2], np.uint32)
@@ -208,6 +222,8 @@ def int_values(packing: str, codes: np.ndarray, scale: np.ndarray, group: int, z
             groups = np.asarray(scale).reshape(rows, -1).shape[1]
             q = q - _per_column(unpack_dense(zp, DENSE_BITS[packing], rows, packed_dim=0)[:, :groups], "byte",
                                 rows, cols, group)
+        elif packing == "int4x8-reorder" and zp.size > 1:  # Quark per channel: [out/8] -> one per output row
+            q = q - unpack_codes(packing, zp, signed).reshape(-1)[:rows, None]
         elif packing != "byte" and zp.size > 1:  # packed like the weight: unpacking turns it to [out, groups]
             q = q - _per_column(unpack_codes(packing, zp, signed), "byte", rows, cols, group)
         else:
