@@ -163,7 +163,19 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
                 g = frac(before[m.global_scale].reshape(-1)[0])
                 want = check_fp4(codes, lambda b, sc=sc: value_of(int(sc[b]), "e4m3"), rec.block[1], target,
                                  glob=g, divisor=rec.global_direction == "divisor")
-        elif rec.packing in ("byte", "int4-rows", "int4x8-reorder-t", "int4x8-reorder"):  # the producers' int layouts
+        elif rec.scheme == "mxfp6":  # Quark: four codes per little-endian 3-byte word, code k at bit 6k
+            b = before[m.codes].astype(np.int64).reshape(tj.out_shape[0], -1, 3)
+            word = b[..., 0] + (b[..., 1] << 8) + (b[..., 2] << 16)
+            codes = np.stack([(word >> (6 * k)) & 63 for k in range(4)], axis=-1).reshape(tj.out_shape)
+            sc = before[m.scale].view(np.uint8).reshape(-1)
+            bid = np.arange(codes.size).reshape(codes.shape) // 32
+
+            def kv(k, sc=sc, el=rec.element):
+                v = value_of(k % 64, el)
+                return v * Fraction(2) ** (int(sc[k // 64]) - 127), (k % 64) >= 32
+
+            want = expected_bits(rec.element, bid * 64 + codes, kv, target)
+        elif rec.packing in ("byte", "int4-rows", "int4x8-reorder-t", "int4x8-reorder"):  # int layouts
             from .exact_int import expected_int
 
             zp = before[m.zero_point] if m.zero_point else None

@@ -52,7 +52,7 @@ EXPECTED = {
     "quark-int4_fp8": "quark-int4-fp8", "quark-int4_wo_64": "quark-int4",
     "quark-int4_wo_per_channel": "quark-int4-per-channel", "quark-uint4_wo_32": "quark-uint4",
     "quark-uint4_wo_64": "quark-uint4", "quark-uint4_wo_per_channel": "quark-uint4-per-channel",
-    "quark-mxfp6_e2m3": "quark-mxfp6", "quark-mxfp6_e3m2": "quark-mxfp6",
+    "quark-mxfp6_e2m3": "quark-mxfp6-e2m3", "quark-mxfp6_e3m2": "quark-mxfp6-e3m2",
 }
 TARGET_DTYPE = {"float32": (np.float32, np.uint32), "bfloat16": (None, np.uint16)}
 
@@ -142,6 +142,19 @@ def _fp4_expected(packed, scale, glob, rec, target):
     return round_scaled(m * sm, e + se - ge[0], target, d=gm[0], neg=neg ^ sneg), nan | snan
 
 
+def _fp6_expected(raw, scale, element, target):
+    """Quark FP6: bit 6k of each little-endian 3-byte word starts code k; OCP E2M3 (bias 1) / E3M2 (bias 3)."""
+    b = raw.view(np.uint8).astype(np.int64).reshape(raw.shape[0], -1, 3)
+    word = b[..., 0] + (b[..., 1] << 8) + (b[..., 2] << 16)
+    c = np.stack([(word >> (6 * k)) & 63 for k in range(4)], axis=-1).reshape(raw.shape[0], -1)
+    mbits, bias = (3, 1) if element == "e2m3" else (2, 3)
+    ex, mant = (c >> mbits) & ((1 << (5 - mbits)) - 1), c & ((1 << mbits) - 1)
+    m = np.where(ex == 0, mant, mant + (1 << mbits))
+    e = np.where(ex == 0, 1, ex) - bias - mbits
+    sb = np.repeat(scale.view(np.uint8).astype(np.int64), 32, axis=1)
+    return round_scaled(m, e + sb - 127, target, neg=(c & 32) != 0), sb == 0xFF
+
+
 def _ct_w4a16_expected(raw, scale, zp, shape, target, bits):
     u = raw.view(np.uint32)
     per = 32 // bits
@@ -177,6 +190,8 @@ def _expected(name, before, tj, target):
     if rec.scheme in ("mxfp4", "nvfp4"):
         glob = before[m.global_scale] if m.global_scale else None
         return _fp4_expected(codes, scale, glob, rec, target)
+    if rec.scheme == "mxfp6":
+        return _fp6_expected(codes, scale, rec.element, target)
     zp = before[m.zero_point] if m.zero_point else None
     if rec.packing in ("int4x8", "int8x4"):
         shape = before[m.shape_tensor].reshape(-1) if m.shape_tensor else None
@@ -199,10 +214,9 @@ REFUSED: dict[str, str] = {
     "quark-amdfp4_global16": "Quark cannot read its amdfp4_global export back; the scale bytes' meaning is unknown",
     "quark-amdfp4_global32": "Quark cannot read its amdfp4_global export back; the scale bytes' meaning is unknown",
     "quark-int4_fp8": "two-level int4 under an FP8 per-tensor scale is not read",
-    "quark-mxfp6_e2m3": "MXFP6 (four 6-bit codes in three bytes) is not read",
-    "quark-mxfp6_e3m2": "MXFP6 (four 6-bit codes in three bytes) is not read",
 }
-NO_RECIPE = {"quark-amdfp4": "no explain recipe for UE5M3 block scales", "quark-amdfp4_g32": "no recipe for UE5M3"}
+NO_RECIPE = {"quark-amdfp4": "no explain recipe for UE5M3 block scales", "quark-amdfp4_g32": "no recipe for UE5M3",
+             "quark-mxfp6_e2m3": "no explain recipe for MXFP6 yet", "quark-mxfp6_e3m2": "no recipe for MXFP6 yet"}
 KNOWN_WRONG: dict[str, str] = {}  # fixtures fmtsim is known to read wrong (none)
 
 

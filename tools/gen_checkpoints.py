@@ -220,6 +220,18 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
                                       "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
                                           "num_bits": bits, "type": "int", "strategy": "group",
                                           "group_size": group, "symmetric": True}}}}
+    elif producer in ("quark-mxfp6-e2m3", "quark-mxfp6-e3m2"):
+        from fmtsim.checkpoint.intcodes import pack_fp6
+
+        element = producer.rsplit("-", 1)[1]
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 32)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            q = mx.quantize(w, f"mxfp6_{element}", axis=-1, block_size=32, scale_rule="even")
+            t[L + ".weight"], t[L + ".weight_scale"] = pack_fp6(q.codes), q.scales.astype(np.uint8)
+        cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
+            "dtype": f"fp6_{element}", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}}}
     elif producer == "quark-amdfp4":  # FP4 with UE5M3 block scales: the smallest UE5M3 >= amax / 6, RNE elements
         from fmtsim.checkpoint.dequant import ue5m3_values
 

@@ -68,7 +68,7 @@ from .files import (
     remove_stale_temps,
     run_shards,
 )
-from .intcodes import DENSE_BITS, dense_words, group_layout, int_values
+from .intcodes import DENSE_BITS, dense_words, group_layout, int_values, unpack_fp6
 from .producers import Detection, LayerMatch, detect, read_configs
 
 __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape",
@@ -415,6 +415,14 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
         return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape, (1, per))
     if p.packing in DENSE_BITS:
         return _dense_plan(m, entries, configs, where, read)
+    if p.packing == "fp6":  # Quark MXFP6: [out, in * 3/4] bytes, one E8M0 scale per 32
+        if len(c.shape) != 2 or c.shape[1] % 3:
+            raise CheckpointError(f"{where}: FP6 weights are 2-D with whole 3-byte groups, got {list(c.shape)}")
+        cols = c.shape[1] // 3 * 4
+        if cols % 32 or s.shape != (c.shape[0], cols // 32):
+            raise CheckpointError(f"{where}: scale {m.scale} is {list(s.shape)}; {list(c.shape)} FP6 bytes hold "
+                                  f"[{c.shape[0]}, {cols}] codes and need [{c.shape[0]}, {cols // 32}] scales")
+        return TensorJob(m, _out_name(m), (c.shape[0], cols), c.dtype, s.shape, (1, 32))
     if p.packing in INT_PACKINGS:
         return _int_plan(m, entries, configs, where)
     raise CheckpointError(f"{where}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
@@ -767,6 +775,35 @@ def _stream_mxfp8(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entr
             progress(n * per)
 
 
+def _stream_fp6(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry, target: str,
+                emit: Callable[[Any], None], res: ShardResult, progress: Callable[[int], None] | None) -> None:
+    """MXFP6 (Quark): one gather per code from a (E8M0 byte, FP6 code) table of exact values, rounded once."""
+    lut, flags = _mx_table(tj.match.producer.element, target)
+    codes = unpack_fp6(read_array(src, h, e)).astype(np.intp)
+    sc = np.repeat(np.ascontiguousarray(scale).view(np.uint8).astype(np.intp), 32, axis=1) << 6
+    idx = sc | codes
+    out = np.take(lut, idx)
+    res.values += out.size
+    f = flags[idx]
+    if f.any():
+        res.nan += int(np.count_nonzero(f & 1))
+        res.overflow += int(np.count_nonzero(f & 2))
+        res.rounded += int(np.count_nonzero(f & 4))
+    emit(np.ascontiguousarray(out).data)
+    if progress:
+        progress(e.nbytes)
+
+
+@lru_cache(maxsize=8)
+def _mx_table(element: str, target: str) -> tuple[np.ndarray, np.ndarray]:
+    """[E8M0 byte << 6 | FP6 code] -> target bits, and flags (1 NaN, 2 overflow, 4 rounded); exact in float64."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        vals = _scale_values("e8m0")[:, None] * np.asarray(
+            decode(np.arange(64, dtype=np.uint8), element, np.float64))[None, :]
+    bits = _bits(vals, target)
+    return bits.reshape(-1), _flags(vals, None, bits, target).reshape(-1)
+
+
 def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit: Callable[[Any], None],
                    cache: dict[Path, Header], res: ShardResult, progress: Callable[[int], None] | None) -> None:
     m, target = tj.match, job.target
@@ -774,6 +811,9 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
     scale = _read_named(job, m.scale, cache)
     if p.packing in INT_PACKINGS and p.scheme != "fp8":
         _stream_int(job, tj, scale, src, h, e, emit, cache, res, progress)
+        return
+    if p.packing == "fp6":
+        _stream_fp6(tj, scale, src, h, e, target, emit, res, progress)
         return
     if scale.ndim == 4:  # ModelOpt 2-D blocks [out/b0, 1, in/b1, 1]
         scale = scale.reshape(scale.shape[0], scale.shape[2])

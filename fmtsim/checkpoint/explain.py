@@ -516,6 +516,9 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
             out.append(_explain_mxfp8(m, tj, read, w))
         elif m.producer.scheme in ("int8", "w4a16", "w8a16"):
             out.append(_explain_int(m, tj, read, w, _folded_pre_scale(m, configs)))
+        elif m.producer.scheme == "mxfp6":  # Quark MXFP6: its scale rule is not modelled yet
+            out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
+                "MXFP6 (Quark): no recipe model yet; not compared"]))
         elif m.producer.scale_format == "ue5m3":  # Quark amdfp4: its scale rule is not modelled
             out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
                 "UE5M3 block scales (Quark amdfp4): no recipe model yet; not compared"]))

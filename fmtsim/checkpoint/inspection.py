@@ -39,7 +39,7 @@ from ..layout import unswizzle_order
 from .conversion import ATTENTION_SUFFIXES, is_scale_like
 from .dequant import FP8_ELEMENT, BlockShapeError, _scan, layer_plan, ue5m3_values
 from .files import DTYPES, CheckpointError, Header, read_array
-from .intcodes import unpack_codes
+from .intcodes import unpack_codes, unpack_fp6
 from .producers import LayerMatch
 
 __all__ = ["Finding", "TensorReport", "InspectReport", "inspect"]
@@ -177,6 +177,9 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
     elif p.scheme in ("nvfp4", "mxfp4"):
         codes = _unpack_fp4(raw_codes.view(np.uint8))
         rep.codes = _code_stats(codes, "e2m1")
+    elif p.packing == "fp6":
+        codes = unpack_fp6(raw_codes)
+        rep.codes = _code_stats(codes, p.element)
     else:
         shape = read(m.shape_tensor).reshape(-1) if m.shape_tensor else None
         try:  # the padding of a dense packing's last word is not a code
@@ -215,7 +218,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
                 "the scale is 0", m.scale)
         else:
             per = p.block[1] if p.block else max(1, raw_codes.size * 2 // max(raw_scale.size, 1))
-            blocks = codes.reshape(-1, per) if p.scheme not in ("w4a16", "w8a16", "int8") else None
+            blocks = codes.reshape(-1, per) if p.scheme in ("nvfp4", "mxfp4") else None
             if blocks is not None:
                 nonzero = np.any((blocks & 0x7) != 0, axis=1)
                 bad = int(np.count_nonzero((sv.reshape(-1) == 0) & nonzero))

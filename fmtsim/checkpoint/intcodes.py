@@ -40,7 +40,7 @@ from ..exactfloat import two_product
 from .files import CheckpointError
 
 __all__ = ["REORDER", "unpack_codes", "group_layout", "int_values", "config_group_sizes", "pack_codes",
-           "DENSE_BITS", "unpack_dense", "pack_dense", "dense_words"]
+           "DENSE_BITS", "unpack_dense", "pack_dense", "dense_words", "unpack_fp6", "pack_fp6"]
 
 REORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # output j of eight sits in nibble REORDER.index(j)
 DENSE_BITS = {"int4x8": 4, "int8x4": 8}  # compressed-tensors pack-quantized: bits per code of each packing
@@ -68,6 +68,28 @@ def unpack_dense(raw: np.ndarray, bits: int, n: int, packed_dim: int = 1) -> np.
     pair = wide[:, start // 32] | (wide[:, start // 32 + 1] << np.uint64(32))
     q = ((pair >> (start % 32).astype(np.uint64)) & np.uint64((1 << bits) - 1)).astype(np.int64) - (1 << (bits - 1))
     return q.T.copy() if packed_dim == 0 else q
+
+
+def unpack_fp6(raw: np.ndarray) -> np.ndarray:
+    """Quark's FP6 bytes U8 [..., 3n/4] -> uint8 codes [..., n]: every three bytes are a little-endian 24-bit
+    word holding four 6-bit codes, code k at bits 6k (Quark 0.13 ``torch/utils/pack.py`` ``Pack_fp6``; the
+    layout the MI355 ``mfma_scale_f32_16x16x128_f8f6f4`` instruction reads). A code is the OCP FP6 encoding
+    (sign in bit 5)."""
+    b = np.ascontiguousarray(raw).view(np.uint8)
+    if b.shape[-1] % 3:
+        raise CheckpointError(f"FP6 rows of {b.shape[-1]} bytes are not whole groups of three")
+    t = b.reshape(*b.shape[:-1], -1, 3).astype(np.uint32)
+    word = t[..., 0] | (t[..., 1] << np.uint32(8)) | (t[..., 2] << np.uint32(16))
+    codes = (word[..., None] >> (6 * np.arange(4, dtype=np.uint32))) & np.uint32(0x3F)
+    return codes.reshape(*b.shape[:-1], -1).astype(np.uint8)
+
+
+def pack_fp6(codes: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`unpack_fp6`, for tests and tools."""
+    c = np.asarray(codes, np.uint32).reshape(*np.shape(codes)[:-1], -1, 4)
+    word = c[..., 0] | (c[..., 1] << 6) | (c[..., 2] << 12) | (c[..., 3] << 18)
+    out = np.stack([word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF], axis=-1).astype(np.uint8)
+    return out.reshape(*np.shape(codes)[:-1], -1)
 
 
 def pack_dense(q: np.ndarray, bits: int, packed_dim: int = 1) -> np.ndarray:
