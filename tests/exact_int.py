@@ -95,7 +95,7 @@ def int_codes(packing, raw, signed=True):
     raise AssertionError(packing)
 
 
-def expected_int(packing, codes, scale, zp, pre, target, group, signed=True):
+def expected_int(packing, codes, scale, zp, pre, target, group, signed=True, glob=None):
     """The exact values rounded once: float64 [out, in] (then cast exactly to the target dtype)."""
     q = int_codes(packing, codes, signed)
     rows, cols = q.shape
@@ -124,4 +124,8 @@ def expected_int(packing, codes, scale, zp, pre, target, group, signed=True):
         mp, ep = mantissa24(np.asarray(pre).astype(np.float64).reshape(1, -1))
         n = n * mp
         e = e + ep
+    if glob is not None:  # a per-tensor multiplier (Quark int4_fp8): n stays below 2^62 (5 + 24 + 24 bits)
+        mg, eg = mantissa24(np.asarray(glob).astype(np.float64).reshape(1, 1))
+        n = n * mg
+        e = e + eg
     return round_scaled(n, e, target)

@@ -180,8 +180,9 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
 
             zp = before[m.zero_point] if m.zero_point else None
             pre = before[m.pre_scale] if m.pre_scale else None
+            glob = before[m.global_scale] if m.global_scale else None
             want = expected_int(rec.packing, before[m.codes], before[m.scale], zp, pre, target, tj.block[1],
-                                rec.element != "uint4").astype(TARGET[target][3])
+                                rec.element != "uint4", glob).astype(TARGET[target][3])
         else:  # compressed-tensors pack-quantized: element i of a row at bit i*b of its little-endian bit string
             bits = {"int4x8": 4, "int8x4": 8}[rec.packing]
             packed = before[m.codes].astype("<i4")

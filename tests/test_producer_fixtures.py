@@ -197,8 +197,9 @@ def _expected(name, before, tj, target):
         shape = before[m.shape_tensor].reshape(-1) if m.shape_tensor else None
         return _ct_w4a16_expected(codes, scale, zp, shape, target, _num_bits(name)), None
     pre = before[m.pre_scale] if m.pre_scale else None
+    glob = before[m.global_scale] if m.global_scale else None
     group = tj.block[1]
-    return expected_int(rec.packing, codes, scale, zp, pre, target, group, rec.element != "uint4"), None
+    return expected_int(rec.packing, codes, scale, zp, pre, target, group, rec.element != "uint4", glob), None
 
 
 def _bits_of(values64, target):
@@ -213,10 +214,10 @@ def _bits_of(values64, target):
 REFUSED: dict[str, str] = {
     "quark-amdfp4_global16": "Quark cannot read its amdfp4_global export back; the scale bytes' meaning is unknown",
     "quark-amdfp4_global32": "Quark cannot read its amdfp4_global export back; the scale bytes' meaning is unknown",
-    "quark-int4_fp8": "two-level int4 under an FP8 per-tensor scale is not read",
 }
 NO_RECIPE = {"quark-amdfp4": "no explain recipe for UE5M3 block scales", "quark-amdfp4_g32": "no recipe for UE5M3",
-             "quark-mxfp6_e2m3": "no explain recipe for MXFP6 yet", "quark-mxfp6_e3m2": "no recipe for MXFP6 yet"}
+             "quark-mxfp6_e2m3": "no explain recipe for MXFP6 yet", "quark-mxfp6_e3m2": "no recipe for MXFP6 yet",
+             "quark-int4_fp8": "no explain recipe for int4 under an FP8 per-tensor scale"}
 KNOWN_WRONG: dict[str, str] = {}  # fixtures fmtsim is known to read wrong (none)
 
 

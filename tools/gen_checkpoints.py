@@ -220,6 +220,21 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
                                       "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
                                           "num_bits": bits, "type": "int", "strategy": "group",
                                           "group_size": group, "symmetric": True}}}}
+    elif producer == "quark-int4-fp8":  # int4 per output row of w / g, g a per-tensor FP8-level scale
+        from fmtsim.checkpoint.intcodes import pack_codes
+
+        for L, shp in shapes.items():
+            shp = (shp[0] - shp[0] % 8, shp[1] - shp[1] % 8)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            g = (np.max(np.abs(w)) / F32(448.0)).astype(F32)
+            s2 = (np.max(np.abs(w / g), axis=1) / F32(7.0)).astype(F32)
+            q = np.clip(np.rint(w / g / s2[:, None]), -8, 7).astype(np.int64)
+            t[L + ".weight"] = pack_codes("int4x8-reorder", q)
+            t[L + ".weight_scale"], t[L + ".weight_scale_2"] = np.array(g, F32), s2
+            t[L + ".weight_zero_point_2"] = pack_codes("int4x8-reorder", np.zeros((1, shp[0]), np.int64)).reshape(-1)
+        cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": [
+            {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}, {"dtype": "int4", "qscheme": "per_channel", "ch_axis": 0}]}}
     elif producer in ("quark-mxfp6-e2m3", "quark-mxfp6-e3m2"):
         from fmtsim.checkpoint.intcodes import pack_fp6
 

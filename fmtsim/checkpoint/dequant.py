@@ -520,6 +520,9 @@ def _int_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any],
     else:
         out_shape = (c.shape[1] * 8, c.shape[0])
     group = group_layout(p.packing, out_shape, s.shape, configs, where)
+    if m.global_scale is not None and int(np.prod(entries[m.global_scale].shape, dtype=np.int64)) != 1:
+        raise CheckpointError(f"{where}: global scale {m.global_scale} has {list(entries[m.global_scale].shape)} "
+                              "elements; one per tensor is expected")
     return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape, (1, group))
 
 
@@ -531,8 +534,9 @@ def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
     assert tj.block is not None
     zp = _read_named(job, m.zero_point, cache) if m.zero_point else None
     pre = _read_named(job, m.pre_scale, cache) if m.pre_scale else None
+    glob = float(_read_named(job, m.global_scale, cache).astype(np.float64).reshape(-1)[0]) if m.global_scale else None
     vals64, sticky = int_values(m.producer.packing, read_array(src, h, e), scale, tj.block[1], zp, pre,
-                                signed=m.producer.element != "uint4", cols=tj.out_shape[1])
+                                signed=m.producer.element != "uint4", cols=tj.out_shape[1], global_scale=glob)
     if vals64.shape != tuple(tj.out_shape):  # pragma: no cover - layer_plan checked the shapes
         raise CheckpointError(f"{e.name}: decoded {list(vals64.shape)}, expected {list(tj.out_shape)}")
     out_bits = _bits(vals64, target, sticky)

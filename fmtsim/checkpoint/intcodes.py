@@ -232,10 +232,12 @@ def _per_column(a: np.ndarray, packing: str, rows: int, cols: int, group: int) -
 
 
 def int_values(packing: str, codes: np.ndarray, scale: np.ndarray, group: int, zero_point: np.ndarray | None,
-               pre_scale: np.ndarray | None, signed: bool = True, cols: int | None = None
-               ) -> tuple[np.ndarray, np.ndarray | None]:
+               pre_scale: np.ndarray | None, signed: bool = True, cols: int | None = None,
+               global_scale: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Exact float64 values [out, in] and, with a pre-scale, the sign of the part below float64
-    (``cols``: the row length of a dense packing, see :func:`unpack_codes`)."""
+    (``cols``: the row length of a dense packing, see :func:`unpack_codes`; ``global_scale``: a
+    per-tensor multiplier, Quark int4_fp8's FP8-level scale: (q - zp) s g needs at most 5 + 24 + 24 bits,
+    exact in float64)."""
     q = unpack_codes(packing, codes, signed, cols)
     rows, cols = q.shape
     if zero_point is not None:
@@ -252,6 +254,10 @@ def int_values(packing: str, codes: np.ndarray, scale: np.ndarray, group: int, z
             q = q - _per_column(zp.astype(np.int64), packing, rows, cols, group)
     s = _per_column(np.asarray(scale).astype(np.float64), packing, rows, cols, group)
     v = q.astype(np.float64) * s  # exact: 9 + 24 significant bits
+    if global_scale is not None:
+        if pre_scale is not None:  # pragma: no cover - no record has both
+            raise CheckpointError("a global scale and a pre-scale together are not read")
+        return v * np.float64(global_scale), None  # exact: 5 + 24 + 24 bits (int4 under a float32 scale)
     if pre_scale is None:
         return v, None
     p = np.asarray(pre_scale).astype(np.float64).reshape(-1)

@@ -265,9 +265,7 @@ PRODUCERS: tuple[Producer, ...] = (
                                                         {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}),
              value="w = (q - zero_point_2) * weight_scale_2[row] * weight_scale; [out, in/8] int32, nibbles "
                    "0,2,4,6,1,3,5,7, not transposed", writers=QUARK, marker_required=True,
-             overrides=("quark-int4", "quark-int4-per-channel", "quark-fp8"),
-             refuse="a two-level int4 layout (per-channel int4 codes stored untransposed under an FP8 per-tensor "
-                    "scale) fmtsim does not read yet"),
+             overrides=("quark-int4", "quark-int4-per-channel", "quark-fp8")),
     Producer("quark-mxfp6-e2m3", "AMD Quark MXFP6 E2M3 (OCP FP6 elements, E8M0 scales per 32)", "mxfp6",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m3", "e8m0", "fp6", (1, 32),
              extra=(".input_scale", ".output_scale"), config=_quark("fp6_e2m3"),
