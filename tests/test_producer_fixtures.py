@@ -512,3 +512,25 @@ def test_the_headline_names_the_declared_scheme(capsys):
             main(["checkpoint", "inspect", str(HERE / name)])
             head = capsys.readouterr().out.splitlines()[0]
             assert f"config files name {EXPECTED[name]};" in head, head
+
+
+# ---- compressed-tensors' dense int32 packing, straight from its pack_to_int32 ----------------------
+
+
+def test_dense_unpacking_equals_compressed_tensors_pack_to_int32():
+    # rows of 13 codes end mid-word at every width; 3 bits straddle words; the zero point is packed along dim 0
+    from fmtsim.checkpoint.intcodes import pack_dense, unpack_dense
+
+    path = HERE / "ct_pack_vectors.json"
+    if not path.is_file():
+        pytest.skip("no ct_pack_vectors.json: run tools/gen_producer_fixtures.py --only llmcompressor")
+    vectors = json.loads(path.read_text())["vectors"]
+    assert {v["bits"] for v in vectors} >= {4, 8}
+    for v in vectors:
+        bits = v["bits"]
+        q, packed = np.array(v["codes"], np.int64), np.array(v["packed"], np.int64).astype(np.int32)
+        z, zpacked = np.array(v["zero_point"], np.int64), np.array(v["zero_point_packed"], np.int64).astype(np.int32)
+        assert np.array_equal(unpack_dense(packed, bits, q.shape[1]), q), bits
+        assert np.array_equal(pack_dense(q, bits), packed), bits
+        assert np.array_equal(unpack_dense(zpacked, bits, z.shape[0], packed_dim=0), z), bits
+        assert np.array_equal(pack_dense(z, bits, packed_dim=0), zpacked), bits

@@ -268,6 +268,25 @@ def _ct_own_dequant(names: list[str] | None = None) -> None:
         print(d.name, len(out))
 
 
+def _ct_pack_vectors() -> None:
+    """compressed-tensors' own ``pack_to_int32`` on small seeded codes (rows that end mid-word, a zero
+    point packed along dim 0) for 2, 3, 4 and 8 bits: ``ct_pack_vectors.json`` (the tests hold fmtsim's
+    dense unpacking to it)."""
+    import torch
+    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32
+
+    g = torch.Generator().manual_seed(SEED + 2)
+    out = []
+    for bits in (2, 3, 4, 8):
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1))
+        q = torch.randint(lo, hi, (3, 13), generator=g, dtype=torch.int8)
+        zp = torch.randint(lo, hi, (5, 3), generator=g, dtype=torch.int8)
+        out.append({"bits": bits, "codes": q.tolist(), "packed": pack_to_int32(q, bits).tolist(),
+                    "zero_point": zp.tolist(), "zero_point_packed": pack_to_int32(zp, bits, packed_dim=0).tolist()})
+    (OUT / "ct_pack_vectors.json").write_text(json.dumps({"compressed-tensors": _versions(("compressed-tensors",)).strip(),
+                                                          "vectors": out}, indent=1) + "\n")
+
+
 def _quark_own_dequant(names: list[str] | None = None) -> None:
     """Quark's own reading of every Quark fixture: ``import_model_from_safetensors`` rebuilds the model with
     Quark's QParamsLinear modules from the exported files, and each module's weight quantizer dequantizes
@@ -395,6 +414,7 @@ def main() -> int:
     schemes = a.schemes.split(",") if a.schemes else None
     if a.worker == "ct-own-dequant":
         _ct_own_dequant(schemes)
+        _ct_pack_vectors()
         return 0
     if a.worker == "modelopt-own-dequant":
         _modelopt_own_dequant(schemes)
