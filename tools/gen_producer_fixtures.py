@@ -283,8 +283,8 @@ def _ct_pack_vectors() -> None:
         zp = torch.randint(lo, hi, (5, 3), generator=g, dtype=torch.int8)
         out.append({"bits": bits, "codes": q.tolist(), "packed": pack_to_int32(q, bits).tolist(),
                     "zero_point": zp.tolist(), "zero_point_packed": pack_to_int32(zp, bits, packed_dim=0).tolist()})
-    (OUT / "ct_pack_vectors.json").write_text(json.dumps({"compressed-tensors": _versions(("compressed-tensors",)).strip(),
-                                                          "vectors": out}, indent=1) + "\n")
+    doc = {"compressed-tensors": _versions(("compressed-tensors",)).strip(), "vectors": out}
+    (OUT / "ct_pack_vectors.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def _quark_own_dequant(names: list[str] | None = None) -> None:
