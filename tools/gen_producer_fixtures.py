@@ -5,14 +5,18 @@ tests/fixtures/producers/.
 
 One tiny Llama-like model with random bfloat16 weights (hidden 128, intermediate 320 -- a width
 that is not a multiple of 128 -- four heads, two KV heads, one layer, and a few outlier rows
-scaled 40x) is written once to ``original/``. Each producer then runs in its own virtual
+scaled 40x, a vocabulary of 32) is written once to ``original/``. Each producer then runs in its own virtual
 environment (they pin different transformers versions): the script re-runs itself there as a
 worker (``--worker NAME``), which loads ``original/``, quantizes it on the CPU in every scheme the
 library offers, saves each checkpoint the producer's own way (llm-compressor
 ``save_pretrained(save_compressed=True)``, ModelOpt ``export_hf_checkpoint``, Quark
 ``export_safetensors``) into ``<producer>-<scheme>/``, keeps only the config files and the
 safetensors, and writes ``VERSIONS`` (the producer's package versions) and a line per scheme in
-``SCHEMES.txt`` (written, or why not).
+``SCHEMES-<producer>.txt`` (written, or why not). Then each producer's own reader runs on its
+fixtures (``--worker ct-own-dequant`` / ``modelopt-own-dequant`` / ``quark-own-dequant``) and the
+SHA-256 of what it returns goes to ``OWN_DEQUANT.json``. ``FMTSIM_PRODUCER_OUT=DIR`` writes
+elsewhere. Schemes whose weights are byte-identical to another's are removed by hand afterwards
+(listed in the fixtures' README).
 
 The producers are not dependencies of fmtsim: nothing here is imported by the package or the
 tests. A venv per producer: ``python3 -m venv /work/pvenvs/NAME`` then ``pip install
@@ -31,7 +35,8 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "tests" / "fixtures" / "producers"
+OUT = Path(os.environ.get("FMTSIM_PRODUCER_OUT") or ROOT / "tests" / "fixtures" / "producers")
+VOCAB = 32  # the tied bfloat16 embedding is in every fixture: a small vocabulary keeps them small
 PRODUCERS = ("llmcompressor", "modelopt", "quark")
 KEEP = ("OWN_DEQUANT.json", "config.json", "hf_quant_config.json", "quantization_config.json", "model.safetensors",
         "model.safetensors.index.json")
@@ -47,7 +52,7 @@ def build_original(out: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg = LlamaConfig(hidden_size=128, intermediate_size=320, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64,
+                      num_key_value_heads=2, head_dim=32, vocab_size=VOCAB, max_position_embeddings=64,
                       tie_word_embeddings=True, torch_dtype="bfloat16")
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(cfg).to(torch.bfloat16)
@@ -74,15 +79,15 @@ def _calib(n: int = 4, length: int = 32) -> list:
     import torch
 
     g = torch.Generator().manual_seed(SEED + 1)
-    return [torch.randint(0, 256, (1, length), generator=g) for _ in range(n)]
+    return [torch.randint(0, VOCAB, (1, length), generator=g) for _ in range(n)]
 
 
-def _tokenizer():  # noqa: ANN202 - a tiny word-level tokenizer over the 256 ids (data are token ids already)
+def _tokenizer():  # noqa: ANN202 - a tiny word-level tokenizer over the VOCAB ids (data are token ids already)
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {f"t{i}": i for i in range(256)}
+    vocab = {f"t{i}": i for i in range(VOCAB)}
     return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel(vocab, unk_token="t0")),
                                    unk_token="t0", pad_token="t0")
 
