@@ -89,10 +89,13 @@ def int_codes(packing, raw, signed=True):
         return out
     if packing == "int4x8-reorder-t":
         return unpack_nibbles(raw.view(np.uint32), REORDER, signed).T
+    if packing == "int4x8-reorder":  # Quark per channel: not transposed; a 1-D zero point is one row
+        u = raw.view(np.uint32)
+        return unpack_nibbles(u.reshape(1, -1) if u.ndim == 1 else u, REORDER, signed)
     raise AssertionError(packing)
 
 
-def expected_int(packing, codes, scale, zp, pre, target, group, signed=True):
+def expected_int(packing, codes, scale, zp, pre, target, group, signed=True, glob=None):
     """The exact values rounded once: float64 [out, in] (then cast exactly to the target dtype)."""
     q = int_codes(packing, codes, signed)
     rows, cols = q.shape
@@ -106,6 +109,8 @@ def expected_int(packing, codes, scale, zp, pre, target, group, signed=True):
         z = np.asarray(zp)
         if z.size == 1:
             z = np.full((rows, 1), int(z.reshape(-1)[0]), np.int64)
+        elif packing == "int4x8-reorder":
+            z = int_codes(packing, z, signed).reshape(-1)[:rows].reshape(rows, 1)
         elif packing != "byte":
             z = int_codes(packing, z, signed)
         else:
@@ -119,4 +124,8 @@ def expected_int(packing, codes, scale, zp, pre, target, group, signed=True):
         mp, ep = mantissa24(np.asarray(pre).astype(np.float64).reshape(1, -1))
         n = n * mp
         e = e + ep
+    if glob is not None:  # a per-tensor multiplier (Quark int4_fp8): n stays below 2^62 (5 + 24 + 24 bits)
+        mg, eg = mantissa24(np.asarray(glob).astype(np.float64).reshape(1, 1))
+        n = n * mg
+        e = e + eg
     return round_scaled(n, e, target)

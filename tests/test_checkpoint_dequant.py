@@ -117,7 +117,7 @@ def check_fp4(codes, scale_val, per, target, glob=None, divisor=False):
 @pytest.mark.parametrize("target", slow_unless(["bfloat16", "float16", "float32"], keep={"bfloat16"}))
 # the fast tier keeps one record of each value rule (block FP8, per-tensor FP8, NVFP4 divisor and
 # multiplier, MXFP4, MXFP8, int4, int8); --full runs every record
-@pytest.mark.parametrize("producer", slow_unless([p.name for p in PRODUCERS], keep={
+@pytest.mark.parametrize("producer", slow_unless([p.name for p in PRODUCERS if not p.refuse], keep={
     "deepseek-fp8-block", "compressed-tensors-fp8", "compressed-tensors-nvfp4", "modelopt-nvfp4", "gpt-oss-mxfp4",
     "modelopt-mxfp8", "compressed-tensors-w4a16", "compressed-tensors-int8"}))
 def test_every_value_against_the_oracle(tmp_path, producer, target):
@@ -152,27 +152,51 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
             codes = nibbles(packed).reshape(tj.out_shape)
             if rec.scheme == "mxfp4":
                 want = check_fp4(codes, lambda b, sc=sc: Fraction(2) ** (int(sc[b]) - 127), 32, target)
+            elif rec.scale_format == "ue5m3":  # Quark amdfp4: 5 exponent bits (bias 15), 3 mantissa bits, no sign
+                def ue5m3(b, sc=sc):
+                    e, mant = int(sc[b]) >> 3, int(sc[b]) & 7
+                    frac_part = Fraction(mant, 8) if e == 0 else Fraction(8 + mant, 8)
+                    return frac_part * Fraction(2) ** (max(e, 1) - 15)
+
+                want = check_fp4(codes, ue5m3, tj.block[1], target)
             else:
                 g = frac(before[m.global_scale].reshape(-1)[0])
                 want = check_fp4(codes, lambda b, sc=sc: value_of(int(sc[b]), "e4m3"), rec.block[1], target,
                                  glob=g, divisor=rec.global_direction == "divisor")
-        elif rec.packing in ("byte", "int4-rows", "int4x8-reorder-t"):  # the producers' int layouts
+        elif rec.scheme == "mxfp6":  # Quark: four codes per little-endian 3-byte word, code k at bit 6k
+            b = before[m.codes].astype(np.int64).reshape(tj.out_shape[0], -1, 3)
+            word = b[..., 0] + (b[..., 1] << 8) + (b[..., 2] << 16)
+            codes = np.stack([(word >> (6 * k)) & 63 for k in range(4)], axis=-1).reshape(tj.out_shape)
+            sc = before[m.scale].view(np.uint8).reshape(-1)
+            bid = np.arange(codes.size).reshape(codes.shape) // 32
+
+            def kv(k, sc=sc, el=rec.element):
+                v = value_of(k % 64, el)
+                return v * Fraction(2) ** (int(sc[k // 64]) - 127), (k % 64) >= 32
+
+            want = expected_bits(rec.element, bid * 64 + codes, kv, target)
+        elif rec.packing in ("byte", "int4-rows", "int4x8-reorder-t", "int4x8-reorder"):  # int layouts
             from .exact_int import expected_int
 
             zp = before[m.zero_point] if m.zero_point else None
             pre = before[m.pre_scale] if m.pre_scale else None
+            glob = before[m.global_scale] if m.global_scale else None
             want = expected_int(rec.packing, before[m.codes], before[m.scale], zp, pre, target, tj.block[1],
-                                rec.element != "uint4").astype(TARGET[target][3])
-        else:  # w4a16
-            packed = before[m.codes].view(np.uint32)
-            q = np.stack([(packed >> np.uint32(4 * i)) & 0xF for i in range(8)], axis=-1)
-            q = q.reshape(packed.shape[0], -1).astype(np.int64) - 8
+                                rec.element != "uint4", glob).astype(TARGET[target][3])
+        else:  # compressed-tensors pack-quantized: element i of a row at bit i*b of its little-endian bit string
+            bits = {"int4x8": 4, "int8x4": 8}[rec.packing]
+            packed = before[m.codes].astype("<i4")
+            rows, cols = (int(v) for v in before[m.shape_tensor].reshape(-1))
+            stream = np.unpackbits(packed.view(np.uint8).reshape(rows, -1), axis=1, bitorder="little")
+            q = (stream[:, : cols * bits].reshape(rows, cols, bits).astype(np.int64) << np.arange(bits)).sum(axis=2)
             sc = before[m.scale].astype(np.float64)
-            group = q.shape[1] // sc.shape[1]
-            bid = (np.arange(q.shape[0])[:, None] * sc.shape[1] + np.arange(q.shape[1])[None, :] // group)
-            keys = bid * 16 + (q + 8)
-            want = expected_bits("int4", keys, lambda k, sc=sc: (Fraction(k % 16 - 8) * frac(sc.reshape(-1)[k // 16]),
-                                                          False), target)
+            group = json.loads((src / "config.json").read_text())["quantization_config"]["config_groups"][
+                "group_0"]["weights"]["group_size"]
+            bid = (np.arange(rows)[:, None] * sc.shape[1] + np.arange(cols)[None, :] // group)
+            span = 1 << bits
+            keys = bid * span + q  # q + 2^(b-1) as stored
+            want = expected_bits(rec.element, keys, lambda k, sc=sc, span=span: (
+                Fraction(k % span - span // 2) * frac(sc.reshape(-1)[k // span]), False), target)
         assert want.shape == got.shape
         w_bits, g_bits = want.view(TARGET[target][4]), got.view(TARGET[target][4])
         nan = np.isnan(want.astype(np.float64))

@@ -77,8 +77,9 @@ SAME_LAYOUT: dict[str, tuple[str, tuple[tuple[str, str], ...], dict[str, Any]]] 
         "quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized"}}}),
     "compressed-tensors-mxfp8": ("modelopt-mxfp8", (), {"config.json": {
         "quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp8-quantized"}}}),
-    "quark-nvfp4": ("modelopt-nvfp4", (), {"config.json": {"quantization_config": {
-        "quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp4", "group_size": 16}}}}}),
+    "quark-nvfp4": ("modelopt-nvfp4", (), {"config.json": {"quantization_config": {  # two specs, as Quark 0.13 writes
+        "quant_method": "quark", "global_quant_config": {"weight": [
+            {"dtype": "fp4", "group_size": 16}, {"dtype": "fp8_e4m3", "is_scale_quant": True}]}}}}),
 }
 
 
@@ -198,22 +199,69 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
             t[L + ".weight"], t[L + ".weight_scale"] = pack_fp4(q.codes), q.scales.astype(np.uint8)
         cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
             "dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}}}
-    elif producer == "compressed-tensors-w4a16":
+    elif producer in ("compressed-tensors-w4a16", "compressed-tensors-w8a16"):
+        from fmtsim.checkpoint.intcodes import pack_dense
+
+        bits = 4 if producer.endswith("w4a16") else 8
+        qmax = (1 << (bits - 1)) - 1
         for L, shp in shapes.items():
-            shp = (shp[0], shp[1] - shp[1] % 32)
+            shp = (shp[0], shp[1] - shp[1] % 32) if bits == 4 else (shp[0], shp[1] - 1)  # 8 bits: ends mid-word
             group = 32
             w = _weights(rng, shp)
             orig[L + ".weight"] = w
-            s = (np.max(np.abs(w.reshape(shp[0], -1, group)), axis=2) / F32(7.0)).astype(ml_dtypes.bfloat16)
-            sf = np.repeat(s.astype(F32), group, axis=1)
-            q = np.clip(np.rint(w / sf), -8, 7).astype(np.int64)
-            u = (q + 8).astype(np.uint32).reshape(shp[0], -1, 8)
-            packed = np.zeros(u.shape[:2], np.uint32)
-            for i in range(8):
-                packed |= u[:, :, i] << np.uint32(4 * i)
-            t[L + ".weight_packed"], t[L + ".weight_scale"] = packed.view(np.int32), s
+            groups = -(-shp[1] // group)
+            wp = np.pad(w, ((0, 0), (0, groups * group - shp[1])))
+            s = (np.max(np.abs(wp.reshape(shp[0], -1, group)), axis=2) / F32(qmax)).astype(ml_dtypes.bfloat16)
+            sf = np.repeat(s.astype(F32), group, axis=1)[:, : shp[1]]
+            q = np.clip(np.rint(w / sf), -qmax - 1, qmax).astype(np.int64)
+            t[L + ".weight_packed"], t[L + ".weight_scale"] = pack_dense(q, bits), s
             t[L + ".weight_shape"] = np.array(shp, np.int64)
-        cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized"}
+        cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                                          "num_bits": bits, "type": "int", "strategy": "group",
+                                          "group_size": group, "symmetric": True}}}}
+    elif producer == "quark-int4-fp8":  # int4 per output row of w / g, g a per-tensor FP8-level scale
+        from fmtsim.checkpoint.intcodes import pack_codes
+
+        for L, shp in shapes.items():
+            shp = (shp[0] - shp[0] % 8, shp[1] - shp[1] % 8)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            g = (np.max(np.abs(w)) / F32(448.0)).astype(F32)
+            s2 = (np.max(np.abs(w / g), axis=1) / F32(7.0)).astype(F32)
+            q = np.clip(np.rint(w / g / s2[:, None]), -8, 7).astype(np.int64)
+            t[L + ".weight"] = pack_codes("int4x8-reorder", q)
+            t[L + ".weight_scale"], t[L + ".weight_scale_2"] = np.array(g, F32), s2
+            t[L + ".weight_zero_point_2"] = pack_codes("int4x8-reorder", np.zeros((1, shp[0]), np.int64)).reshape(-1)
+        cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": [
+            {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}, {"dtype": "int4", "qscheme": "per_channel", "ch_axis": 0}]}}
+    elif producer in ("quark-mxfp6-e2m3", "quark-mxfp6-e3m2"):
+        from fmtsim.checkpoint.intcodes import pack_fp6
+
+        element = producer.rsplit("-", 1)[1]
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 32)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            q = mx.quantize(w, f"mxfp6_{element}", axis=-1, block_size=32, scale_rule="even")
+            t[L + ".weight"], t[L + ".weight_scale"] = pack_fp6(q.codes), q.scales.astype(np.uint8)
+        cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
+            "dtype": f"fp6_{element}", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}}}
+    elif producer == "quark-amdfp4":  # FP4 with UE5M3 block scales: the smallest UE5M3 >= amax / 6, RNE elements
+        from fmtsim.checkpoint.dequant import ue5m3_values
+
+        table = ue5m3_values()[:0xFF]
+        for L, shp in shapes.items():
+            shp = (shp[0], shp[1] - shp[1] % 16)
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            amax = np.max(np.abs(w.reshape(shp[0], -1, 16)), axis=2).astype(np.float64) / 6.0
+            sc = np.searchsorted(table, amax).astype(np.uint8)
+            sv = np.repeat(table[sc], 16, axis=1)
+            codes = np.asarray(fmtsim.encode((w / sv).astype(F32), "e2m1")).astype(np.uint8)
+            t[L + ".weight"], t[L + ".weight_scale"] = pack_fp4(codes), sc
+        cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
+            "dtype": "fp4", "qscheme": "per_group", "group_size": 16, "scale_format": "e5m3"}}}
     elif producer in SAME_LAYOUT:  # another producer's layout under this producer's names and config
         base, renames, config = SAME_LAYOUT[producer]
         src = make(base, Path(out_dir) / ".same-layout", seed)
@@ -244,19 +292,23 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
         extra_cfg["hf_quant_config.json"] = dict(MODELOPT_CFG, quantization={"quant_algo": "W4A16_NVFP4",
                                                                              "group_size": 32})
     elif producer in ("compressed-tensors-int8", "quark-int8", "modelopt-w4a16-awq", "quark-int4", "quark-uint4",
-                      "modelopt-int8"):
+                      "modelopt-int8", "quark-int4-per-channel", "quark-uint4-per-channel"):
         from fmtsim.checkpoint.intcodes import pack_codes
         from fmtsim.checkpoint.producers import get_producer
 
         rec = get_producer(producer)
         int4 = rec.element in ("int4", "uint4")
         off = 8 if rec.element == "uint4" else 0  # uint4: codes 0..15 around a zero point of 8
+        per_channel = producer.endswith("-per-channel")
         group = 32
         for L, shp in shapes.items():
             shp = (shp[0] - shp[0] % 8, shp[1] - shp[1] % group)
             w = _weights(rng, shp)
             orig[L + ".weight"] = w
-            if int4:
+            if per_channel:  # one bfloat16 scale per output row
+                s = (np.max(np.abs(w), axis=1) / F32(7.0)).astype(ml_dtypes.bfloat16)
+                sf = s.astype(F32)[:, None]
+            elif int4:
                 s = (np.max(np.abs(w.reshape(shp[0], -1, group)), axis=2) / F32(7.0)).astype(F32)
                 sf = np.repeat(s, group, axis=1)
             else:
@@ -267,6 +319,8 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
             t[L + ".weight_scale"] = s.T.copy() if rec.packing == "int4x8-reorder-t" else s
             if producer in ("quark-int4", "quark-uint4"):
                 t[L + ".weight_zero_point"] = pack_codes(rec.packing, np.full((shp[0], s.shape[1]), off, np.int64))
+            if per_channel:  # [out/8], packed along the outputs
+                t[L + ".weight_zero_point"] = pack_codes(rec.packing, np.full((1, shp[0]), off, np.int64)).reshape(-1)
             if producer in ("modelopt-w4a16-awq", "modelopt-int8"):
                 t[L + ".pre_quant_scale"] = (1 + rng.random(shp[1])).astype(ml_dtypes.bfloat16)
         if producer == "compressed-tensors-int8":
@@ -277,7 +331,8 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
                                                  "quantization": {"quant_algo": algo, "group_size": group}}
         else:
             cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
-                "dtype": rec.element, "qscheme": "per_group" if int4 else "per_channel", "group_size": group}}}
+                "dtype": rec.element, "qscheme": "per_group" if int4 and not per_channel else "per_channel",
+                "group_size": None if per_channel else group}}}
     else:
         raise SystemExit(f"gen_checkpoints: no generator for producer {producer!r}")
     names = sorted(t)
@@ -315,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--producer", action="append", choices=[p.name for p in PRODUCERS])
     ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args(argv)
-    for name in args.producer or [p.name for p in PRODUCERS]:
+    for name in args.producer or [p.name for p in PRODUCERS if not p.refuse]:  # refused: nothing to read
         print(make(name, args.out_dir, args.seed))
     return 0
 

@@ -5,14 +5,18 @@ tests/fixtures/producers/.
 
 One tiny Llama-like model with random bfloat16 weights (hidden 128, intermediate 320 -- a width
 that is not a multiple of 128 -- four heads, two KV heads, one layer, and a few outlier rows
-scaled 40x) is written once to ``original/``. Each producer then runs in its own virtual
+scaled 40x, a vocabulary of 32) is written once to ``original/``. Each producer then runs in its own virtual
 environment (they pin different transformers versions): the script re-runs itself there as a
 worker (``--worker NAME``), which loads ``original/``, quantizes it on the CPU in every scheme the
 library offers, saves each checkpoint the producer's own way (llm-compressor
 ``save_pretrained(save_compressed=True)``, ModelOpt ``export_hf_checkpoint``, Quark
 ``export_safetensors``) into ``<producer>-<scheme>/``, keeps only the config files and the
 safetensors, and writes ``VERSIONS`` (the producer's package versions) and a line per scheme in
-``SCHEMES.txt`` (written, or why not).
+``SCHEMES-<producer>.txt`` (written, or why not). Then each producer's own reader runs on its
+fixtures (``--worker ct-own-dequant`` / ``modelopt-own-dequant`` / ``quark-own-dequant``) and the
+SHA-256 of what it returns goes to ``OWN_DEQUANT.json``. ``FMTSIM_PRODUCER_OUT=DIR`` writes
+elsewhere. Schemes whose weights are byte-identical to another's are removed by hand afterwards
+(listed in the fixtures' README).
 
 The producers are not dependencies of fmtsim: nothing here is imported by the package or the
 tests. A venv per producer: ``python3 -m venv /work/pvenvs/NAME`` then ``pip install
@@ -31,7 +35,8 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "tests" / "fixtures" / "producers"
+OUT = Path(os.environ.get("FMTSIM_PRODUCER_OUT") or ROOT / "tests" / "fixtures" / "producers")
+VOCAB = 32  # the tied bfloat16 embedding is in every fixture: a small vocabulary keeps them small
 PRODUCERS = ("llmcompressor", "modelopt", "quark")
 KEEP = ("OWN_DEQUANT.json", "config.json", "hf_quant_config.json", "quantization_config.json", "model.safetensors",
         "model.safetensors.index.json")
@@ -47,7 +52,7 @@ def build_original(out: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg = LlamaConfig(hidden_size=128, intermediate_size=320, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64,
+                      num_key_value_heads=2, head_dim=32, vocab_size=VOCAB, max_position_embeddings=64,
                       tie_word_embeddings=True, torch_dtype="bfloat16")
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(cfg).to(torch.bfloat16)
@@ -74,15 +79,15 @@ def _calib(n: int = 4, length: int = 32) -> list:
     import torch
 
     g = torch.Generator().manual_seed(SEED + 1)
-    return [torch.randint(0, 256, (1, length), generator=g) for _ in range(n)]
+    return [torch.randint(0, VOCAB, (1, length), generator=g) for _ in range(n)]
 
 
-def _tokenizer():  # noqa: ANN202 - a tiny word-level tokenizer over the 256 ids (data are token ids already)
+def _tokenizer():  # noqa: ANN202 - a tiny word-level tokenizer over the VOCAB ids (data are token ids already)
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {f"t{i}": i for i in range(256)}
+    vocab = {f"t{i}": i for i in range(VOCAB)}
     return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel(vocab, unk_token="t0")),
                                    unk_token="t0", pad_token="t0")
 
@@ -190,6 +195,15 @@ def _modelopt(orig: Path, schemes: list[str] | None) -> dict[str, str]:
     return done
 
 
+def _why(e: BaseException) -> str:
+    """The exception in one line; a bare assert is named by where it failed (file and function)."""
+    if str(e):
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    last = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    at = f" in {Path(last.filename).name} {last.name}(): {last.line}" if last else ""
+    return f"{type(e).__name__}{at}"
+
+
 def _quark(orig: Path, schemes: list[str] | None) -> dict[str, str]:
     import torch
     from quark.torch import LLMTemplate, ModelQuantizer, export_safetensors
@@ -217,7 +231,7 @@ def _quark(orig: Path, schemes: list[str] | None) -> dict[str, str]:
                 break
             except Exception as e:  # noqa: BLE001
                 shutil.rmtree(out, ignore_errors=True)
-                why = f"not written: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                why = f"not written: {_why(e)}"
                 traceback.print_exc()
         done[scheme] = why
     return done
@@ -259,6 +273,119 @@ def _ct_own_dequant(names: list[str] | None = None) -> None:
         print(d.name, len(out))
 
 
+def _ct_pack_vectors() -> None:
+    """compressed-tensors' own ``pack_to_int32`` on small seeded codes (rows that end mid-word, a zero
+    point packed along dim 0) for 2, 3, 4 and 8 bits: ``ct_pack_vectors.json`` (the tests hold fmtsim's
+    dense unpacking to it)."""
+    import torch
+    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32
+
+    g = torch.Generator().manual_seed(SEED + 2)
+    out = []
+    for bits in (2, 3, 4, 8):
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1))
+        q = torch.randint(lo, hi, (3, 13), generator=g, dtype=torch.int8)
+        zp = torch.randint(lo, hi, (5, 3), generator=g, dtype=torch.int8)
+        out.append({"bits": bits, "codes": q.tolist(), "packed": pack_to_int32(q, bits).tolist(),
+                    "zero_point": zp.tolist(), "zero_point_packed": pack_to_int32(zp, bits, packed_dim=0).tolist()})
+    doc = {"compressed-tensors": _versions(("compressed-tensors",)).strip(), "vectors": out}
+    (OUT / "ct_pack_vectors.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _quark_own_dequant(names: list[str] | None = None) -> None:
+    """Quark's own reading of every Quark fixture: ``import_model_from_safetensors`` rebuilds the model with
+    Quark's QParamsLinear modules from the exported files, and each module's weight quantizer dequantizes
+    its weight (``_get_qweight``, the weight its forward uses). The SHA-256 of each weight's float32 bytes,
+    and the dtype Quark returned, go to OWN_DEQUANT.json."""
+    import hashlib
+
+    import torch
+    from quark.torch import import_model_from_safetensors
+
+    for d in sorted(OUT.glob("quark-*")):
+        if names and d.name not in names:
+            continue
+        out: dict[str, str] = {}
+        dtypes: set[str] = set()
+        try:
+            model = import_model_from_safetensors(None, str(d), device="cpu")
+        except Exception as e:  # noqa: BLE001 - recorded: Quark cannot read back its own export
+            out["*"] = f"not imported: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            model = None
+        for name, mod in (model.named_modules() if model is not None else ()):
+            if not hasattr(mod, "_get_qweight") or getattr(mod, "weight_quantizer", None) is None:
+                continue
+            try:
+                with torch.no_grad():
+                    w = mod._get_qweight(mod.weight)
+            except Exception as e:  # noqa: BLE001
+                out[name + ".weight"] = f"not dequantized: {type(e).__name__}: {e}"[:200]
+                continue
+            dtypes.add(str(w.dtype).removeprefix("torch."))
+            out[name + ".weight"] = hashlib.sha256(w.to(torch.float32).contiguous().numpy().tobytes()).hexdigest()
+        (d / "OWN_DEQUANT.json").write_text(json.dumps({"float32_sha256": out, "producer_dtype": sorted(dtypes)},
+                                                       indent=1, sort_keys=True) + "\n")
+        print(d.name, len(out), sorted(dtypes))
+
+
+def _modelopt_own_dequant(names: list[str] | None = None) -> None:
+    """ModelOpt's own dequantization of each ModelOpt fixture: its QTensor classes (``torch/quantization/
+    qtensor``: FP8QTensor, NVFP4QTensor, MXFP4QTensor, MXFP8QTensor, INT8QTensor) built on the exported
+    codes and given the exported scales as their ``dequantize`` takes them (a per-channel scale as a
+    column, 2-D block scales as [out/128, in/128] with ``block_sizes``), in float32. ModelOpt has no
+    reader for its W4A16_AWQ export (``pack_int4_in_uint8`` is not INT4QTensor's packing): recorded as
+    such. A pre_quant_scale stays the input's multiplier in ModelOpt: q * s only."""
+    import hashlib
+
+    import torch
+    from modelopt.torch.quantization.qtensor import (
+        FP8QTensor,
+        INT8QTensor,
+        MXFP4QTensor,
+        MXFP8QTensor,
+        NVFP4QTensor,
+    )
+    from safetensors.torch import load_file
+
+    f32 = torch.float32
+    for d in sorted(OUT.glob("modelopt-*")):
+        if names and d.name not in names:
+            continue
+        t = load_file(str(d / "model.safetensors"))
+        out: dict[str, str] = {}
+        for sname in sorted(k for k in t if k.endswith(".weight_scale")):
+            layer = sname.removesuffix(".weight_scale")
+            w, s = t[layer + ".weight"], t[sname]
+            try:
+                if w.dtype == torch.float8_e4m3fn and s.dtype == torch.uint8:
+                    v = MXFP8QTensor(w.shape, f32, w).dequantize(f32, scale=s)
+                elif w.dtype == torch.float8_e4m3fn:
+                    if s.ndim == 4:
+                        v = FP8QTensor(w.shape, f32, w).dequantize(
+                            f32, scale=s.reshape(s.shape[0], s.shape[2]), block_sizes={-1: 128, -2: 128})
+                    else:
+                        v = FP8QTensor(w.shape, f32, w).dequantize(f32, scale=s.reshape(-1, 1) if s.ndim else s)
+                elif w.dtype == torch.uint8 and s.dtype == torch.float8_e4m3fn:
+                    shape = (w.shape[0], w.shape[1] * 2)
+                    v = NVFP4QTensor(shape, f32, w).dequantize(f32, scale=s, double_scale=t[layer + ".weight_scale_2"],
+                                                               block_sizes={-1: shape[1] // s.shape[1]})
+                elif w.dtype == torch.uint8 and s.dtype == torch.uint8:
+                    shape = (w.shape[0], w.shape[1] * 2)
+                    v = MXFP4QTensor(shape, f32, w).dequantize(f32, scale=s, block_sizes={-1: 32})
+                elif w.dtype == torch.int8:
+                    v = INT8QTensor(w.shape, f32, w).dequantize(f32, scale=s.reshape(-1, 1) if s.ndim else s)
+                else:
+                    out[layer + ".weight"] = f"no ModelOpt reader: {w.dtype} codes, {s.dtype} scales {list(s.shape)}"
+                    continue
+            except Exception as e:  # noqa: BLE001
+                out[layer + ".weight"] = f"not dequantized: {_why(e)}"[:200]
+                continue
+            out[layer + ".weight"] = hashlib.sha256(v.to(f32).contiguous().numpy().tobytes()).hexdigest()
+        (d / "OWN_DEQUANT.json").write_text(json.dumps({"float32_sha256": out, "producer_dtype": ["float32"]},
+                                                       indent=1, sort_keys=True) + "\n")
+        print(d.name, len(out))
+
+
 WORKERS = {"llmcompressor": (_llmcompressor, ("llmcompressor", "compressed-tensors", "transformers", "torch")),
            "modelopt": (_modelopt, ("nvidia-modelopt", "transformers", "torch")),
            "quark": (_quark, ("amd-quark", "transformers", "torch"))}
@@ -292,6 +419,13 @@ def main() -> int:
     schemes = a.schemes.split(",") if a.schemes else None
     if a.worker == "ct-own-dequant":
         _ct_own_dequant(schemes)
+        _ct_pack_vectors()
+        return 0
+    if a.worker == "modelopt-own-dequant":
+        _modelopt_own_dequant(schemes)
+        return 0
+    if a.worker == "quark-own-dequant":
+        _quark_own_dequant(schemes)
         return 0
     if a.worker:
         worker(a.worker, schemes)
@@ -308,8 +442,9 @@ def main() -> int:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH="")
         if subprocess.run(cmd, env=env).returncode:
             rc = 1
-        if name == "llmcompressor" and subprocess.run([str(py), __file__, "--worker", "ct-own-dequant"],
-                                                      env=env).returncode:
+        own = {"llmcompressor": "ct-own-dequant", "modelopt": "modelopt-own-dequant",
+               "quark": "quark-own-dequant"}.get(name)
+        if own and subprocess.run([str(py), __file__, "--worker", own], env=env).returncode:
             rc = 1
     return rc
 

@@ -68,7 +68,7 @@ from .files import (
     remove_stale_temps,
     run_shards,
 )
-from .intcodes import group_layout, int_values
+from .intcodes import DENSE_BITS, dense_words, group_layout, int_values, unpack_fp6
 from .producers import Detection, LayerMatch, detect, read_configs
 
 __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape",
@@ -161,7 +161,21 @@ def _e2m1() -> np.ndarray:
 
 @cache
 def _scale_values(fmt: str) -> np.ndarray:
+    if fmt == "ue5m3":
+        return ue5m3_values()
     return np.asarray(decode(np.arange(256, dtype=np.uint8), fmt, np.float64))
+
+
+@cache
+def ue5m3_values() -> np.ndarray:
+    """The value of each UE5M3 byte, AMD Quark's block-scale format (amdfp4 schemes): no sign, 5 exponent
+    bits with bias 15, 3 mantissa bits, subnormals at exponent 0, 0xFF NaN, no infinity (Quark 0.13
+    ``torch/kernel/float8_e5m3/lookup.py``)."""
+    b = np.arange(256)
+    e, m = b >> 3, b & 7
+    v = np.where(e == 0, np.ldexp(m.astype(np.float64), -14 - 3), np.ldexp((8 + m).astype(np.float64), e - 15 - 3))
+    v[0xFF] = np.nan
+    return v
 
 
 def _pair_table(single: np.ndarray, target: str) -> np.ndarray:
@@ -181,9 +195,11 @@ def _mxfp4_table(target: str) -> tuple[np.ndarray, np.ndarray]:
     return _pair_table(bits, target), _flags(vals, None, bits, target)
 
 
-def _nvfp4_table(g: float, direction: str, target: str) -> tuple[np.ndarray, np.ndarray]:
-    # the stored tensor is F8_E4M3: a set sign bit (a negative scale, a lint finding) is read as loaders read it
-    block = _scale_values("e4m3")[:, None] * _e2m1()[None, :]  # exact
+def _nvfp4_table(g: float, direction: str, target: str, scale_fmt: str = "e4m3") -> tuple[np.ndarray, np.ndarray]:
+    # the stored tensor is F8_E4M3: a set sign bit (a negative scale, a lint finding) is read as loaders read it;
+    # Quark's amdfp4 stores UE5M3 block scales instead (with or without a global multiplier)
+    with np.errstate(invalid="ignore"):
+        block = _scale_values(scale_fmt)[:, None] * _e2m1()[None, :]  # exact
     if direction == "multiplier":
         with np.errstate(invalid="ignore", over="ignore"):
             vals = block * np.float64(g)  # exact: 2 + 4 + 24 significant bits
@@ -350,11 +366,16 @@ def block_shape(m: LayerMatch, codes: tuple[int, int], scale: tuple[int, ...], c
                           f"which (keys this record reads: {read}); refusing to guess")
 
 
-def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]) -> TensorJob:
-    """Shapes and block geometry of one match, checked against its record; CheckpointError if not."""
+def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any],
+               read: Callable[[str], np.ndarray] | None = None) -> TensorJob:
+    """Shapes and block geometry of one match, checked against its record; CheckpointError if not.
+    ``read`` (a tensor name -> its array) lets a shape tensor (compressed-tensors ``weight_shape``)
+    give the unpacked shape; without it the packed words are taken as full."""
     p = m.producer
     c, s = entries[m.codes], entries[m.scale]
     where = f"{m.codes} ({p.name})"
+    if p.refuse:
+        raise CheckpointError(f"{where}: {p.title}: {p.refuse}; refused, not read")
     if p.scheme == "fp8":
         if len(c.shape) != 2:
             raise CheckpointError(f"{where}: FP8 weights are 2-D, got {list(c.shape)}")
@@ -376,7 +397,7 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
             raise CheckpointError(f"{where}: cannot tell how scale {m.scale} {list(s.shape)} covers {list(c.shape)}")
         return TensorJob(m, _out_name(m), c.shape, c.dtype, s.shape, block)
     if p.scheme in ("nvfp4", "mxfp4"):
-        per = p.block[1] if p.block else 32
+        per = p.block[1] if p.block else _fp4_group(where, c.shape, s.shape, configs)
         if p.codes in ("_blocks", ".blocks"):
             if len(c.shape) < 2 or c.shape[-1] != per // 2 or c.shape[:-1] != s.shape:
                 raise CheckpointError(f"{where}: blocks {list(c.shape)} and scales {list(s.shape)} do not fit "
@@ -391,30 +412,82 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
         if m.global_scale is not None and int(np.prod(entries[m.global_scale].shape, dtype=np.int64)) != 1:
             raise CheckpointError(f"{where}: global scale {m.global_scale} has {list(entries[m.global_scale].shape)} "
                                   "elements; one per tensor is expected")
-        return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape)
+        return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape, (1, per))
+    if p.packing in DENSE_BITS:
+        return _dense_plan(m, entries, configs, where, read)
+    if p.packing == "fp6":  # Quark MXFP6: [out, in * 3/4] bytes, one E8M0 scale per 32
+        if len(c.shape) != 2 or c.shape[1] % 3:
+            raise CheckpointError(f"{where}: FP6 weights are 2-D with whole 3-byte groups, got {list(c.shape)}")
+        cols = c.shape[1] // 3 * 4
+        if cols % 32 or s.shape != (c.shape[0], cols // 32):
+            raise CheckpointError(f"{where}: scale {m.scale} is {list(s.shape)}; {list(c.shape)} FP6 bytes hold "
+                                  f"[{c.shape[0]}, {cols}] codes and need [{c.shape[0]}, {cols // 32}] scales")
+        return TensorJob(m, _out_name(m), (c.shape[0], cols), c.dtype, s.shape, (1, 32))
     if p.packing in INT_PACKINGS:
         return _int_plan(m, entries, configs, where)
-    if p.scheme == "w4a16":
-        if len(c.shape) != 2:
-            raise CheckpointError(f"{where}: packed int4 weights are 2-D, got {list(c.shape)}")
-        bits = _ct_num_bits(configs)
-        if bits not in (None, 4):
-            raise CheckpointError(f"{where}: the config declares {bits}-bit pack-quantized weights; "
-                                  "only 4-bit packing is read")
-        return TensorJob(m, _out_name(m), (c.shape[0], c.shape[1] * 8), c.dtype, s.shape)
     raise CheckpointError(f"{where}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
 
 
-def _ct_num_bits(configs: dict[str, Any]) -> int | None:
-    """The weights' num_bits compressed-tensors declares (None if absent or mixed)."""
+def _fp4_group(where: str, codes: tuple[int, ...], scale: tuple[int, ...], configs: dict[str, Any]) -> int:
+    """Values per block scale of a record without a fixed block (Quark amdfp4: 16 or 32): from the scale's
+    shape, and it must be a group size the config names."""
+    from .intcodes import config_group_sizes
+
+    cols = codes[-1] * 2
+    if len(scale) != len(codes) or not scale[-1] or cols % scale[-1]:
+        raise CheckpointError(f"{where}: scale {list(scale)} does not cover {list(codes)} packed FP4 in whole groups")
+    per = cols // scale[-1]
+    named = config_group_sizes(configs)
+    if named and per not in named:
+        raise CheckpointError(f"{where}: scale {list(scale)} gives {per} values per scale; the config names "
+                              f"group sizes {sorted(named)}")
+    return per
+
+
+def ct_layer_bits(layer: str, configs: dict[str, Any]) -> set[int]:
+    """The integer weights' num_bits the compressed-tensors config groups that target ``layer`` declare
+    (groups whose targets fmtsim cannot match count only when no group is known to target it)."""
     cfg = configs.get("config.json")
-    groups = ((cfg or {}).get("quantization_config") or {}).get("config_groups") if isinstance(cfg, dict) else None
-    bits = {g["weights"].get("num_bits") for g in (groups or {}).values()
-            if isinstance(g, dict) and isinstance(g.get("weights"), dict)}
-    return bits.pop() if len(bits) == 1 else None
+    qc = cfg.get("quantization_config") if isinstance(cfg, dict) else None
+    groups = qc.get("config_groups") if isinstance(qc, dict) else None
+    found: dict[bool | None, set[int]] = {True: set(), None: set()}
+    for g in (groups or {}).values() if isinstance(groups, dict) else ():
+        w = g.get("weights") if isinstance(g, dict) else None
+        if not isinstance(w, dict) or w.get("type") != "int" or type(w.get("num_bits")) is not int:
+            continue
+        applies = _group_applies(g, layer)
+        if applies is not False:
+            found[applies].add(w["num_bits"])
+    return found[True] or found[None]
 
 
-INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t")  # integer codes decoded by intcodes (with "byte": int8)
+def _dense_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any], where: str,
+                read: Callable[[str], np.ndarray] | None) -> TensorJob:
+    """compressed-tensors pack-quantized (see intcodes): the bit width is the record's, and must be the
+    one the config declares for the layer; ``weight_shape`` gives the row length and must fit the words."""
+    p = m.producer
+    bits = DENSE_BITS[p.packing]
+    c, s = entries[m.codes], entries[m.scale]
+    if len(c.shape) != 2:
+        raise CheckpointError(f"{where}: pack-quantized weights are 2-D, got {list(c.shape)}")
+    declared = ct_layer_bits(m.layer, configs)
+    if declared - {bits}:
+        raise CheckpointError(f"{where}: the config declares {'/'.join(map(str, sorted(declared)))}-bit integer "
+                              f"weights for {m.layer}; the {p.name} record reads {bits}-bit codes (fmtsim reads "
+                              f"pack-quantized with 4 and 8 bits)")
+    rows, cols = c.shape[0], c.shape[1] * 32 // bits
+    if m.shape_tensor and read is not None:
+        shp = tuple(int(v) for v in np.asarray(read(m.shape_tensor)).reshape(-1))
+        if len(shp) != 2 or shp[0] != rows or dense_words(shp[1], bits) != c.shape[1]:
+            raise CheckpointError(f"{where}: {m.shape_tensor} says {list(shp)}; {list(c.shape)} int32 words hold "
+                                  f"[{rows}, {c.shape[1] * 32 // bits - 32 // bits + 1}..{cols}] {bits}-bit codes")
+        cols = shp[1]
+    group = group_layout(p.packing, (rows, cols), s.shape, configs, where)
+    return TensorJob(m, _out_name(m), (rows, cols), c.dtype, s.shape, (1, group))
+
+
+# integer codes decoded by intcodes (with "byte": int8); compressed-tensors' dense int32 packings too
+INT_PACKINGS = ("byte", "int4-rows", "int4x8-reorder-t", "int4x8-reorder", *DENSE_BITS)
 
 
 MODELOPT_FP8_BLOCK = 128  # FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG block_sizes {-1: 128, -2: 128} (ModelOpt 0.47 presets)
@@ -433,7 +506,7 @@ def _fp8_4d_block(where: str, scale: str, codes: tuple[int, ...], shape: tuple[i
 
 def _int_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any], where: str) -> TensorJob:
     p = m.producer
-    if p.scheme not in ("int8", "w4a16"):
+    if p.scheme not in ("int8", "w4a16", "w8a16"):
         raise CheckpointError(f"{where}: {p.packing} codes under scheme {p.scheme}")  # pragma: no cover
     c, s = entries[m.codes], entries[m.scale]
     if len(c.shape) != 2:
@@ -442,9 +515,14 @@ def _int_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any],
         out_shape = (c.shape[0], c.shape[1])
     elif p.packing == "int4-rows":
         out_shape = (c.shape[0] * 2, c.shape[1])
+    elif p.packing == "int4x8-reorder":
+        out_shape = (c.shape[0], c.shape[1] * 8)
     else:
         out_shape = (c.shape[1] * 8, c.shape[0])
     group = group_layout(p.packing, out_shape, s.shape, configs, where)
+    if m.global_scale is not None and int(np.prod(entries[m.global_scale].shape, dtype=np.int64)) != 1:
+        raise CheckpointError(f"{where}: global scale {m.global_scale} has {list(entries[m.global_scale].shape)} "
+                              "elements; one per tensor is expected")
     return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape, (1, group))
 
 
@@ -456,8 +534,9 @@ def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
     assert tj.block is not None
     zp = _read_named(job, m.zero_point, cache) if m.zero_point else None
     pre = _read_named(job, m.pre_scale, cache) if m.pre_scale else None
+    glob = float(_read_named(job, m.global_scale, cache).astype(np.float64).reshape(-1)[0]) if m.global_scale else None
     vals64, sticky = int_values(m.producer.packing, read_array(src, h, e), scale, tj.block[1], zp, pre,
-                                signed=m.producer.element != "uint4")
+                                signed=m.producer.element != "uint4", cols=tj.out_shape[1], global_scale=glob)
     if vals64.shape != tuple(tj.out_shape):  # pragma: no cover - layer_plan checked the shapes
         raise CheckpointError(f"{e.name}: decoded {list(vals64.shape)}, expected {list(tj.out_shape)}")
     out_bits = _bits(vals64, target, sticky)
@@ -622,12 +701,14 @@ def _stream_fp4(m: LayerMatch, scale: np.ndarray, src: Any, h: Header, e: Entry,
     p = m.producer
     if p.scheme == "mxfp4":
         lut, flags1 = _mxfp4_table(target)
+    elif p.scale_format == "ue5m3":  # Quark amdfp4: a global multiplier only in the *_global schemes
+        lut, flags1 = _nvfp4_table(1.0 if glob is None else glob, "multiplier", target, "ue5m3")
     else:
         assert glob is not None and p.global_direction is not None
         lut, flags1 = _nvfp4_table(glob, p.global_direction, target)
     flags = _pair_flags(flags1, target)
     risky: np.ndarray = np.asarray(flags1.any(axis=1))  # scale bytes that may give NaN, Inf or (f32) a rounding
-    per_bytes = (p.block[1] if p.block else 32) // 2
+    per_bytes = e.nbytes // max(int(np.asarray(scale).size), 1)  # the plan checked one scale per block
     sc16 = np.left_shift(np.ascontiguousarray(scale).view(np.uint8).reshape(-1).astype(np.intp), 8)
     groups = e.nbytes // per_bytes
     step = max(1, ROWS_PER_CHUNK_BYTES // per_bytes)
@@ -698,6 +779,35 @@ def _stream_mxfp8(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entr
             progress(n * per)
 
 
+def _stream_fp6(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry, target: str,
+                emit: Callable[[Any], None], res: ShardResult, progress: Callable[[int], None] | None) -> None:
+    """MXFP6 (Quark): one gather per code from a (E8M0 byte, FP6 code) table of exact values, rounded once."""
+    lut, flags = _mx_table(tj.match.producer.element, target)
+    codes = unpack_fp6(read_array(src, h, e)).astype(np.intp)
+    sc = np.repeat(np.ascontiguousarray(scale).view(np.uint8).astype(np.intp), 32, axis=1) << 6
+    idx = sc | codes
+    out = np.take(lut, idx)
+    res.values += out.size
+    f = flags[idx]
+    if f.any():
+        res.nan += int(np.count_nonzero(f & 1))
+        res.overflow += int(np.count_nonzero(f & 2))
+        res.rounded += int(np.count_nonzero(f & 4))
+    emit(np.ascontiguousarray(out).data)
+    if progress:
+        progress(e.nbytes)
+
+
+@lru_cache(maxsize=8)
+def _mx_table(element: str, target: str) -> tuple[np.ndarray, np.ndarray]:
+    """[E8M0 byte << 6 | FP6 code] -> target bits, and flags (1 NaN, 2 overflow, 4 rounded); exact in float64."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        vals = _scale_values("e8m0")[:, None] * np.asarray(
+            decode(np.arange(64, dtype=np.uint8), element, np.float64))[None, :]
+    bits = _bits(vals, target)
+    return bits.reshape(-1), _flags(vals, None, bits, target).reshape(-1)
+
+
 def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit: Callable[[Any], None],
                    cache: dict[Path, Header], res: ShardResult, progress: Callable[[int], None] | None) -> None:
     m, target = tj.match, job.target
@@ -705,6 +815,9 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
     scale = _read_named(job, m.scale, cache)
     if p.packing in INT_PACKINGS and p.scheme != "fp8":
         _stream_int(job, tj, scale, src, h, e, emit, cache, res, progress)
+        return
+    if p.packing == "fp6":
+        _stream_fp6(tj, scale, src, h, e, target, emit, res, progress)
         return
     if scale.ndim == 4:  # ModelOpt 2-D blocks [out/b0, 1, in/b1, 1]
         scale = scale.reshape(scale.shape[0], scale.shape[2])
@@ -718,30 +831,7 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
         glob = float(_read_named(job, m.global_scale, cache).reshape(-1)[0]) if m.global_scale else None
         _stream_fp4(m, scale, src, h, e, target, glob, emit, res, progress)
         return
-    # w4a16: (q - zp) * s, eight int4 (+8) per int32 along the rows, element i at bits 4i
-    packed = read_array(src, h, e).astype(np.int64) & 0xFFFFFFFF
-    q = ((packed[:, :, None] >> (4 * np.arange(8))) & 0xF).reshape(packed.shape[0], -1) - 8
-    if m.shape_tensor:
-        shp = tuple(int(v) for v in _read_named(job, m.shape_tensor, cache).reshape(-1))
-        q = q[: shp[0], : shp[1]]
-    s = scale.astype(np.float64)
-    group = q.shape[1] // s.shape[1]
-    zp = np.zeros_like(s)
-    if m.zero_point:
-        zpk = _read_named(job, m.zero_point, cache).astype(np.int64) & 0xFFFFFFFF
-        zpu = ((zpk[:, None, :] >> (4 * np.arange(8))[None, :, None]) & 0xF).reshape(-1, zpk.shape[1]) - 8
-        zp = zpu[: s.shape[0]].astype(np.float64)
-    vals64 = (q - np.repeat(zp, group, axis=1)) * np.repeat(s, group, axis=1)  # exact: 5 + 24 bits at most
-    out_bits = _bits(vals64, target)
-    res.values += out_bits.size
-    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
-    res.nan += int(np.count_nonzero(np.isnan(got)))
-    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals64)))
-    if target == "float32":
-        res.rounded += int(np.count_nonzero(np.isfinite(got) & (got != vals64)))
-    emit(out_bits.data)
-    if progress:
-        progress(e.nbytes)
+    raise CheckpointError(f"{e.name}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
 
 
 def _dequantize_shard(job: _Job, progress: Callable[[int], None] | None = None) -> ShardResult:
@@ -896,7 +986,12 @@ def dequantize(
         raise CheckpointError(f"{source.path}: no tensor matches a known producer layout; nothing to dequantize "
                               "(see 'fmtsim checkpoint inspect')")
     entries = {n: headers[where[n]].entries[n] for n in where}
-    plans = {n: layer_plan(m, entries, configs) for n, m in det.layers.items()}
+
+    def read_small(name: str) -> np.ndarray:  # a side tensor the plan needs (weight_shape)
+        with open(where[name], "rb") as fh:
+            return read_array(fh, headers[where[name]], entries[name])
+
+    plans = {n: layer_plan(m, entries, configs, read_small) for n, m in det.layers.items()}
     dropped: set[str] = set()
     for m in det.layers.values():
         for extra in (m.scale, m.global_scale, m.zero_point, m.shape_tensor, m.pre_scale):

@@ -86,9 +86,12 @@ def _fp4_codes(packed: np.ndarray) -> np.ndarray:
 
 
 def _compare(found_s: np.ndarray, found_c: np.ndarray, cands: dict[str, tuple[np.ndarray, np.ndarray]],
-             coords: Any, fmt_scale: Any) -> tuple[dict[str, int], str, np.ndarray, list[BlockMiss]]:
-    """found_s [B] scale keys, found_c [B, n] codes; cands recipe -> (scale keys [B], codes [B, n])."""
+             coords: Any, fmt_scale: Any, bounds: dict[str, np.ndarray] | None = None
+             ) -> tuple[dict[str, int], str, np.ndarray, list[BlockMiss]]:
+    """found_s [B] scale keys, found_c [B, n] codes; cands recipe -> (scale keys [B], codes [B, n]);
+    bounds recipe -> [B] whether the block lies within a recipe's bounds (a check, not a reproduction)."""
     ok = {r: (s == found_s) & np.all(c == found_c, axis=1) for r, (s, c) in cands.items()}
+    ok.update(bounds or {})
     by = {r: int(np.count_nonzero(v)) for r, v in ok.items()}
     top = max(by.values()) if by else 0
     tied = [r for r in by if by[r] == top]
@@ -97,12 +100,13 @@ def _compare(found_s: np.ndarray, found_c: np.ndarray, cands: dict[str, tuple[np
     for v in ok.values():
         any_ok |= v
     misses = []
-    if best != "-":
-        es, ec = cands[tied[0]]
+    shown = next((r for r in tied if r in cands), max(cands, key=lambda r: by[r]) if cands else None)
+    if best != "-" and shown is not None:
+        es, ec = cands[shown]
         for b in np.flatnonzero(~any_ok)[:10]:
             diff = np.flatnonzero(ec[b] != found_c[b])
             i = int(diff[0]) if diff.size else None
-            misses.append(BlockMiss(coords(int(b)), tied[0], fmt_scale(es[b]), fmt_scale(found_s[b]), i,
+            misses.append(BlockMiss(coords(int(b)), shown, fmt_scale(es[b]), fmt_scale(found_s[b]), i,
                                     int(ec[b, i]) if i is not None else None,
                                     int(found_c[b, i]) if i is not None else None))
     return by, best, ~any_ok, misses
@@ -305,18 +309,56 @@ def _nvfp4_stored_global(x: np.ndarray, per: int, g: np.float32, direction: str
     return cands
 
 
-def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExplanation:
+def _bf16_preimage(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The smallest and largest float32 that round (to nearest even) to each positive bfloat16 ``p``."""
+    b = p.astype(F32).view(np.uint32).astype(np.int64)
+    even = ((b >> 16) & 1) == 0  # a tie goes to the even neighbour: both ends are p's when p is even
+    half = np.where(even, 0x8000, 0x7FFF)
+    return (b - half).astype(np.uint32).view(F32), (b + half).astype(np.uint32).view(F32)
+
+
+def _pre_scale_bound(w: np.ndarray, pre: np.ndarray, qb: np.ndarray, sb: np.ndarray, zb: np.ndarray,
+                     shape: tuple[int, int, int, int], qmin: int, qmax: int) -> tuple[np.ndarray, str]:
+    """Blocks consistent with ModelOpt's smoothing for SOME float32 scale that rounds to the stored
+    bfloat16 pre_quant_scale p (``model_calib.apply_pre_quant_scale_and_smooth``: the weight becomes
+    bfloat16(w * float32(1 / s)) with s in float32, and only bfloat16(s) is written; SmoothQuant's s is
+    1 / the calibration activations' amax, AWQ's a searched one, neither stored). Every step is monotone
+    in s, so over the interval of s the code of each element spans the codes of its two ends and the
+    block's amax / qmax scale the range of the ends' amaxes: the block passes when its stored scale and
+    every code lie in those ranges. A bound, not a reproduction."""
+    rows, cols, ng, group = shape
+    lo, hi = _bf16_preimage(np.asarray(pre).reshape(1, -1))
+    width = ng * group
+    ends = []
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for s in (lo, hi):
+            e = (w.astype(F32) * (F32(1) / s)).astype(F32).astype(BF16).astype(F32)
+            ends.append(np.pad(e, ((0, 0), (0, width - cols))).reshape(rows * ng, group))
+        cs = [np.where(sb[:, None] == 0, 0, np.clip(np.rint(e / sb[:, None]) + zb[:, None], qmin, qmax))
+              for e in ends]
+        a_lo = np.max(np.minimum(np.abs(ends[0]), np.abs(ends[1])), axis=1)
+        a_hi = np.max(np.maximum(np.abs(ends[0]), np.abs(ends[1])), axis=1)
+        s_lo, s_hi = (a_lo / F32(qmax)).astype(F32), (a_hi / F32(qmax)).astype(F32)
+    c_lo, c_hi = np.minimum(*cs), np.maximum(*cs)
+    ok = (sb >= s_lo) & (sb <= s_hi) & np.all((qb >= c_lo) & (qb <= c_hi), axis=1)
+    open_codes = int(np.count_nonzero((c_lo != c_hi).reshape(rows, width)[:, :cols]))
+    note = (f"pre_quant_scale bound: {rows * cols - open_codes} of {rows * cols} codes and "
+            f"{int(np.count_nonzero(s_lo == s_hi))} of {sb.size} scales are fixed by the bound, the rest may "
+            "take either end's value; ModelOpt divides the weight by the float32 smoothing scale and writes it "
+            "rounded to bfloat16, so the bytes cannot be reproduced from the checkpoint and the original")
+    return ok, note
+
+
+def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray, folded: str | None = None
+                 ) -> TensorExplanation:
     """int8 / int4: scale amax / qmax (per row or per group; in float32 or bfloat16, stored in the scale's
-    dtype), codes round-half-even(x / s) clamped (torch.round), given the stored scale."""
-    from .intcodes import unpack_codes
+    dtype), codes round-half-even(x / s) clamped (torch.round), given the stored scale. With a
+    pre_quant_scale, also the bound of :func:`_pre_scale_bound`; ``folded``: why a layer whose
+    record has one has none (folded elsewhere by the export), said in the notes."""
+    from .intcodes import DENSE_BITS, unpack_codes, unpack_dense
 
     p = m.producer
-    if p.packing == "int4x8":  # compressed-tensors: eight (q + 8) per int32 along a row, element i at bits 4i
-        u = read(m.codes).view(np.uint32)
-        q = np.stack([(u >> np.uint32(4 * i)) & np.uint32(0xF) for i in range(8)], axis=-1)
-        q = q.reshape(u.shape[0], -1).astype(np.int64)[: tj.out_shape[0], : tj.out_shape[1]] - 8
-    else:
-        q = unpack_codes(p.packing, read(m.codes), p.element != "uint4")
+    q = unpack_codes(p.packing, read(m.codes), p.element != "uint4", cols=tj.out_shape[1])
     raw = read(m.scale)
     rows, cols = q.shape
     if tj.block is not None:
@@ -341,10 +383,10 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
             zp[:] = int(z.reshape(-1)[0])
         elif p.packing == "byte":
             zp = z.astype(np.int64).reshape(rows, -1)
-        elif p.packing == "int4x8":  # compressed-tensors packs the zero point (+8) along the rows
-            zu = z.view(np.uint32)
-            zs = np.stack([(zu >> np.uint32(4 * i)) & np.uint32(0xF) for i in range(8)], axis=1)
-            zp = zs.reshape(-1, zu.shape[1])[:rows].astype(np.int64) - 8
+        elif p.packing in DENSE_BITS:  # compressed-tensors packs the zero point (+ offset) along dim 0
+            zp = unpack_dense(z, DENSE_BITS[p.packing], rows, packed_dim=0)
+        elif p.packing == "int4x8-reorder":  # Quark per channel: [out/8], one per output row
+            zp = unpack_codes(p.packing, z, signed).reshape(-1)[:rows].reshape(rows, 1)
         else:
             zp = unpack_codes(p.packing, z, signed)
     weights = {"w": w.astype(F32)}
@@ -403,12 +445,36 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExpl
     def coords(b: int) -> list[int]:
         return [b // ng, b % ng] if n_rows > 1 else [0, 0]
 
+    bounds = {}
+    if m.pre_scale and not per_tensor:
+        label = (f"scale amax/{qmax}, codes rint(x / s), x is bfloat16(w * float32(1 / p)) for a float32 p that "
+                 "rounds to the stored bfloat16 pre_quant_scale (a bound)")
+        bounds[label], note = _pre_scale_bound(w, read(m.pre_scale), qb, sb.astype(F32), zb, (rows, cols, ng, group),
+                                               qmin, qmax)
+        notes.append(note)
+    if folded:
+        notes.append(folded)
     by, best, miss, misses = _compare(sb.astype(F32).view(np.uint32), qb, cands, coords,
-                                      lambda k: repr(float(np.uint32(k).view(F32))))
+                                      lambda k: repr(float(np.uint32(k).view(F32))), bounds)
     return TensorExplanation(m.codes, p.name, int(sb.size), by, best, int(np.count_nonzero(miss)), misses, notes)
 
 
 FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def _folded_pre_scale(m: LayerMatch, configs: dict[str, Any]) -> str | None:
+    """Why a ModelOpt AWQ layer has no pre_quant_scale although the config says the checkpoint uses them:
+    the export averaged the scales of layers that share an input (q/k/v, gate/up), re-smoothed their
+    weights to the average and folded it into the preceding norm (``torch/export/quant_utils.py``
+    ``preprocess_linear_fusion``, ``_update_pre_quant_scale``, ``fuse_prequant_layernorm``). The layer's
+    own searched scale is in no tensor, so nothing ties these bytes to the original weights."""
+    hq = configs.get("hf_quant_config.json")
+    q = hq.get("quantization") if isinstance(hq, dict) else None
+    if not m.producer.pre_scale or m.pre_scale or not (isinstance(q, dict) and q.get("pre_quant_scale") is True):
+        return None
+    return ("the config says pre_quant_scale, this layer has none: ModelOpt's export folded the average of the "
+            "fused layers' AWQ scales into the preceding norm and re-smoothed the weight; the layer's own scale "
+            "is not stored, so its blocks cannot be checked against the original (listed, not explained)")
 
 
 def _fused_amax(target: str, orig: Any) -> float | None:
@@ -434,7 +500,7 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
         raise CheckpointError(f"{original}: holds none of the {len(layers)} quantized tensors of {quant} (no "
                               f"{first!r}, ...): not its original; nothing was compared")
     for name, m in sorted(layers.items()):
-        tj = layer_plan(m, entries, configs)
+        tj = layer_plan(m, entries, configs, read)
         target = _out_name(m)
         if target not in orig:
             out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0,
@@ -448,8 +514,17 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
             out.append(_explain_fp8(m, tj, read, w, _fused_amax(target, orig)))
         elif m.producer.scheme == "fp8" and m.producer.scale_format == "e8m0":
             out.append(_explain_mxfp8(m, tj, read, w))
-        elif m.producer.scheme in ("int8", "w4a16"):
-            out.append(_explain_int(m, tj, read, w))
+        elif m.producer.scheme in ("w4a16", "int8") and m.global_scale:  # Quark int4_fp8: two levels, no model
+            out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
+                "int4 under an FP8 per-tensor scale (Quark int4_fp8): no recipe model yet; not compared"]))
+        elif m.producer.scheme in ("int8", "w4a16", "w8a16"):
+            out.append(_explain_int(m, tj, read, w, _folded_pre_scale(m, configs)))
+        elif m.producer.scheme == "mxfp6":  # Quark MXFP6: its scale rule is not modelled yet
+            out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
+                "MXFP6 (Quark): no recipe model yet; not compared"]))
+        elif m.producer.scale_format == "ue5m3":  # Quark amdfp4: its scale rule is not modelled
+            out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
+                "UE5M3 block scales (Quark amdfp4): no recipe model yet; not compared"]))
         elif m.producer.scheme == "mxfp4":
             out.append(_explain_mxfp4(m, read, w))
         elif m.producer.scheme == "nvfp4":

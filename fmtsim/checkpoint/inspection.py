@@ -37,9 +37,9 @@ from ..codec import decode
 from ..formats import get_format
 from ..layout import unswizzle_order
 from .conversion import ATTENTION_SUFFIXES, is_scale_like
-from .dequant import FP8_ELEMENT, INT_PACKINGS, BlockShapeError, _scan, layer_plan
+from .dequant import FP8_ELEMENT, BlockShapeError, _scan, layer_plan, ue5m3_values
 from .files import DTYPES, CheckpointError, Header, read_array
-from .intcodes import unpack_codes
+from .intcodes import unpack_codes, unpack_fp6
 from .producers import LayerMatch
 
 __all__ = ["Finding", "TensorReport", "InspectReport", "inspect"]
@@ -124,6 +124,8 @@ def _scale_values(m: LayerMatch, raw: np.ndarray) -> np.ndarray:
         return np.asarray(decode(raw.view(np.uint8), "e8m0", np.float64))
     if fmt == "ue4m3":  # stored as F8_E4M3: read signed, so a negative scale shows
         return np.asarray(decode(raw.view(np.uint8), "e4m3", np.float64))
+    if fmt == "ue5m3":  # Quark amdfp4
+        return ue5m3_values()[raw.view(np.uint8).astype(np.intp)]
     return raw.astype(np.float64)
 
 
@@ -175,16 +177,17 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
     elif p.scheme in ("nvfp4", "mxfp4"):
         codes = _unpack_fp4(raw_codes.view(np.uint8))
         rep.codes = _code_stats(codes, "e2m1")
-    elif p.packing in INT_PACKINGS:
-        rep.codes = _int_code_stats(unpack_codes(p.packing, raw_codes, p.element != "uint4"), p.element)
-        codes = None
+    elif p.packing == "fp6":
+        codes = unpack_fp6(raw_codes)
+        rep.codes = _code_stats(codes, p.element)
     else:
-        packed = raw_codes.view(np.uint32)
-        q = np.stack([(packed >> np.uint32(4 * i)) & 0xF for i in range(8)], axis=-1).reshape(-1)
-        hist = np.bincount(q.astype(np.int64), minlength=16)
-        rep.codes = {"values": int(q.size), "at_min": int(hist[0]), "at_max": int(hist[15]),
-                     "at_max_share": float((hist[0] + hist[15]) / max(q.size, 1)),
-                     "unused_codes": int(np.count_nonzero(hist == 0))}
+        shape = read(m.shape_tensor).reshape(-1) if m.shape_tensor else None
+        try:  # the padding of a dense packing's last word is not a code
+            q = unpack_codes(p.packing, raw_codes, p.element != "uint4", int(shape[-1]) if shape is not None else None)
+        except CheckpointError:  # a shape tensor that does not fit: reported where the plan is checked
+            q = unpack_codes(p.packing, raw_codes, p.element != "uint4")
+        rep.codes = _int_code_stats(q, p.element)
+        codes = None
     shaped = sv.reshape(raw_scale.shape)
 
     def first(mask: np.ndarray) -> str:
@@ -214,8 +217,8 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
             add("error" if rep.codes.get("zero", 0) < rep.codes["values"] else "warning", "zero-scale",
                 "the scale is 0", m.scale)
         else:
-            per = (p.block[1] if p.block else 32)
-            blocks = codes.reshape(-1, per) if p.scheme not in ("w4a16", "int8") else None
+            per = p.block[1] if p.block else max(1, raw_codes.size * 2 // max(raw_scale.size, 1))
+            blocks = codes.reshape(-1, per) if p.scheme in ("nvfp4", "mxfp4") else None
             if blocks is not None:
                 nonzero = np.any((blocks & 0x7) != 0, axis=1)
                 bad = int(np.count_nonzero((sv.reshape(-1) == 0) & nonzero))
@@ -257,7 +260,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
                 add("warning", "swizzled-scales", f"the scales are {plain / max(through, 1e-9):.1f}x smoother read "
                     "through the 128x4 swizzle: they look swizzled (stored as kernels read them)", m.scale)
     if p.scheme in ("nvfp4", "mxfp4"):
-        per = p.block[1] if p.block else 32
+        per = p.block[1] if p.block else max(1, raw_codes.size * 2 // max(raw_scale.size, 1))
         vals = _fp4_values(m, raw_codes.view(np.uint8), sv, per)
         flat = vals.reshape(-1, vals.shape[-1])
         if flat.shape[1] >= 4:
@@ -293,7 +296,7 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
             " | ".join(m.candidates)
         rep = TensorReport(name, label, list(m.candidates), m.producer.scheme, element, e.dtype, list(e.shape))
         try:  # the geometry dequantize would use: a layout it refuses is an error here, not "clean"
-            tj = layer_plan(m, entries, configs)
+            tj = layer_plan(m, entries, configs, read)
         except CheckpointError as err:
             msg = str(err).split(": ", 1)[1] if str(err).startswith(name) else str(err)
             code = "block-shape" if isinstance(err, BlockShapeError) else "layout"
@@ -304,7 +307,8 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
             if tj.block_source.startswith("inferred"):
                 rep.findings.append(Finding("warning", "block-inferred", name, f"block shape {tj.block_source}; "
                                             "no config key states it"))
-        _lint_tensor(rep, m, read, entries)
+        if not m.producer.refuse:  # a layout fmtsim does not read has no code statistics (the error says why)
+            _lint_tensor(rep, m, read, entries)
         cache.clear()
         reports.append(rep)
         findings += rep.findings

@@ -25,6 +25,9 @@ What each record was checked against (the producer's own loader or exporter):
 - compressed-tensors W4A16 (pack-quantized): ``compressors/quantized_compressors/pack_quantized.py``:
   ``pack_to_int32`` adds 8 to each int4 and packs eight per int32 along dim 1, element i at bits
   4i; ``weight_shape`` holds the unpacked shape; an asymmetric zero point is packed along dim 0.
+  0.19's ``pack_quantized/helpers.py`` packs any width of 1..8 bits densely (element i at bit i*b of
+  the row's little-endian bit string, offset 2^(b-1)): W8A16 is four int8 + 128 per int32; the width
+  is only in the config (``config_groups.*.weights.num_bits``), so its record needs that marker.
 - ModelOpt NVFP4: a copy of vLLM's ModelOpt NVFP4 linear method (``quantization/modelopt.py``,
   read through a code index, repository not named there): ``process_weights_after_loading`` keeps
   ``weight_scale_2.max()`` over fused shards and sets ``alpha = input_scale * weight_scale_2`` (a
@@ -71,7 +74,7 @@ class Producer:
 
     name: str
     title: str
-    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | int8
+    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | w8a16 (packed int8 weights) | int8
     codes: str  # suffix appended to L
     codes_dtypes: tuple[str, ...]
     scale: str
@@ -79,9 +82,9 @@ class Producer:
     element: str  # fmtsim format of the elements
     scale_format: str  # 'float' (stored float), 'ue4m3', 'e8m0'
     # 'byte' (one code per byte; I8: two's complement), 'fp4' (two per byte, low nibble first),
-    # 'int4x8' (eight per I32 along a row, +8 offset), 'int4-rows' (U8 [out/2, in]: rows 2r / 2r+1 in the
-    # low / high nibble, two's complement), 'int4x8-reorder-t' (I32 [in, out/8]: stored transposed,
-    # nibbles 0,2,4,6,1,3,5,7 of eight outputs, two's complement; scales [in/group, out])
+    # 'int4x8' / 'int8x4' (eight / four per I32 along a row, +8 / +128 offset), 'int4-rows' (U8 [out/2, in]:
+    # rows 2r / 2r+1 in the low / high nibble, two's complement), 'int4x8-reorder-t' (I32 [in, out/8]:
+    # stored transposed, nibbles 0,2,4,6,1,3,5,7 of eight outputs, two's complement; scales [in/group, out])
     packing: str
     block: tuple[int, int] | None  # (rows, cols) one scale covers; None: from the scale's shape
     global_scale: str | None = None  # suffix of a per-tensor second-level scale
@@ -101,6 +104,10 @@ class Producer:
     # only with its config marker (its tensors look like another record's; shapes, which detection does
     # not read, would tell them apart: ModelOpt's W4A16_NVFP4 is NVFP4 with 32 values per scale)
     marker_required: bool = False
+    # a layout known and named but not read: dequantize, convert and explain refuse it with this reason
+    refuse: str = ""
+    # records this one is a more specific case of: when its config marker holds, theirs is set aside
+    overrides: tuple[str, ...] = ()
 
 
 CT = ("llm-compressor 0.14 / compressed-tensors 0.19",)
@@ -115,6 +122,16 @@ def _ct_format(fmt: str) -> tuple[Any, ...]:
             ("config.json", "quantization_config.config_groups.*.format", fmt))
 
 
+def _ct_pack(bits: int) -> tuple[Any, ...]:
+    """compressed-tensors pack-quantized with integer weights of ``bits``: the tensors' names and dtypes
+    are the same for every width, so the config group that declares the width marks the record
+    (a config group: its own format, or the top-level one when every group shares it)."""
+    weights = {"weights": {"num_bits": bits, "type": "int"}}
+    return ((("config.json", "quantization_config.format", "pack-quantized"),
+             ("config.json", "quantization_config.config_groups.*", weights)),
+            ("config.json", "quantization_config.config_groups.*", {"format": "pack-quantized", **weights}))
+
+
 def _modelopt(*algos: str) -> tuple[Any, ...]:
     return tuple((f, k, a) for a in algos for f, k in (("hf_quant_config.json", "quantization.quant_algo"),
                                                        ("config.json", "quantization_config.quant_algo")))
@@ -127,6 +144,14 @@ def _quark(*dtypes: str, **also: str) -> tuple[Any, ...]:
                   ("config.json", where, {"dtype": d, **also}))
                  for d in dtypes for where in ("quantization_config.global_quant_config.weight",
                                                "quantization_config.layer_quant_config.*.weight"))
+
+
+def _quark_all(*specs: dict[str, str]) -> tuple[Any, ...]:
+    """Quark's weight specs, all present (a two-level scheme lists the element spec and the scale's)."""
+    return tuple((("config.json", "quantization_config.quant_method", "quark"),
+                  *(("config.json", where, spec) for spec in specs))
+                 for where in ("quantization_config.global_quant_config.weight",
+                               "quantization_config.layer_quant_config.*.weight"))
 
 
 PRODUCERS: tuple[Producer, ...] = (
@@ -189,7 +214,7 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("quark-mxfp4", "AMD Quark MXFP4", "mxfp4",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
              extra=(".input_scale", ".output_scale"),
-             config=_quark("fp4", group_size="32"),
+             config=_quark("fp4", group_size="32", scale_format="e8m0"),
              value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=QUARK),
     Producer("modelopt-mxfp4", "NVIDIA ModelOpt MXFP4 (the layout Quark MXFP4 writes too)", "mxfp4",
              ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "e8m0", "fp4", (1, 32),
@@ -210,8 +235,47 @@ PRODUCERS: tuple[Producer, ...] = (
     Producer("quark-nvfp4", "AMD Quark NVFP4 (ModelOpt's layout)", "nvfp4",
              ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 16),
              global_scale=".weight_scale_2", global_direction="multiplier",
-             extra=(".input_scale", ".input_scale_2"), config=_quark("fp4", group_size="16"),
+             extra=(".input_scale", ".input_scale_2"),
+             config=_quark_all({"dtype": "fp4", "group_size": "16"}, {"dtype": "fp8_e4m3", "is_scale_quant": "true"}),
              value="w = e2m1 * s_block * weight_scale_2", writers=QUARK),
+    # Quark 0.13 amdfp4 schemes: FP4 elements with UE5M3 block scales (``scale_format: e5m3``, 16 or 32 values
+    # per scale), or float block scales quantized to UE5M3 under a per-tensor F32 multiplier (``*_global*``:
+    # a second weight spec ``fp8_e5m3`` with ``is_scale_quant``); ``export/nn/modules/realquantizer.py``
+    # dequantizes the scale byte with ``kernel/float8_e5m3`` and multiplies
+    Producer("quark-amdfp4", "AMD Quark amdfp4 (FP4, UE5M3 block scales)", "nvfp4",
+             ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "ue5m3", "fp4", None,
+             extra=(".input_scale", ".output_scale"), config=_quark("fp4", scale_format="e5m3"),
+             value="w = e2m1 * ue5m3(s_block); [out, in/2] bytes, [out, in/group] scales", writers=QUARK,
+             marker_required=True),
+    Producer("quark-amdfp4-global", "AMD Quark amdfp4_global (FP4, UE5M3-quantized block scales, F32 global scale)",
+             "nvfp4", ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "ue5m3", "fp4", None,
+             global_scale=".weight_scale_2", global_direction="multiplier", extra=(".input_scale", ".input_scale_2"),
+             config=_quark_all({"dtype": "fp4"}, {"dtype": "fp8_e5m3", "is_scale_quant": "true"}),
+             value="unknown: read as e2m1 * ue5m3(s_block) * weight_scale_2 the values are ~1e5 too small",
+             writers=QUARK, marker_required=True,
+             refuse="Quark 0.13 cannot read this export back itself (its import fails: 'dequantize_float8_e5m3_v2 "
+                    "expected uint8 input'), and e2m1 x UE5M3 x weight_scale_2 does not give the weights: the scale "
+                    "bytes' meaning is unknown"),
+    # Quark 0.13 int4_fp8: the weight quantized to FP8 per tensor, then to int4 per output channel; Quark's
+    # own import dequantizes float32((q - zp) * weight_scale_2[row]) * weight_scale (checked on the fixture)
+    Producer("quark-int4-fp8", "AMD Quark int4_fp8 (int4 per channel under an FP8 per-tensor scale)", "w4a16",
+             ".weight", ("I32",), ".weight_scale_2", ("F32", "BF16", "F16"), "int4", "float", "int4x8-reorder",
+             None, global_scale=".weight_scale", global_direction="multiplier", zero_point=".weight_zero_point_2",
+             extra=(".input_scale",), config=_quark_all({"dtype": "int4", "qscheme": "per_channel"},
+                                                        {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}),
+             value="w = (q - zero_point_2) * weight_scale_2[row] * weight_scale; [out, in/8] int32, nibbles "
+                   "0,2,4,6,1,3,5,7, not transposed", writers=QUARK, marker_required=True,
+             overrides=("quark-int4", "quark-int4-per-channel", "quark-fp8")),
+    Producer("quark-mxfp6-e2m3", "AMD Quark MXFP6 E2M3 (OCP FP6 elements, E8M0 scales per 32)", "mxfp6",
+             ".weight", ("U8",), ".weight_scale", ("U8",), "e2m3", "e8m0", "fp6", (1, 32),
+             extra=(".input_scale", ".output_scale"), config=_quark("fp6_e2m3"),
+             value="w = fp6 * 2^(scale - 127); [out, in * 3/4] bytes: four codes per little-endian 24 bits",
+             writers=QUARK, marker_required=True, overrides=("quark-mxfp4", "modelopt-mxfp4")),
+    Producer("quark-mxfp6-e3m2", "AMD Quark MXFP6 E3M2 (OCP FP6 elements, E8M0 scales per 32)", "mxfp6",
+             ".weight", ("U8",), ".weight_scale", ("U8",), "e3m2", "e8m0", "fp6", (1, 32),
+             extra=(".input_scale", ".output_scale"), config=_quark("fp6_e3m2"),
+             value="w = fp6 * 2^(scale - 127); [out, in * 3/4] bytes: four codes per little-endian 24 bits",
+             writers=QUARK, marker_required=True, overrides=("quark-mxfp4", "modelopt-mxfp4")),
     Producer("compressed-tensors-int8", "compressed-tensors W8A8 int8 (int-quantized)", "int8",
              ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
              extra=(".input_scale", ".input_zero_point"), config=_ct_format("int-quantized"),
@@ -240,15 +304,31 @@ PRODUCERS: tuple[Producer, ...] = (
              None, zero_point=".weight_zero_point", config=_quark("uint4"),
              value="w = (q - zero_point) * s_group, q and zero point 0..15; stored transposed, nibbles 0,2,4,6,1,3,5,7",
              writers=QUARK),
+    Producer("quark-int4-per-channel", "AMD Quark int4 weight-only per channel (pack_method reorder)", "w4a16",
+             ".weight", ("I32",), ".weight_scale", ("F32", "BF16", "F16"), "int4", "float", "int4x8-reorder",
+             None, zero_point=".weight_zero_point", config=_quark("int4", qscheme="per_channel"),
+             value="w = (q - zero_point) * s[row]; [out, in/8] int32, nibbles 0,2,4,6,1,3,5,7 (not transposed)",
+             writers=QUARK, marker_required=True, overrides=("quark-int4",)),
+    Producer("quark-uint4-per-channel", "AMD Quark uint4 weight-only per channel (pack_method reorder)", "w4a16",
+             ".weight", ("I32",), ".weight_scale", ("F32", "BF16", "F16"), "uint4", "float", "int4x8-reorder",
+             None, zero_point=".weight_zero_point", config=_quark("uint4", qscheme="per_channel"),
+             value="w = (q - zero_point) * s[row], q and zero point 0..15; [out, in/8] int32, not transposed",
+             writers=QUARK, marker_required=True, overrides=("quark-uint4",)),
     Producer("quark-int8", "AMD Quark int8", "int8",
              ".weight", ("I8",), ".weight_scale", ("F32", "BF16", "F16"), "int8", "float", "byte", None,
              zero_point=".weight_zero_point", extra=(".input_scale", ".input_zero_point", ".output_scale"),
              config=_quark("int8"), value="w = (q - zero_point) * s", writers=QUARK),
-    Producer("compressed-tensors-w4a16", "compressed-tensors W4A16 (pack-quantized)", "w4a16",
+    Producer("compressed-tensors-w4a16", "compressed-tensors W4A16 (pack-quantized, 4 bits)", "w4a16",
              ".weight_packed", ("I32",), ".weight_scale", ("BF16", "F16", "F32"), "int4", "float", "int4x8", None,
              zero_point=".weight_zero_point", shape_tensor=".weight_shape",
-             config=_ct_format("pack-quantized"),
+             config=_ct_pack(4),
              value="w = (q - zero_point) * s_group; eight int4 (+8) per int32, element i at bits 4i", writers=CT),
+    Producer("compressed-tensors-w8a16", "compressed-tensors W8A16 (pack-quantized, 8 bits)", "w8a16",
+             ".weight_packed", ("I32",), ".weight_scale", ("BF16", "F16", "F32"), "int8", "float", "int8x4", None,
+             zero_point=".weight_zero_point", shape_tensor=".weight_shape",
+             config=_ct_pack(8),
+             value="w = (q - zero_point) * s_group; four int8 (+128) per int32, element i at bits 8i", writers=CT,
+             marker_required=True),
 )
 
 
@@ -355,6 +435,8 @@ def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None
     never guessed. ``producer`` forces one record."""
     forced = get_producer(producer) if producer else None
     marked = tuple(p.name for p in PRODUCERS if config_matches(p, configs))
+    over = {o for p in PRODUCERS if p.name in marked for o in p.overrides}  # a more specific record marked too
+    marked = tuple(n for n in marked if n not in over)
     layers: dict[str, LayerMatch] = {}
     ambiguous: dict[str, tuple[str, ...]] = {}
     records = (forced,) if forced else PRODUCERS

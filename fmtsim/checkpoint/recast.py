@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import __version__, mx
 from ..codec import decode, encode
-from .dequant import FP8_ELEMENT, TensorJob, _e2m1, _scan, divide_exactly, layer_plan
+from .dequant import FP8_ELEMENT, TensorJob, _e2m1, _scale_values, _scan, divide_exactly, layer_plan
 from .files import (
     INDEX_NAME,
     CheckpointError,
@@ -62,6 +62,8 @@ __all__ = ["TARGETS", "recast", "TensorLoss", "RecastSummary"]
 
 TARGETS = {"nvfp4": ("mxfp4",), "mxfp4": ("nvfp4",), "fp8-block": ("mxfp4",), "mxfp8": ("fp8",)}
 META_KEY = "fmtsim_recast"
+
+SCALE_TABLE = {"e8m0": "e8m0", "ue4m3": "e4m3", "ue5m3": "ue5m3"}  # a record's scale_format -> its byte table
 
 
 @dataclass
@@ -121,14 +123,13 @@ class _Source:
         b = np.frombuffer(raw, dtype=np.uint8).reshape(r1 - r0, row_bytes)
         if p.scheme in ("mxfp4", "nvfp4"):
             codes = np.stack([b & 0xF, b >> 4], axis=-1).reshape(r1 - r0, self.k)
-            per = 32 if p.scheme == "mxfp4" else 16
             sc = self.scale.view(np.uint8).reshape(self.rows, -1)[r0:r1]
-            svals = np.asarray(decode(sc, "e8m0" if p.scheme == "mxfp4" else "e4m3", np.float64))
+            per = self.k // sc.shape[1]  # 32 (MX), 16 (NVFP4) or 32 (ModelOpt W4A16_NVFP4, Quark amdfp4_g32)
+            svals = _scale_values(SCALE_TABLE[p.scale_format])[sc.astype(np.intp)]
             with np.errstate(invalid="ignore", over="ignore"):
                 x = _e2m1()[codes] * np.repeat(svals, per, axis=1)
             inexact = np.zeros(x.shape, bool)
-            if p.scheme == "nvfp4":
-                assert self.glob is not None
+            if p.scheme == "nvfp4" and self.glob is not None:  # Quark's plain amdfp4 has no global scale
                 if p.global_direction == "multiplier":
                     x = x * self.glob
                 else:
