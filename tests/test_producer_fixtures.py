@@ -5,6 +5,7 @@ the raw bytes (integer arithmetic, no fmtsim code) in float32 and bfloat16, expl
 recipe for every block, and the producer's own dequantization agrees where its library is
 installed."""
 
+import bisect
 import json
 from fractions import Fraction
 from pathlib import Path
@@ -215,9 +216,7 @@ REFUSED: dict[str, str] = {
     "quark-amdfp4_global16": "Quark cannot read its amdfp4_global export back; the scale bytes' meaning is unknown",
     "quark-amdfp4_global32": "Quark cannot read its amdfp4_global export back; the scale bytes' meaning is unknown",
 }
-NO_RECIPE = {"quark-amdfp4": "no explain recipe for UE5M3 block scales", "quark-amdfp4_g32": "no recipe for UE5M3",
-             "quark-mxfp6_e2m3": "no explain recipe for MXFP6 yet", "quark-mxfp6_e3m2": "no recipe for MXFP6 yet",
-             "quark-int4_fp8": "no explain recipe for int4 under an FP8 per-tensor scale"}
+NO_RECIPE: dict[str, str] = {}  # fixtures explain has no recipe for (none; each would be said, never success)
 KNOWN_WRONG: dict[str, str] = {}  # fixtures fmtsim is known to read wrong (none)
 
 
@@ -350,6 +349,122 @@ def test_the_bound_fails_a_code_outside_it(tmp_path):
     save_file(t, str(tmp_path / name / "model.safetensors"))
     r = {e.tensor: e for e in explain(tmp_path / name, ORIGINAL / "model.safetensors")}[k]
     assert r.unexplained == 1 and r.misses[0].block == [3, 0]
+
+
+# Quark's amdfp4, MXFP6 and int4_fp8 recipes, read off Quark 0.13's quantizer (quantization/observer/observer.py
+# get_scale, quantization/utils.py even_round, quantization/tensor_quantize.py SequentialQuantize): every block of
+# each fixture, by the recipe named here (ties: the others named with it)
+QUARK_RECIPES = {
+    "quark-amdfp4": "scale ue5m3(amax/6 in bfloat16), RNE; elements e2m1(x / s in float32), RNE, no -0",
+    "quark-amdfp4_g32": "scale ue5m3(amax/6 in bfloat16), RNE; elements e2m1(x / s in float32), RNE, no -0",
+    "quark-mxfp6_e2m3": "scale mx even, RNE, no -0",
+    "quark-mxfp6_e3m2": "scale mx even, RNE, no -0",
+    "quark-int4_fp8": "x8 e4m3(x / g in bfloat16); scale amax(x8)/7.5 in bfloat16; codes rint(x8 / s) in float32",
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUARK_RECIPES))
+def test_quark_amdfp4_mxfp6_and_int4_fp8_are_explained_block_by_block(name):
+    if name not in FIXTURES:
+        pytest.skip(f"no {name} fixture")
+    rows = explain(HERE / name, ORIGINAL / "model.safetensors")
+    assert len(rows) == 7  # q, k, v, o, gate, up, down
+    for r in rows:
+        assert r.blocks > 0 and r.unexplained == 0, (r.tensor, r.best, r.misses[:1])
+        assert QUARK_RECIPES[name] in r.best.split(" = "), (r.tensor, r.best)
+        assert r.by_recipe[QUARK_RECIPES[name]] == r.blocks
+        if name.startswith("quark-amdfp4"):  # Quark writes +0: the RNE codes with -0 do not explain every block
+            assert r.by_recipe[QUARK_RECIPES[name].removesuffix(", no -0")] < r.blocks
+        if name == "quark-int4_fp8":  # the stored global scale is amax/448 in float32, and said so
+            assert any("is amax/448 in float32" in n for n in r.notes), r.notes
+
+
+def _corrupt(tmp_path, name, key, change):
+    """A copy of fixture ``name`` with tensor ``key`` replaced by ``change(tensor)`` (a torch tensor)."""
+    import shutil
+
+    st = pytest.importorskip("safetensors.torch", reason="rewriting a bfloat16 fixture needs torch")
+    shutil.copytree(HERE / name, tmp_path / name)
+    f = str(tmp_path / name / "model.safetensors")
+    t = st.load_file(f)
+    t[key] = change(t[key].clone())
+    st.save_file(t, f)
+    return {e.tensor: e for e in explain(tmp_path / name, ORIGINAL / "model.safetensors")}
+
+
+def test_a_wrong_ue5m3_scale_in_quark_amdfp4_is_caught(tmp_path):
+    if "quark-amdfp4" not in FIXTURES:
+        pytest.skip("no quark-amdfp4 fixture")
+    k = "model.layers.0.self_attn.q_proj.weight"
+
+    def bump(s):
+        s[5, 3] = int(s[5, 3]) + 1  # one UE5M3 step up
+        return s
+
+    r = _corrupt(tmp_path, "quark-amdfp4", k + "_scale", bump)[k]
+    assert r.unexplained == 1 and r.misses[0].block == [5, 3]
+    assert int(r.misses[0].found_scale, 16) == int(r.misses[0].expected_scale, 16) + 1
+
+
+def test_a_wrong_fp6_code_in_quark_mxfp6_is_caught(tmp_path):
+    import torch
+
+    from fmtsim.checkpoint.intcodes import pack_fp6, unpack_fp6
+
+    if "quark-mxfp6_e3m2" not in FIXTURES:
+        pytest.skip("no quark-mxfp6_e3m2 fixture")
+    k = "model.layers.0.mlp.down_proj.weight"
+
+    def flip(packed):
+        c = unpack_fp6(packed.numpy())
+        c[7, 70] ^= 1  # one mantissa step: column 70 is element 6 of the row's third block of 32
+        return torch.from_numpy(pack_fp6(c))
+
+    r = _corrupt(tmp_path, "quark-mxfp6_e3m2", k, flip)[k]
+    m = r.misses[0]
+    assert r.unexplained == 1 and m.block == [7, 2] and m.element == 6
+    assert m.found_code == m.expected_code ^ 1 and m.found_scale == m.expected_scale
+
+
+def test_a_wrong_per_channel_scale_or_code_in_quark_int4_fp8_is_caught(tmp_path):
+    if "quark-int4_fp8" not in FIXTURES:
+        pytest.skip("no quark-int4_fp8 fixture")
+    k = "model.layers.0.mlp.gate_proj.weight"
+
+    def nudge(s):
+        s.view(dtype=__import__("torch").int32)[11] += 1  # one float32 ulp
+        return s
+
+    r = _corrupt(tmp_path / "s", "quark-int4_fp8", k + "_scale_2", nudge)[k]
+    assert r.unexplained == 1 and r.misses[0].block == [11, 0]
+    assert r.misses[0].found_scale != r.misses[0].expected_scale
+
+    def flip(words):
+        words[40, 0] ^= 1  # the low bit of row 40's first nibble (element 0 in Quark's 0,2,4,6,1,3,5,7 order)
+        return words
+
+    r = _corrupt(tmp_path / "c", "quark-int4_fp8", k, flip)[k]
+    m = r.misses[0]
+    assert r.unexplained == 1 and m.block == [40, 0] and m.element == 0 and abs(m.found_code - m.expected_code) == 1
+
+
+def test_ue5m3_rounding_is_nearest_even_as_fractions():
+    from fmtsim.checkpoint.dequant import ue5m3_values
+    from fmtsim.checkpoint.explain import ue5m3_encode
+
+    v = [Fraction(float(x)) for x in ue5m3_values()[:255]]
+    rng = np.random.default_rng(16)
+    mids = np.array([(float(a) + float(b)) / 2 for a, b in zip(v, v[1:], strict=False)])  # every tie
+    x = np.concatenate([mids, ue5m3_values()[:255], rng.uniform(0, 2.0**-14, 300), 2.0 ** rng.uniform(-20, 18, 600),
+                        [0.0, 114688.0, 2.0**17, 1e30, 2.0**-18, 3 * 2.0**-19]]).astype(np.float32)
+    got = ue5m3_encode(x)
+    for xi, g in zip(x.tolist(), got.tolist(), strict=True):
+        f = min(Fraction(xi), v[-1])  # Quark clamps to [0, 114688] first
+        i = bisect.bisect_left(v, f)  # v[i - 1] < f <= v[i]
+        near = [j for j in (i - 1, i) if 0 <= j < 255]
+        best = min(near, key=lambda j: (abs(v[j] - f), j % 2))  # nearest, ties to the even code
+        assert g == best, (xi, g, best)
+    assert ue5m3_encode(np.array([np.nan], np.float32))[0] == 0xFF
 
 
 def test_the_bfloat16_preimage_is_exactly_the_float32s_that_round_to_it():

@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import mx, nvfp4
 from ..codec import decode, encode
+from ..formats import get_format
 from .dequant import FP8_ELEMENT, _out_name, _scan, layer_plan
 from .files import CheckpointError, Header, load, read_array
 from .producers import LayerMatch
@@ -242,6 +243,122 @@ def _explain_mxfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation
 
     by, best, miss, misses = _compare(scales, codes, cands, coords, lambda k: f"0x{int(k):02X}")
     return TensorExplanation(m.codes, m.producer.name, int(scales.size), by, best, int(np.count_nonzero(miss)), misses)
+
+
+def ue5m3_encode(x: np.ndarray) -> np.ndarray:
+    """float32 / float64 values -> UE5M3 bytes, round to nearest, ties to the even code, after clamping
+    to [0, 114688] (0xFE, the largest finite value): how AMD Quark 0.13 rounds an amdfp4 block scale
+    (``torch/kernel/float8_e5m3/reference.py``, ``BaseFP8_E5M3`` min 0 and max 114688). NaN gives 0xFF."""
+    from .dequant import ue5m3_values
+
+    v = ue5m3_values()[:255]  # finite codes 0x00..0xFE, increasing
+    a = np.asarray(x, np.float64)
+    c = np.clip(np.nan_to_num(a, nan=0.0), 0.0, v[-1])
+    hi = np.clip(np.searchsorted(v, c, side="left"), 1, 254)  # v[hi - 1] < c <= v[hi] (or c = 0)
+    lo = hi - 1
+    d_lo, d_hi = c - v[lo], v[hi] - c  # exact: both in float64 with at most 24 + 4 significant bits
+    pick = np.where(d_lo < d_hi, lo, np.where(d_hi < d_lo, hi, np.where(lo % 2 == 0, lo, hi)))
+    return np.where(np.isnan(a), 0xFF, pick).astype(np.uint8)
+
+
+def _explain_amdfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation:
+    """Quark amdfp4 (``quantization/observer/observer.py`` ``get_scale``, scale_format e5m3): block scale
+    s = amax / 6 (amax of the bfloat16 weight, divided in bfloat16 or float32; 0 -> float32 eps), rounded
+    to UE5M3 (:func:`ue5m3_encode`); elements e2m1 of x / s, RNE, in float32 or rounded to bfloat16 first."""
+    from .dequant import ue5m3_values
+
+    packed = read(m.codes).view(np.uint8)
+    scales = read(m.scale).view(np.uint8).reshape(-1)
+    per = w.size // max(1, scales.size)
+    codes = _fp4_codes(packed).reshape(scales.size, per)
+    x = w.astype(F32).reshape(-1, per)
+    amax = np.max(np.abs(x), axis=1)
+    cands = {}
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for aname, a6 in (("bfloat16", (amax.astype(BF16).astype(F32) / F32(6)).astype(BF16).astype(F32)),
+                          ("float32", (amax / F32(6)).astype(F32))):
+            k = ue5m3_encode(np.where(a6 == 0, np.finfo(F32).eps, a6))
+            s = ue5m3_values()[k].astype(F32)[:, None]
+            q32 = (x / s).astype(F32)
+            for qname, y in (("float32", q32), ("bfloat16", q32.astype(BF16).astype(F32))):
+                c = np.asarray(encode(y, "e2m1"), np.uint8)
+                label = f"scale ue5m3(amax/6 in {aname}), RNE; elements e2m1(x / s in {qname}), RNE"
+                cands[label] = (k, c)
+                cands[label + ", no -0"] = (k, _no_neg_zero(c, 0x8))
+    groups = scales.size // max(1, w.shape[0])
+
+    def coords(b: int) -> list[int]:
+        return [b // groups, b % groups]
+
+    by, best, miss, misses = _compare(scales, codes, cands, coords, lambda k: f"0x{int(k):02X}")
+    return TensorExplanation(m.codes, m.producer.name, int(scales.size), by, best, int(np.count_nonzero(miss)), misses)
+
+
+def _explain_mxfp6(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation:
+    """Quark MXFP6 (e2m3 / e3m2, 32 per E8M0 scale): the MX scale rules of :func:`_mx_candidates`; Quark's
+    ``scale_calculation_mode: even`` is ``quantization/utils.py`` ``even_round`` (the OCP rounding of amax
+    to a power of two, fmtsim's ``even``)."""
+    from .intcodes import unpack_fp6
+
+    element = m.producer.element
+    scales = read(m.scale).view(np.uint8).reshape(-1)
+    codes = unpack_fp6(read(m.codes)).reshape(scales.size, 32)
+    x = w.astype(F32).reshape(-1, 32)
+    fmax = float(get_format(element).max_finite)  # 7.5 (e2m3) or 28 (e3m2)
+    cands = _mx_candidates(x, 32, element, fmax, 0x20)
+    groups = scales.size // max(1, w.shape[0])
+
+    def coords(b: int) -> list[int]:
+        return [b // groups, b % groups]
+
+    by, best, miss, misses = _compare(scales, codes, cands, coords, lambda k: f"0x{int(k):02X}")
+    return TensorExplanation(m.codes, m.producer.name, int(scales.size), by, best, int(np.count_nonzero(miss)), misses)
+
+
+def _explain_int4_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExplanation:
+    """Quark int4_fp8 (``quantization/tensor_quantize.py`` ``SequentialQuantize``: an FP8 per-tensor
+    quantizer, then an int4 per-channel one observing the first's output): global scale g = amax / 448
+    (float32); the FP8 stage's output x8 = e4m3(x / g), the quotient in float32 or bfloat16, kept as the
+    E4M3 value (not multiplied back by g); the per-row scale amax(x8) / 7.5 (symmetric int4: (7 - (-8)) / 2,
+    ``observer.py`` ``calculate_int_quant_params``), in float32 or bfloat16, stored as float32; codes
+    rint(x8 / s) + zp clamped to [-8, 7], the quotient in float32 or bfloat16. A block is one output row."""
+    from .intcodes import unpack_codes
+
+    p = m.producer
+    assert m.global_scale is not None
+    q = unpack_codes(p.packing, read(m.codes), True, cols=tj.out_shape[1]).astype(np.int64)
+    rows = q.shape[0]
+    raw = read(m.scale)
+    s_found = raw.astype(F32).reshape(-1)
+    g_found = read(m.global_scale).astype(F32).reshape(-1)[0]
+    zp = np.zeros(rows, np.int64)
+    if m.zero_point:
+        z = np.asarray(read(m.zero_point))
+        zp[:] = int(z.reshape(-1)[0]) if z.size == 1 else unpack_codes(p.packing, z, True).reshape(-1)[:rows]
+    x = w.astype(F32)
+    g_recipe = F32(np.max(np.abs(x)) / F32(448))
+    g_ok = g_recipe.tobytes() == g_found.tobytes()
+    notes = [f"global scale {float(g_found)!r} {'is' if g_ok else 'is not'} amax/448 in float32 "
+             f"({float(g_recipe)!r}); the FP8 stage is recomputed with the stored one"]
+    cands = {}
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q32 = (x / g_found).astype(F32)
+        for fname, y in (("bfloat16", q32.astype(BF16).astype(F32)), ("float32", q32)):
+            x8 = np.asarray(decode(encode(y, "e4m3"), "e4m3", np.float32), F32)
+            ramax = np.max(np.abs(x8), axis=1)
+            for aname, sc in (("bfloat16", (ramax.astype(BF16).astype(F32) / F32(7.5)).astype(BF16).astype(F32)),
+                              ("float32", (ramax / F32(7.5)).astype(F32))):
+                sc = sc.astype(raw.dtype).astype(F32)
+                for cname, yy in (("float32", (x8 / s_found[:, None]).astype(F32)),
+                                  ("bfloat16", (x8 / s_found[:, None]).astype(F32).astype(BF16).astype(F32))):
+                    c = np.where(s_found[:, None] == 0, 0, np.clip(np.rint(yy) + zp[:, None], -8, 7))
+                    label = (f"x8 e4m3(x / g in {fname}); scale amax(x8)/7.5 in {aname}; "
+                             f"codes rint(x8 / s) in {cname}") + ("" if g_ok else " (global scale differs)")
+                    cands[label] = (sc.view(np.uint32), c.astype(np.int64))
+
+    by, best, miss, misses = _compare(s_found.view(np.uint32), q, cands, lambda b: [b, 0],
+                                      lambda k: repr(float(np.uint32(k).view(F32))))
+    return TensorExplanation(m.codes, p.name, rows, by, best, int(np.count_nonzero(miss)), misses, notes)
 
 
 def _explain_nvfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation:
@@ -514,17 +631,17 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
             out.append(_explain_fp8(m, tj, read, w, _fused_amax(target, orig)))
         elif m.producer.scheme == "fp8" and m.producer.scale_format == "e8m0":
             out.append(_explain_mxfp8(m, tj, read, w))
-        elif m.producer.scheme in ("w4a16", "int8") and m.global_scale:  # Quark int4_fp8: two levels, no model
-            out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
-                "int4 under an FP8 per-tensor scale (Quark int4_fp8): no recipe model yet; not compared"]))
+        elif m.producer.scheme in ("w4a16", "int8") and m.global_scale:  # Quark int4_fp8: two levels
+            out.append(_explain_int4_fp8(m, tj, read, w))
         elif m.producer.scheme in ("int8", "w4a16", "w8a16"):
             out.append(_explain_int(m, tj, read, w, _folded_pre_scale(m, configs)))
-        elif m.producer.scheme == "mxfp6":  # Quark MXFP6: its scale rule is not modelled yet
+        elif m.producer.scheme == "mxfp6":  # Quark MXFP6
+            out.append(_explain_mxfp6(m, read, w))
+        elif m.producer.scale_format == "ue5m3" and not m.global_scale:  # Quark amdfp4
+            out.append(_explain_amdfp4(m, read, w))
+        elif m.producer.scale_format == "ue5m3":  # Quark amdfp4_global: the scale bytes' meaning is unknown
             out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
-                "MXFP6 (Quark): no recipe model yet; not compared"]))
-        elif m.producer.scale_format == "ue5m3":  # Quark amdfp4: its scale rule is not modelled
-            out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
-                "UE5M3 block scales (Quark amdfp4): no recipe model yet; not compared"]))
+                "UE5M3 block scales under a global scale (Quark amdfp4_global): no recipe model; not compared"]))
         elif m.producer.scheme == "mxfp4":
             out.append(_explain_mxfp4(m, read, w))
         elif m.producer.scheme == "nvfp4":
