@@ -11,6 +11,8 @@ and the bytes compared block by block:
     mxfp4  fmtsim.mx.quantize(scale_rule = floor / ceil / even / rceil), RNE elements
     nvfp4  fmtsim.nvfp4.quantize(recipe = te / torchao), the global scale in the producer's
            convention (multiplier or divisor, stored as fl(1/G) or as fl(2688/amax))
+    Quark  amdfp4 (UE5M3 block scales, :func:`_explain_amdfp4`), MXFP6 (:func:`_explain_mxfp6`),
+           int4_fp8 (two stages, :func:`_explain_int4_fp8`)
 
 A block is explained by a recipe when its scale bytes and every element code are the ones the
 recipe writes. The report names the recipe that explains most blocks and lists the blocks no
