@@ -51,6 +51,7 @@
 #define HAVE_MMA_FP8 1   // mma.sync m16n8k32 e4m3/e5m2: sm_89+
 #if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
 #define HAVE_MMA_FP8_F16 1  // the same with fp16 C/D (.f16.e4m3.e4m3.f16): PTX ISA 8.7 (CUDA 12.8), sm_89+
+                            // (CUTLASS include/cutlass/arch/mma_sm89.h gates its F16 form the same way)
 #endif
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -219,7 +220,8 @@ __device__ __forceinline__ uint32_t frag_b16(const uint16_t* B, int ldb, int k0,
 // element, row group + 8 * (r % 2), k = tig + 4 * (r / 2); B register r (0..1): k = tig + 4 * r, column
 // group. The registers hold the tf32 format, whose internal layout PTX leaves to the implementation
 // ("Alternate Floating-Point Data Formats"), so the float32 pattern goes through cvt.rna.tf32.f32: on
-// the tf32 values kit.py passes (13 low bits zero) the rounding changes no value.
+// the tf32 values kit.py passes (13 low bits zero) the rounding changes no value. (CUTLASS's
+// cute/atom/mma_traits_sm80.hpp SM80_16x8x8_F32TF32TF32F32_TN encodes the same A and B layouts.)
 __device__ __forceinline__ uint32_t to_tf32(uint32_t x) {
   uint32_t r = x;
 #if HAVE_MMA_F16
