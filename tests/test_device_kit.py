@@ -25,14 +25,20 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found: the CUDA t
 # target -> instructions its PTX must hold (the guards must not drop them) and ones it must not
 TARGETS = {
     "89": (["cvt.rn.satfinite.e4m3x2.f32", "cvt.rn.f16x2.e5m2x2", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"], ["wgmma.mma_async", "e2m1x2", "kind::"]),
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+            "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16",
+            "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e4m3.f16",
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "cvt.rna.tf32.f32"],
+           ["wgmma.mma_async", "e2m1x2", "kind::"]),
     "90a": (["wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3",
-             "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"], ["e2m1x2", "ue8m0x2", "kind::"]),
+             "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+             "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e5m2.f16"], ["e2m1x2", "ue8m0x2", "kind::"]),
     "100a": (["cvt.rn.satfinite.e2m1x2.f32", "cvt.rp.satfinite.ue8m0x2.f32", "cvt.rz.ue8m0x2.bf16x2",
               "cvt.rn.bf16x2.ue8m0x2", "cvt.rn.f16x2.e3m2x2"], ["wgmma.mma_async", "kind::"]),
     "120a": (["kind::f8f6f4.f32.e2m1.e2m1.f32", "kind::mxf8f6f4.block_scale.scale_vec::1X",
               "kind::mxf4.block_scale.scale_vec::2X", "kind::mxf4nvf4.block_scale.scale_vec::4X",
-              "cvt.rn.satfinite.e2m3x2.f32"], ["wgmma.mma_async"]),
+              "cvt.rn.satfinite.e2m3x2.f32", "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e5m2.f16",
+              "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"], ["wgmma.mma_async"]),
 }
 
 
@@ -72,6 +78,10 @@ def test_kit_builds_for_every_target(target, tmp_path):
 # kernel family -> the modelled units whose arithmetic the one-product operands must not depend on
 UNITS_FOR = {"fp8": ["exact", "sm89_mma_fp8", "sm90_wgmma_fp8", "sm100_f8f6f4"],
              "fp16": ["exact", "sm90_wgmma_fp16", "cdna3_mfma_fp16"],
+             # fp16 C and D: the one product must be exact in fp16 (rne_fp16 output on these units)
+             "fp16_f16": ["sm80_mma_fp16_f16", "sm90_mma_fp16_f16", "sm90_wgmma_fp16_f16"],
+             "fp8_f16": ["sm89_mma_fp8_f16", "sm90_wgmma_fp8_f16"],
+             "tf32": ["exact", "sm80_mma_tf32", "sm90_mma_tf32", "sm100_tf32"],
              "narrow": ["exact", "sm100_f8f6f4"], "mx": ["sm100_mxf8f6f4"], "mxf4": ["sm100_mxf4", "sm100_mxf4nvf4"],
              "nvf4": ["sm100_mxf4nvf4"]}
 
@@ -83,6 +93,10 @@ def _family(k: kit.Kernel) -> str:
         return "mxf4"
     if k.scale_format:
         return "mx"
+    if k.c_format == "fp16":
+        return "fp16_f16" if k.a_format == "fp16" else "fp8_f16"
+    if k.a_format == "tf32":
+        return "tf32"
     if k.a_format in ("fp16", "bf16"):
         return "fp16"
     if {k.a_format, k.b_format} <= {"e4m3", "e5m2"}:
@@ -126,7 +140,9 @@ def test_driver_end_to_end_on_a_simulated_device(tmp_path):
     candidate): it keeps the right candidate, its conversions pass ver, probe infer names the
     simulated unit, and the GEMM files of that unit are bit-exact. Evidence about kit.py only."""
     units = {"mma_sync_e4m3_e4m3": "sm89_mma_fp8", "wgmma_e4m3_e4m3": "sm90_wgmma_fp8",
-             "mma_mxf4nvf4_ue4m3x16": "sm100_mxf4nvf4"}
+             "mma_mxf4nvf4_ue4m3x16": "sm100_mxf4nvf4",
+             # fp16 C/D (float32 in and out of the binary) and tf32 (fp32 patterns into it)
+             "mma_sync_f16_f16": "sm80_mma_fp16_f16", "mma_sync_tf32": "sm80_mma_tf32"}
     exe = _simulated_binary(tmp_path, "9.0", units)
     out = tmp_path / "report"
     env = dict(os.environ)
@@ -148,7 +164,38 @@ def test_driver_end_to_end_on_a_simulated_device(tmp_path):
     probes = {row["what"]: row for row in rep["probes"]}
     assert "sm90_wgmma_fp8" in probes["fp8 on wgmma_e4m3_e4m3[e4m3xe4m3]"]["output"]
     assert "sm100_mxf4nvf4" in probes["nvfp4 on mma_mxf4nvf4_ue4m3x16[e2m1xe2m1, ue4m3x16]"]["output"]
+    for kern, unit, pset in [("mma_sync_f16_f16[fp16xfp16]", "sm80_mma_fp16_f16", "fp16_f16"),
+                             ("mma_sync_tf32[tf32xtf32]", "sm80_mma_tf32", "tf32")]:
+        assert layout[kern]["verdict"] == "pass", layout[kern]
+        assert unit in probes[f"{pset} on {kern}"]["output"], probes[f"{pset} on {kern}"]
+    assert layout["mma_sync_e4m3_e4m3_f16[e4m3xe4m3]"]["verdict"] == "unsupported on this GPU"
+    assert "fp16_f16" not in probes and probes["fp8fnuz"]["verdict"] == "no kernel in the kit yet"
     gemm = {row["what"]: row["verdict"] for row in rep["gemm files"]}
     assert gemm["sm90_wgmma_fp8.e4m3xe4m3.gemm.bin on wgmma_e4m3_e4m3[e4m3xe4m3]"] == "bit-exact vs sm90_wgmma_fp8"
+    f16_file = "sm80_mma_fp16_f16.fp16xfp16.gemm.bin on mma_sync_f16_f16[fp16xfp16]"
+    assert gemm[f16_file] == "bit-exact vs sm80_mma_fp16_f16"
+    assert gemm["sm80_mma_tf32.tf32xtf32.gemm.bin on mma_sync_tf32[tf32xtf32]"] == "bit-exact vs sm80_mma_tf32"
+    assert not any(w.startswith("sm80_mma_fp16.") and "mma_sync_f16_f16" in w for w in gemm)  # fp32 C: not taken
     assert sum(w.endswith("on wgmma_e4m3_e4m3[e4m3xe4m3]") for w in gemm) == 1  # --quick: one file per kernel
     assert (out / "report.md").read_text().startswith("# fmtsim device kit report")
+
+
+def test_fp16_c_and_tf32_operands_are_checked(tmp_path):
+    """An fp16-C kernel refuses a C fp16 cannot hold (the kernel would round it), and tf32
+    operands move between fp32 patterns (probe files) and tf32 codes (GEMM files) exactly."""
+    f16 = next(k for k in kit.KERNELS if k.name == "mma_sync_f16_f16")
+    a = np.zeros((16, 16), np.uint16)
+    b = np.zeros((16, 8), np.uint16)
+    c = np.full((16, 8), 1 + 2.0 ** -11, np.float32)  # between two fp16 values
+    assert kit.fp16_representable(np.array([1 + 2.0 ** -10, 65504, np.inf, np.nan, 2.0 ** -24], np.float32)).all()
+    assert not kit.fp16_representable(np.array([1 + 2.0 ** -11, 65520, 2.0 ** -25], np.float32)).any()
+    r = kit.run_kernel(tmp_path / "no-binary", f16, 0, tmp_path, a, b, c)
+    assert isinstance(r, str) and r.startswith("refused")
+    codes = np.array([0, 1, 0x1FC00, (1 << 19) - 1], np.uint32)  # 0x1FC00: 1.0
+    assert np.array_equal(kit.tf32_codes_from_patterns(codes << 13, "a"), codes)
+    with pytest.raises(ValueError, match="low 13 bits"):
+        kit.tf32_codes_from_patterns(np.array([0x3F800001], np.uint32), "a")
+    tf32 = next(k for k in kit.KERNELS if k.name == "mma_sync_tf32")
+    r = kit.run_kernel(tmp_path / "no-binary", tf32, 0, tmp_path, np.full((16, 8), 1 << 19, np.uint32),
+                       np.zeros((8, 8), np.uint32), np.zeros((16, 8), np.float32))
+    assert isinstance(r, str) and "19 bits" in r

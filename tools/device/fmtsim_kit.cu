@@ -20,10 +20,13 @@
 //
 // Matrix units (KERNEL): A is M x K (row-major codes), B is K x N (row-major codes), C and D are
 // M x N float32; M, N, K are multiples of the instruction shape (kit.py pads). Each output tile
-// chains the instruction along K: the fp32 result of one step is the next step's C, as a GEMM
-// kernel does. VARIANT selects among operand-packing candidates where the PTX ISA text admits more
+// chains the instruction along K: the result of one step is the next step's C, as a GEMM kernel
+// does (fp32, or fp16 for the .f16-accumulate kernels: their C must be fp16 values, refused
+// otherwise, is narrowed to fp16 in the kernel, and D is widened back to float32 exactly). tf32
+// kernels take A and B as float32 bit patterns holding tf32 values (A and B are 4 bytes each). VARIANT selects among operand-packing candidates where the PTX ISA text admits more
 // than one reading (kit.py runs a layout self-check first and keeps the variant that passes).
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -46,9 +49,13 @@
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 #define HAVE_FP8_CVT 1   // cvt e4m3x2/e5m2x2 from f32 and f16x2, and back to f16x2: sm_89+
 #define HAVE_MMA_FP8 1   // mma.sync m16n8k32 e4m3/e5m2: sm_89+
+#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+#define HAVE_MMA_FP8_F16 1  // the same with fp16 C/D (.f16.e4m3.e4m3.f16): PTX ISA 8.7 (CUDA 12.8), sm_89+
+                            // (CUTLASS include/cutlass/arch/mma_sm89.h gates its F16 form the same way)
+#endif
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define HAVE_MMA_F16 1   // mma.sync m16n8k16 f16/bf16 with f32 accumulate: sm_80+
+#define HAVE_MMA_F16 1   // mma.sync m16n8k16 f16/bf16 (f32 or f16 accumulate), m16n8k8 tf32: sm_80+
 #endif
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define HAVE_WGMMA 1     // wgmma.mma_async: sm_90a only
@@ -151,6 +158,9 @@ __global__ void k_cvt(int op, const uint32_t* in, uint32_t* out, int n, int* sup
 enum MmaKernel {
   MMA_E4M3_E4M3, MMA_E4M3_E5M2, MMA_E5M2_E4M3, MMA_E5M2_E5M2,  // sm_89 m16n8k32
   MMA_F16, MMA_BF16,                                            // sm_80 m16n8k16
+  MMA_F16_F16,                                                  // sm_80 m16n8k16, fp16 C/D
+  MMA_E4M3_E4M3_F16, MMA_E4M3_E5M2_F16, MMA_E5M2_E4M3_F16, MMA_E5M2_E5M2_F16,  // sm_89 m16n8k32, fp16 C/D
+  MMA_TF32,                                                     // sm_80 m16n8k8
   WG_E4M3_E4M3, WG_E4M3_E5M2, WG_E5M2_E4M3, WG_E5M2_E5M2, WG_F16, WG_BF16,  // sm_90a m64n8k32/16
   F8F6F4,      // sm_120a m16n8k32 kind::f8f6f4 (types from VARIANT)
   MXF8F6F4,    // sm_120a m16n8k32 kind::mxf8f6f4.block_scale.scale_vec::1X ue8m0
@@ -161,17 +171,23 @@ enum MmaKernel {
 };
 static const char* MMA_NAMES[N_MMA] = {
     "mma_sync_e4m3_e4m3", "mma_sync_e4m3_e5m2", "mma_sync_e5m2_e4m3", "mma_sync_e5m2_e5m2",
-    "mma_sync_f16", "mma_sync_bf16", "wgmma_e4m3_e4m3", "wgmma_e4m3_e5m2", "wgmma_e5m2_e4m3",
+    "mma_sync_f16", "mma_sync_bf16", "mma_sync_f16_f16", "mma_sync_e4m3_e4m3_f16",
+    "mma_sync_e4m3_e5m2_f16", "mma_sync_e5m2_e4m3_f16", "mma_sync_e5m2_e5m2_f16", "mma_sync_tf32", "wgmma_e4m3_e4m3", "wgmma_e4m3_e5m2", "wgmma_e5m2_e4m3",
     "wgmma_e5m2_e5m2", "wgmma_f16", "wgmma_bf16", "mma_f8f6f4", "mma_mxf8f6f4", "mma_mxf4",
     "mma_mxf4nvf4_ue8m0x32", "mma_mxf4nvf4_ue4m3x16"};
 // instruction shape (M, N, K) per kernel
+__host__ __device__ static bool is_16bit(int k) {
+  return k == MMA_F16 || k == MMA_BF16 || k == MMA_F16_F16 || k == WG_F16 || k == WG_BF16;
+}
+__host__ __device__ static bool f16_accumulate(int k) { return k >= MMA_F16_F16 && k <= MMA_E5M2_E5M2_F16; }
 static int shape_m(int k) { return (k >= WG_E4M3_E4M3 && k <= WG_BF16) ? 64 : 16; }
 static int shape_k(int k) {
-  if (k == MMA_F16 || k == MMA_BF16 || k == WG_F16 || k == WG_BF16) return 16;
+  if (is_16bit(k)) return 16;
+  if (k == MMA_TF32) return 8;
   if (k == MXF4 || k == NVF4_UE8X2 || k == NVF4_UE4X4) return 64;
   return 32;
 }
-static int elem_bytes(int k) { return (k == MMA_F16 || k == MMA_BF16 || k == WG_F16 || k == WG_BF16) ? 2 : 1; }
+static int elem_bytes(int k) { return is_16bit(k) ? 2 : (k == MMA_TF32 ? 4 : 1); }
 
 // An 8-bit-element A fragment (m16n8k32): register r (0..3) holds 4 consecutive k of row
 // group + 8 * (r % 2), columns 4 * tig + 16 * (r / 2) ... + 3.
@@ -199,6 +215,36 @@ __device__ __forceinline__ uint32_t frag_b16(const uint16_t* B, int ldb, int k0,
   int g = lane >> 2, t = lane & 3;
   return B[(size_t)(k0 + 2 * t + 8 * r) * ldb + col0 + g] |
          (uint32_t)B[(size_t)(k0 + 2 * t + 8 * r + 1) * ldb + col0 + g] << 16;
+}
+// tf32 elements (m16n8k8, "Matrix Fragments for mma.m16n8k8", .tf32): A register r (0..3) holds one
+// element, row group + 8 * (r % 2), k = tig + 4 * (r / 2); B register r (0..1): k = tig + 4 * r, column
+// group. The registers hold the tf32 format, whose internal layout PTX leaves to the implementation
+// ("Alternate Floating-Point Data Formats"), so the float32 pattern goes through cvt.rna.tf32.f32: on
+// the tf32 values kit.py passes (13 low bits zero) the rounding changes no value. (CUTLASS's
+// cute/atom/mma_traits_sm80.hpp SM80_16x8x8_F32TF32TF32F32_TN encodes the same A and B layouts.)
+__device__ __forceinline__ uint32_t to_tf32(uint32_t x) {
+  uint32_t r = x;
+#if HAVE_MMA_F16
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(__uint_as_float(x)));
+#endif
+  return r;
+}
+__device__ __forceinline__ uint32_t frag_a32(const uint32_t* A, int lda, int row0, int k0, int lane, int r) {
+  int g = lane >> 2, t = lane & 3;
+  return to_tf32(A[(size_t)(row0 + g + 8 * (r & 1)) * lda + k0 + t + 4 * (r >> 1)]);
+}
+__device__ __forceinline__ uint32_t frag_b32(const uint32_t* B, int ldb, int k0, int col0, int lane, int r) {
+  int g = lane >> 2, t = lane & 3;
+  return to_tf32(B[(size_t)(k0 + t + 4 * r) * ldb + col0 + g]);
+}
+// An fp16 accumulator (C/D of the .f16 forms, "Matrix Fragments for mma.m16n8k16" and
+// "... for mma.m16n8k32"): two .f16x2 registers holding the four elements the f32 form holds in
+// four, in the same positions: register j = elements 2j (low half) and 2j + 1 (high half).
+__device__ __forceinline__ uint32_t f16x2_from_f32(float lo, float hi) {
+  uint32_t r;
+  asm("{.reg .f16 l, h; cvt.rn.f16.f32 l, %1; cvt.rn.f16.f32 h, %2; mov.b32 %0, {l, h};}"
+      : "=r"(r) : "f"(lo), "f"(hi));
+  return r;
 }
 // FP4 elements packed two per byte for the m16n8k64 block-scaled kinds: A register r holds 8
 // consecutive k of row group + 8 * (r % 2), k = 8 * tig + 32 * (r / 2) ...; B register r: k = 8 * tig
@@ -256,6 +302,10 @@ __device__ __forceinline__ uint32_t scale_b_reg(const uint8_t* SB, int lds, int 
   asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." TA "." TB ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                   \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#define MMA_FP8_F16(TA, TB)                                                                      \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f16." TA "." TB ".f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};" \
+               : "+r"(h[0]), "+r"(h[1])                                                         \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
 
 // One warp per m16n8 output tile; blockIdx.x = tile row, blockIdx.y = tile column.
 __global__ void k_mma_sync(int kern, int variant, const void* Av, const void* Bv, const float* C,
@@ -265,15 +315,20 @@ __global__ void k_mma_sync(int kern, int variant, const void* Av, const void* Bv
   int row0 = blockIdx.x * 16, col0 = blockIdx.y * 8;
   float d[4];
   for (int i = 0; i < 4; ++i) d[i] = C[(size_t)(row0 + g + 8 * (i / 2)) * N + col0 + 2 * t + i % 2];
+  uint32_t h[2] = {0, 0};  // the fp16 accumulator of the .f16 forms (C is fp16 values: exact)
+  if (f16_accumulate(kern)) { h[0] = f16x2_from_f32(d[0], d[1]); h[1] = f16x2_from_f32(d[2], d[3]); }
   bool ok = false;
   const uint8_t* A8 = (const uint8_t*)Av;
   const uint8_t* B8 = (const uint8_t*)Bv;
-  int kstep = (kern == MMA_F16 || kern == MMA_BF16) ? 16 : (kern >= MXF4 ? 64 : 32);
+  int kstep = is_16bit(kern) ? 16 : (kern == MMA_TF32 ? 8 : (kern >= MXF4 ? 64 : 32));
   for (int k0 = 0; k0 < K; k0 += kstep) {
     uint32_t a[4], b[2];
-    if (kern == MMA_F16 || kern == MMA_BF16) {
+    if (is_16bit(kern)) {
       for (int r = 0; r < 4; ++r) a[r] = frag_a16((const uint16_t*)Av, K, row0, k0, lane, r);
       for (int r = 0; r < 2; ++r) b[r] = frag_b16((const uint16_t*)Bv, N, k0, col0, lane, r);
+    } else if (kern == MMA_TF32) {
+      for (int r = 0; r < 4; ++r) a[r] = frag_a32((const uint32_t*)Av, K, row0, k0, lane, r);
+      for (int r = 0; r < 2; ++r) b[r] = frag_b32((const uint32_t*)Bv, N, k0, col0, lane, r);
     } else if (kern >= MXF4) {
       for (int r = 0; r < 4; ++r) a[r] = frag_a4(A8, K, row0, k0, lane, r);
       for (int r = 0; r < 2; ++r) b[r] = frag_b4(B8, N, k0, col0, lane, r);
@@ -293,6 +348,12 @@ __global__ void k_mma_sync(int kern, int variant, const void* Av, const void* Bv
       case MMA_E5M2_E4M3: MMA_FP8("e5m2", "e4m3"); ok = true; break;
       case MMA_E5M2_E5M2: MMA_FP8("e5m2", "e5m2"); ok = true; break;
 #endif
+#if HAVE_MMA_FP8_F16
+      case MMA_E4M3_E4M3_F16: MMA_FP8_F16("e4m3", "e4m3"); ok = true; break;
+      case MMA_E4M3_E5M2_F16: MMA_FP8_F16("e4m3", "e5m2"); ok = true; break;
+      case MMA_E5M2_E4M3_F16: MMA_FP8_F16("e5m2", "e4m3"); ok = true; break;
+      case MMA_E5M2_E5M2_F16: MMA_FP8_F16("e5m2", "e5m2"); ok = true; break;
+#endif
 #if HAVE_MMA_F16
       case MMA_F16:
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -301,6 +362,16 @@ __global__ void k_mma_sync(int kern, int variant, const void* Av, const void* Bv
         ok = true; break;
       case MMA_BF16:
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        ok = true; break;
+      case MMA_F16_F16:
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"
+                     : "+r"(h[0]), "+r"(h[1])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        ok = true; break;
+      case MMA_TF32:
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
         ok = true; break;
@@ -371,6 +442,8 @@ __global__ void k_mma_sync(int kern, int variant, const void* Av, const void* Bv
     if (lane == 0 && blockIdx.x == 0 && blockIdx.y == 0) *supported = 0;
     return;
   }
+  if (f16_accumulate(kern))  // fp16 D widened to float32: exact
+    for (int i = 0; i < 4; ++i) d[i] = f16_bits_to_f32((h[i / 2] >> (16 * (i % 2))) & 0xFFFF);
   for (int i = 0; i < 4; ++i) D[(size_t)(row0 + g + 8 * (i / 2)) * N + col0 + 2 * t + i % 2] = d[i];
 }
 
@@ -475,6 +548,17 @@ static T* to_device(const std::vector<uint8_t>& v) {
   if (v.size()) CHECK(cudaMemcpy(p, v.data(), v.size(), cudaMemcpyHostToDevice));
   return (T*)p;
 }
+// Whether a float32 is an fp16 value (NaN and Inf included): the .f16 kernels' C must be, since the
+// kernel narrows it to fp16 and a rounded C would be a different problem from the one kit.py posed.
+static bool fp16_representable(float f) {
+  if (f != f || f == 0.0f || std::isinf(f)) return true;
+  double a = std::fabs((double)f);
+  if (a > 65504.0) return false;
+  int e;
+  std::frexp(a, &e);                                 // a = m * 2^e, m in [0.5, 1)
+  double quantum = std::ldexp(1.0, (e - 1 < -14 ? -14 : e - 1) - 10);  // fp16 ulp at a (subnormals: 2^-24)
+  return std::fmod(a, quantum) == 0.0;
+}
 static int lookup(const char* const* names, int n, const char* name) {
   for (int i = 0; i < n; ++i) if (!strcmp(names[i], name)) return i;
   return -1;
@@ -545,6 +629,15 @@ int main(int argc, char** argv) {
     if (a.size() != (size_t)M * K * eb || b.size() != (size_t)K * N * eb || c.size() != (size_t)M * N * 4) {
       fprintf(stderr, "fmtsim_kit: %s: operand sizes do not match M=%d N=%d K=%d\n", dir.c_str(), M, N, K);
       return 2;
+    }
+    if (f16_accumulate(kern)) {
+      const float* cf = (const float*)c.data();
+      for (size_t i = 0; i < (size_t)M * N; ++i)
+        if (!fp16_representable(cf[i])) {
+          fprintf(stderr, "fmtsim_kit: %s takes an fp16 C: c.bin[%zu] = %.9g is not an fp16 value\n", argv[2], i,
+                  (double)cf[i]);
+          return 2;
+        }
     }
     void* d_a = to_device<uint8_t>(a);
     void* d_b = to_device<uint8_t>(b);

@@ -15,7 +15,9 @@ run.sh builds the binary for the GPU it finds and calls this. Steps, in order:
    (row, k) of A, every (k, column) of B and every block scale. A kernel whose packing is wrong
    fails here, before its outputs are read as evidence about the unit. Where the PTX ISA text admits
    several packings (block-scale registers, FP4/FP6 containers, the wgmma descriptor's strides)
-   each candidate VARIANT is tried and the one that passes is kept and reported.
+   each candidate VARIANT is tried and the one that passes is kept and reported. The operands'
+   one product is small (at most 3 x 3, a few significant bits), so D is exact in fp16 too, for
+   the kernels whose C and D are fp16.
 4. Probes: ``fmtsim probe gen`` sets on every kernel that takes their formats, each D through
    ``fmtsim probe infer`` (which names the unit the outputs fit). The sm_120 block-scaled FP4 set
    set ``sm120_mxf4nvf4`` and the other block-scaled FP4 sets run first where the GPU is an sm_120
@@ -66,6 +68,8 @@ class Kernel:
     variants: tuple[int, ...] = (0,)
     arch: str = ""      # where the instruction exists (for the report)
     units: tuple[str, ...] = ()  # fmtsim units modelling it (GEMM files to run)
+    c_format: str = "fp32"  # the instruction's C and D: fp16 for the .f16 forms (the binary still
+    #                         reads and writes float32; C must be fp16 values)
 
     def label(self) -> str:
         s = f"{self.name}[{self.a_format}x{self.b_format}"
@@ -89,6 +93,12 @@ KERNELS: list[Kernel] = [
       for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2")),
     Kernel("mma_sync_f16", "fp16", "fp16", 16, 16, arch="sm_80+", units=("sm80_mma_fp16", "sm90_mma_fp16")),
     Kernel("mma_sync_bf16", "bf16", "bf16", 16, 16, arch="sm_80+", units=("sm80_mma_fp16", "sm90_mma_fp16")),
+    Kernel("mma_sync_f16_f16", "fp16", "fp16", 16, 16, arch="sm_80+",
+           units=("sm80_mma_fp16_f16", "sm90_mma_fp16_f16"), c_format="fp16"),
+    *(Kernel(f"mma_sync_{a}_{b}_f16", a, b, 16, 32, arch="sm_89+ (PTX ISA 8.7)", units=("sm89_mma_fp8_f16",),
+             c_format="fp16") for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2")),
+    # tf32: A and B are tf32 codes here (fp32 pattern >> 13); run_kernel hands the binary the fp32 patterns
+    Kernel("mma_sync_tf32", "tf32", "tf32", 16, 8, arch="sm_80+", units=("sm80_mma_tf32", "sm90_mma_tf32")),
     *(Kernel(f"wgmma_{a}_{b}", a, b, 64, 32, variants=(0, 1), arch="sm_90a", units=("sm90_wgmma_fp8",))
       for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2")),
     Kernel("wgmma_f16", "fp16", "fp16", 64, 16, variants=(0, 1), arch="sm_90a", units=("sm90_wgmma_fp16",)),
@@ -109,6 +119,9 @@ PROBE_KERNELS = {
     "fp8": ["mma_sync_e4m3_e4m3", "wgmma_e4m3_e4m3", "mma_f8f6f4[e4m3xe4m3]"],
     "fp16": ["mma_sync_f16", "wgmma_f16"],
     "bf16": ["mma_sync_bf16", "wgmma_bf16"],
+    "fp16_f16": ["mma_sync_f16_f16"],
+    "fp8_f16": ["mma_sync_e4m3_e4m3_f16"],
+    "tf32": ["mma_sync_tf32"],
     "fp4": ["mma_f8f6f4[e2m1xe2m1]"],
     "mxfp8": ["mma_mxf8f6f4[e4m3xe4m3, e8m0x32]"],
     "mxfp4": ["mma_mxf4[e2m1xe2m1, e8m0x32]", "mma_mxf4nvf4_ue8m0x32[e2m1xe2m1, e8m0x32]"],
@@ -116,10 +129,11 @@ PROBE_KERNELS = {
     # the open question (README, "Where the references disagree"): F = 25 or F = 35, grouped or not
     "sm120_mxf4nvf4": ["mma_mxf4nvf4_ue8m0x32[e2m1xe2m1, e8m0x32]", "mma_mxf4[e2m1xe2m1, e8m0x32]"],
 }
-# probe sets the kit has no kernel for yet (fp16 C / fp16 D forms, tf32): listed in the report
-NO_KERNEL_YET = ("fp16_f16", "fp8_f16", "tf32", "fp8fnuz")
+# probe sets the kit has no kernel for (E4M3FNUZ is AMD's): listed in the report
+NO_KERNEL_YET = ("fp8fnuz",)
 
-CODE_DTYPE = {"fp16": np.uint16, "bf16": np.uint16}
+CODE_DTYPE = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32}
+TF32_SHIFT = 13  # a tf32 code is the fp32 pattern's 19 high bits (fmtsim.mma.arith.TF32)
 
 
 def _fmt_for_decode(name: str) -> str:
@@ -132,7 +146,26 @@ def decode_values(codes: np.ndarray, fmt: str) -> np.ndarray:
         return codes.astype(np.uint16).view(np.float16).astype(np.float64)
     if fmt == "bf16":
         return (codes.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if fmt == "tf32":
+        return (codes.astype(np.uint32) << TF32_SHIFT).view(np.float32).astype(np.float64)
     return fmtsim.decode(codes, fmt, dtype=np.float64)
+
+
+def tf32_codes_from_patterns(patterns: np.ndarray, what: str) -> np.ndarray:
+    """tf32 codes of fp32 patterns holding tf32 values (``fmtsim probe gen`` writes those); a
+    pattern with any of its 13 low bits set is no tf32 value and is refused."""
+    p = np.asarray(patterns).astype(np.uint32)
+    if np.any(p & ((1 << TF32_SHIFT) - 1)):
+        raise ValueError(f"{what}: fp32 patterns with nonzero low {TF32_SHIFT} bits are not tf32 values")
+    return p >> TF32_SHIFT
+
+
+def fp16_representable(c: np.ndarray) -> np.ndarray:
+    """Per element: the float32 value is an fp16 value (NaN and Inf count as such)."""
+    c32 = np.asarray(c, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        back = c32.astype(np.float16).astype(np.float32)
+    return (back == c32) | np.isnan(c32)
 
 
 @dataclass
@@ -254,6 +287,13 @@ def run_kernel(binary: Path, kern: Kernel, variant: int, work: Path, a: np.ndarr
     n = b.shape[1]
     mp, np_, kp = _up(m, kern.m), _up(n, 8), _up(k, kern.k)
     dt = CODE_DTYPE.get(kern.a_format, np.uint8)
+    if kern.c_format == "fp16" and not fp16_representable(c).all():
+        return "refused: this kernel's C is fp16 and C holds values fp16 cannot (the kernel would round them)"
+    if kern.a_format == "tf32":  # the binary takes the fp32 patterns of the tf32 values
+        if np.any(np.asarray(a) >= 1 << 19) or np.any(np.asarray(b) >= 1 << 19):
+            return "refused: tf32 codes are 19 bits (pass fp32 patterns through tf32_codes_from_patterns)"
+        a = np.asarray(a).astype(np.uint32) << TF32_SHIFT
+        b = np.asarray(b).astype(np.uint32) << TF32_SHIFT
     job = work / "job"
     if job.exists():
         shutil.rmtree(job)
@@ -285,6 +325,8 @@ def _codes_for(fmt: str, values: np.ndarray) -> np.ndarray:
         return values.astype(np.float16).view(np.uint16)
     if fmt == "bf16":
         return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    if fmt == "tf32":  # the values are tf32 values: the 13 dropped bits are zero
+        return tf32_codes_from_patterns(values.astype(np.float32).view(np.uint32), "tf32 operand")
     return fmtsim.encode(values.astype(np.float32), fmt)
 
 
@@ -376,8 +418,10 @@ def run_probes(binary: Path, work: Path, good: dict[str, tuple[Kernel, int]], re
             if not hits:
                 continue
             kern, var = hits[0]
-            d = run_kernel(binary, kern, var, work, arrays["a"], arrays["b"], arrays["c"],
-                           arrays.get("a_scales"), arrays.get("b_scales"))
+            a, b = arrays["a"], arrays["b"]
+            if kern.a_format == "tf32":  # probe gen writes tf32 operands as the fp32 patterns
+                a, b = tf32_codes_from_patterns(a, f"{name} a"), tf32_codes_from_patterns(b, f"{name} b")
+            d = run_kernel(binary, kern, var, work, a, b, arrays["c"], arrays.get("a_scales"), arrays.get("b_scales"))
             if isinstance(d, str):
                 rep.add("probes", {"what": f"{name} on {kern.label()}", "verdict": d})
                 continue
@@ -405,6 +449,8 @@ def run_gemm_files(binary: Path, work: Path, good: dict[str, tuple[Kernel, int]]
             if (kern.a_format, kern.b_format, kern.scale_format, kern.block_size) != \
                     (meta["a_format"], meta["b_format"], meta["scale_format"], meta["block_size"]):
                 continue
+            if kern.c_format == "fp16" and meta["unit"].get("c_format") != "fp16":
+                continue  # the file's C is fp32: an fp16-C kernel cannot take it
             if quick and (kern.label() in done or meta["unit"]["name"] not in kern.units):
                 continue
             done.add(kern.label())

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kit import KERNELS  # noqa: E402
+from kit import KERNELS, fp16_representable  # noqa: E402
 
 import fmtsim  # noqa: E402
 from fmtsim import mma  # noqa: E402
@@ -60,17 +60,22 @@ def run_mma(name: str, job: str, m: int, n: int, k: int, variant: int, units: di
     types = variant & ~0xFF
     kern = next((kk for kk in cands if all((v & ~0xFF) == types for v in kk.variants)), kern)
     d = Path(job)
-    dt = np.uint16 if kern.a_format in ("fp16", "bf16") else np.uint8
+    dt = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32}.get(kern.a_format, np.uint8)
     a = np.fromfile(d / "a.bin", dtype=dt).reshape(m, k)
     b = np.fromfile(d / "b.bin", dtype=dt).reshape(k, n)
     c = np.fromfile(d / "c.bin", dtype=np.float32).reshape(m, n)
+    # the binary takes tf32 operands as fp32 patterns; fmtsim's tf32 units take those as "fp32"
+    fmt_a, fmt_b = ("fp32", "fp32") if kern.a_format == "tf32" else (kern.a_format, kern.b_format)
+    if kern.c_format == "fp16" and not fp16_representable(c).all():  # as the binary refuses it
+        print(f"fmtsim_kit: {name} takes an fp16 C: c.bin holds values fp16 cannot", file=sys.stderr)
+        return 2
     kw = {}
     if kern.scale_format:
         bs = kern.block_size or 32
         kw = dict(a_scales=np.fromfile(d / "sa.bin", dtype=np.uint8).reshape(m, k // bs),
                   b_scales=np.fromfile(d / "sb.bin", dtype=np.uint8).reshape(k // bs, n),
                   scale_format=kern.scale_format, block_size=bs)
-    out = mma.matmul(a, b, c, unit=units[name], a_format=kern.a_format, b_format=kern.b_format, **kw)
+    out = mma.matmul(a, b, c, unit=units[name], a_format=fmt_a, b_format=fmt_b, **kw)
     if variant != kern.variants[-1]:  # a wrong packing candidate: rows of each 8-row group reversed
         out = out.reshape(m // 8, 8, n)[:, ::-1, :].reshape(m, n)
     np.ascontiguousarray(out, dtype=np.float32).tofile(d / "d.bin")
