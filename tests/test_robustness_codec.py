@@ -239,7 +239,7 @@ def test_matmul_any_arguments(data, m, n, k_blocks, dtype, with_c):
     event("result" if d is not None else "refused")
     if d is not None:
         # fp32 D, but float64 for the fp64 FMA chains (their D is never narrowed)
-        from fmtsim.mma import UNITS
+        from fmtsim.mma.units import get_unit
 
-        want_dtype = np.float64 if UNITS[unit].c_format == "fp64" else np.float32
+        want_dtype = np.float64 if get_unit(unit).c_format == "fp64" else np.float32
         assert d.dtype == want_dtype and d.shape == (m, n)
