@@ -213,8 +213,8 @@ def _bits_of(values64, target):
 
 # fixtures whose layout dequantize refuses (each is named by its record, and the error says why)
 REFUSED: dict[str, str] = {
-    "quark-amdfp4_global16": "Quark cannot read its amdfp4_global export back; the scale bytes' meaning is unknown",
-    "quark-amdfp4_global32": "Quark cannot read its amdfp4_global export back; the scale bytes' meaning is unknown",
+    "quark-amdfp4_global16": "Quark 0.13's amdfp4_global export keeps only each block scale modulo 256",
+    "quark-amdfp4_global32": "Quark 0.13's amdfp4_global export keeps only each block scale modulo 256",
 }
 NO_RECIPE: dict[str, str] = {}  # fixtures explain has no recipe for (none; each would be said, never success)
 KNOWN_WRONG: dict[str, str] = {}  # fixtures fmtsim is known to read wrong (none)
@@ -649,3 +649,33 @@ def test_dense_unpacking_equals_compressed_tensors_pack_to_int32():
         assert np.array_equal(pack_dense(q, bits), packed), bits
         assert np.array_equal(unpack_dense(zpacked, bits, z.shape[0], packed_dim=0), z), bits
         assert np.array_equal(pack_dense(z, bits, packed_dim=0), zpacked), bits
+
+
+@pytest.mark.parametrize("name,block", [("quark-amdfp4_global16", 16), ("quark-amdfp4_global32", 32)])
+def test_quark_amdfp4_global_scale_bytes_are_the_scale_modulo_256(name, block):
+    """Why the record refuses: a scale byte is trunc(amax / (6 * weight_scale_2)) mod 256, the
+    float -> uint8 cast of a block scale up to 114688 (UE5M3's largest), not its UE5M3 code,
+    so the scale's high bits are in no tensor. Computed here in float32 from the original
+    weights. Where the quotient lies within 2^-6 of an integer n (1.2 % of the blocks) the byte
+    is n - 1 or n + 1 mod 256: Quark's own arithmetic there is not this float32 one (not
+    modelled; the refusal does not depend on it)."""
+    q, orig = load(HERE / name), load(ORIGINAL)
+    layers = [k[: -len(".weight_scale")] for k in q if k.endswith(".weight_scale")]
+    assert layers
+    blocks = matched = 0
+    for layer in layers:
+        w = orig[layer + ".weight"].astype(np.float32)
+        amax = np.abs(w).reshape(w.shape[0], -1, block).max(-1)
+        x = (amax / np.float32(6)) / np.float32(q[layer + ".weight_scale_2"])
+        byte = q[layer + ".weight_scale"].astype(np.int64)
+        assert byte.shape == amax.shape
+        pred = np.trunc(x).astype(np.int64) % 256
+        off = pred != byte
+        near = np.rint(x[off]).astype(np.int64)
+        assert np.all(np.abs(x[off] - near) < 2.0**-6), layer
+        assert np.all((byte[off] == (near - 1) % 256) | (byte[off] == (near + 1) % 256)), layer
+        blocks += byte.size
+        matched += int((~off).sum())
+    assert matched > 0.98 * blocks, (matched, blocks)
+    with pytest.raises(ValueError, match="modulo 256"):
+        dequantize(HERE / name, HERE / "never-written", dtype="float32")

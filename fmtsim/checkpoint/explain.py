@@ -641,9 +641,10 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
             out.append(_explain_mxfp6(m, read, w))
         elif m.producer.scale_format == "ue5m3" and not m.global_scale:  # Quark amdfp4
             out.append(_explain_amdfp4(m, read, w))
-        elif m.producer.scale_format == "ue5m3":  # Quark amdfp4_global: the scale bytes' meaning is unknown
+        elif m.producer.scale_format == "ue5m3":  # Quark amdfp4_global: its scales are lost (producers.py)
             out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
-                "UE5M3 block scales under a global scale (Quark amdfp4_global): no recipe model; not compared"]))
+                "Quark amdfp4_global: the file keeps each block scale modulo 256 (a float -> uint8 cast), so "
+                "nothing can be compared"]))
         elif m.producer.scheme == "mxfp4":
             out.append(_explain_mxfp4(m, read, w))
         elif m.producer.scheme == "nvfp4":

@@ -251,11 +251,13 @@ PRODUCERS: tuple[Producer, ...] = (
              "nvfp4", ".weight", ("U8",), ".weight_scale", ("U8",), "e2m1", "ue5m3", "fp4", None,
              global_scale=".weight_scale_2", global_direction="multiplier", extra=(".input_scale", ".input_scale_2"),
              config=_quark_all({"dtype": "fp4"}, {"dtype": "fp8_e5m3", "is_scale_quant": "true"}),
-             value="unknown: read as e2m1 * ue5m3(s_block) * weight_scale_2 the values are ~1e5 too small",
+             value="lost: each scale byte is the integer part of the block scale amax / (6 * weight_scale_2), "
+                   "up to 114688, modulo 256 (a float -> uint8 cast, not its UE5M3 code)",
              writers=QUARK, marker_required=True,
-             refuse="Quark 0.13 cannot read this export back itself (its import fails: 'dequantize_float8_e5m3_v2 "
-                    "expected uint8 input'), and e2m1 x UE5M3 x weight_scale_2 does not give the weights: the scale "
-                    "bytes' meaning is unknown"),
+             refuse="the block scales are not in the file: Quark 0.13 wrote each one's integer part modulo 256 (a "
+                    "float -> uint8 cast of a value up to 114688, not its UE5M3 code), so no reader can recover "
+                    "them; Quark's own import of this export fails too ('dequantize_float8_e5m3_v2 expected "
+                    "uint8 input')"),
     # Quark 0.13 int4_fp8: the weight quantized to FP8 per tensor, then to int4 per output channel; Quark's
     # own import dequantizes float32((q - zp) * weight_scale_2[row]) * weight_scale (checked on the fixture)
     Producer("quark-int4-fp8", "AMD Quark int4_fp8 (int4 per channel under an FP8 per-tensor scale)", "w4a16",
