@@ -31,11 +31,10 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 
 from ..codec import encode
-from .shim_build import ShimUnavailable, build
+from .shim_build import SOURCE_CODES, ShimUnavailable, build, source_bits, source_name, unavailable
 
 __all__ = ["ENTRY_POINTS", "find_include_dirs", "missing", "vendor_encode", "vendor_decode",
            "entry_points"]
@@ -49,8 +48,6 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
     "e2m1": (("satfinite",), ("rne", "rtz"), ("float32", "float64", "float16", "bfloat16")),
     "e8m0": (("satfinite", "nonsat"), ("rtz", "rup"), ("float32", "float64", "bfloat16")),
 }
-_SRC_CODE = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
-_SRC_DTYPE = {"float32": np.float32, "float64": np.float64, "float16": np.uint16, "bfloat16": np.uint16}
 _ROUNDING_CODE = {"rne": 0, "rtz": 1, "rup": 2, "rdn": 3}
 _DECODE_KIND = {"e4m3": 0, "e5m2": 1, "e2m3": 2, "e3m2": 3, "e2m1": 4, "e8m0": 5}
 _HEADERS = ("cuda_fp8.h", "cuda_fp8.hpp", "cuda_fp6.h", "cuda_fp6.hpp", "cuda_fp4.h", "cuda_fp4.hpp")
@@ -129,11 +126,7 @@ def _lib() -> ctypes.CDLL:
 
 def missing() -> str | None:
     """Why the cuda implementation cannot run here (None when it can)."""
-    try:
-        _lib()
-    except ShimUnavailable as e:
-        return str(e)
-    return None
+    return unavailable(_lib)
 
 
 def version() -> str:
@@ -145,18 +138,17 @@ def version() -> str:
 def vendor_encode(x: np.ndarray, fmt: str, overflow: str = "satfinite", rounding: str | None = None) -> np.ndarray:
     """NVIDIA's codes for the 1-D array ``x`` (float32, float64, float16 or bfloat16)."""
     lib = _lib()
-    src = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.float16): "float16",
-           np.dtype(ml_dtypes.bfloat16): "bfloat16"}[x.dtype]
+    src = source_name(x)
     ovs, rms, srcs = ENTRY_POINTS[fmt]
     rm = rounding or rms[0]
     if overflow not in ovs or rm not in rms or src not in srcs:
         raise ValueError(f"cuda: no NVIDIA conversion into {fmt} from {src} with overflow={overflow!r}, "
                          f"rounding={rm!r}")
-    arr = np.ascontiguousarray(x).view(_SRC_DTYPE[src])
+    arr = source_bits(x)
     out = np.empty(arr.size, dtype=np.uint8)
     ptr, optr = arr.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
     sat = int(overflow == "satfinite")
-    s = _SRC_CODE[src]
+    s = SOURCE_CODES[src]
     if fmt in ("e4m3", "e5m2"):
         lib.fmtsim_to_fp8(s, ptr, optr, arr.size, sat, int(fmt == "e5m2"))
     elif fmt in ("e2m3", "e3m2"):

@@ -23,19 +23,16 @@ import os
 from functools import cache
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 
 from ..codec import encode
-from .shim_build import ShimUnavailable, build
+from .shim_build import SOURCE_CODES, ShimUnavailable, build, source_bits, source_name, unavailable
 
 __all__ = ["FORMATS", "SOURCES", "find_include_dir", "missing", "vendor_encode", "vendor_decode"]
 
 FORMATS = {"e4m3": 0, "e5m2": 1, "e4m3fnuz": 2, "e5m2fnuz": 3}
 SOURCES = ("float32", "float64", "float16", "bfloat16")
 OVERFLOWS = ("satfinite", "nonsat")
-_SRC_CODE = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
-_SRC_DTYPE = {"float32": np.float32, "float64": np.float64, "float16": np.uint16, "bfloat16": np.uint16}
 _HEADER = Path("hip") / "amd_detail" / "amd_hip_fp8.h"
 # outside hipcc the header's include chain pulls in the device warp intrinsics, which the host
 # compiler lacks; the FP8 host path needs none of them
@@ -74,22 +71,17 @@ def _lib() -> ctypes.CDLL:
 
 def missing() -> str | None:
     """Why the hip implementation cannot run here (None when it can)."""
-    try:
-        _lib()
-    except ShimUnavailable as e:
-        return str(e)
-    return None
+    return unavailable(_lib)
 
 
 def vendor_encode(x: np.ndarray, fmt: str, overflow: str = "satfinite") -> np.ndarray:
     """AMD's codes for the 1-D array ``x`` (float32, float64, float16 or bfloat16)."""
-    src = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.float16): "float16",
-           np.dtype(ml_dtypes.bfloat16): "bfloat16"}[x.dtype]
+    src = source_name(x)
     if fmt not in FORMATS or overflow not in OVERFLOWS:
         raise ValueError(f"hip: no AMD conversion into {fmt} with overflow={overflow!r}")
-    arr = np.ascontiguousarray(x).view(_SRC_DTYPE[src])
+    arr = source_bits(x)
     out = np.empty(arr.size, dtype=np.uint8)
-    _lib().fmtsim_hip_to_fp8(_SRC_CODE[src], arr.ctypes.data_as(ctypes.c_void_p),
+    _lib().fmtsim_hip_to_fp8(SOURCE_CODES[src], arr.ctypes.data_as(ctypes.c_void_p),
                              out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), arr.size,
                              int(overflow == "satfinite"), FORMATS[fmt])
     return out

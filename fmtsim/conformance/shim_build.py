@@ -15,10 +15,20 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ShimUnavailable", "cache_dir", "find_compiler", "build"]
+import ml_dtypes
+import numpy as np
+
+__all__ = ["ShimUnavailable", "SOURCE_CODES", "cache_dir", "find_compiler", "build", "source_name", "source_bits",
+           "unavailable"]
+
+# the shims' numbering of source types (each shim's entry points take one of these)
+SOURCE_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
+_SOURCE_BITS = {"float32": np.float32, "float64": np.float64, "float16": np.uint16, "bfloat16": np.uint16}
 
 
 class ShimUnavailable(RuntimeError):
@@ -45,19 +55,47 @@ def find_compiler() -> str | None:
     return None
 
 
-def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tuple[str, ...] = (),
-          what: str = "shim") -> ctypes.CDLL:
-    """The shim ``shims/<shim>.cpp`` compiled against ``include_dirs`` and loaded.
+def source_name(x: np.ndarray) -> str:
+    """The source type of a float32, float64, float16 or bfloat16 array (ValueError otherwise)."""
+    if x.dtype == ml_dtypes.bfloat16:
+        return "bfloat16"
+    names = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.float16): "float16"}
+    if x.dtype not in names:
+        raise ValueError(f"the shims take float32, float64, float16 or bfloat16 inputs, not {x.dtype}")
+    return names[x.dtype]
 
-    ``identity``: the header files whose change must trigger a rebuild."""
+
+def source_bits(x: np.ndarray) -> np.ndarray:
+    """``x`` contiguous, as the shims read it: float32/float64 values, 16-bit patterns."""
+    return np.ascontiguousarray(x).view(_SOURCE_BITS[source_name(x)])
+
+
+def unavailable(load: Callable[[], Any]) -> str | None:
+    """Why ``load()`` (a shim's cached loader) cannot give the shim here, None when it can."""
+    try:
+        load()
+    except ShimUnavailable as e:
+        return str(e)
+    return None
+
+
+def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tuple[str, ...] = (),
+          what: str = "shim", source: bytes | None = None, compile_flags: tuple[str, ...] = (),
+          link_flags: tuple[str, ...] = (), identity_text: str = "") -> ctypes.CDLL:
+    """The shim ``shims/<shim>.cpp`` (or ``source``) compiled against ``include_dirs`` and loaded.
+
+    ``identity``: the header files whose change must trigger a rebuild; ``identity_text``: more
+    of the same (a toolchain's version); ``compile_flags`` go before the source, ``link_flags``
+    after it (libraries)."""
     cxx = find_compiler()
     if cxx is None:
         raise ShimUnavailable(f"{what}: no C++ compiler found (set CXX, or install g++)")
-    source = resources.files("fmtsim.conformance.shims").joinpath(f"{shim}.cpp").read_bytes()
+    if source is None:
+        source = resources.files("fmtsim.conformance.shims").joinpath(f"{shim}.cpp").read_bytes()
     flags = ["-O2", "-shared", "-fPIC", "-std=c++17", *[f"-D{d}" for d in defines],
-             *[f"-I{d}" for d in include_dirs]]
+             *[f"-I{d}" for d in include_dirs], *compile_flags]
     h = hashlib.sha256(source)
-    h.update("\0".join([cxx, *flags]).encode())
+    h.update("\0".join([cxx, *flags, *link_flags, identity_text]).encode())
     for p in identity:
         st = p.stat()
         h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
@@ -69,7 +107,8 @@ def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tu
             src = Path(tmp) / f"{shim}.cpp"
             src.write_bytes(source)
             tmp_lib = Path(tmp) / "shim.so"
-            r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp_lib)], capture_output=True, text=True)
+            r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp_lib), *link_flags], capture_output=True,
+                               text=True)
             if r.returncode != 0:
                 first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:300])
                 raise ShimUnavailable(f"{what}: compiling the shim with {cxx} failed: {first}")

@@ -1,14 +1,14 @@
 """``apfloat``: LLVM's APFloat (what MLIR-based compilers use when they constant-fold a cast).
 
 A small C++ shim (below; fmtsim's own code) is compiled with the system C++ compiler against
-the LLVM found through ``llvm-config`` on first use and cached per user (``~/.cache/fmtsim``,
-or ``$XDG_CACHE_HOME/fmtsim``), then loaded with ctypes. ``APFloat::convert`` from IEEE single,
-double, half and bfloat16 into Float8E4M3FN, Float8E5M2, Float8E4M3FNUZ, Float8E5M2FNUZ,
-Float6E3M2FN, Float6E2M3FN, Float4E2M1FN (LLVM 19 and newer) and Float8E8M0FNU (LLVM 20 and
-newer), under each of its five rounding modes, is held to fmtsim's ``apfloat`` profile with
-that rounding mode, codes and status flags (opStatus: invalid, overflow, underflow, inexact,
-against ``encode_with_flags``); every code converted back to IEEE single is checked against
-fmtsim.decode.
+the LLVM found through ``llvm-config`` on first use and cached per user (conformance.shim_build:
+``$FMTSIM_CACHE``, ``$XDG_CACHE_HOME/fmtsim`` or ``~/.cache/fmtsim``), then loaded with ctypes.
+``APFloat::convert`` from IEEE single, double, half and bfloat16 into Float8E4M3FN, Float8E5M2,
+Float8E4M3FNUZ, Float8E5M2FNUZ, Float6E3M2FN, Float6E2M3FN, Float4E2M1FN (LLVM 19 and newer)
+and Float8E8M0FNU (LLVM 20 and newer), under each of its five rounding modes, is held to
+fmtsim's ``apfloat`` profile with that rounding mode, codes and status flags (opStatus:
+invalid, overflow, underflow, inexact, against ``encode_with_flags``); every code converted
+back to IEEE single is checked against fmtsim.decode.
 
 ``llvm-config`` is looked for as ``$FMTSIM_LLVM_CONFIG``, then ``llvm-config-NN`` and
 ``/usr/lib/llvm-NN/bin/llvm-config`` for NN from 30 down to 19, then ``llvm-config``; the first
@@ -18,18 +18,16 @@ of LLVM 19 or newer is used (Debian/Ubuntu: ``apt-get install llvm-19-dev``).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
 import subprocess
 from collections.abc import Callable
-from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 
 from ..adapters import Adapter
 from ..plugin import Decoder, Implementation, Request
+from ..shim_build import ShimUnavailable, build, find_compiler, source_name
 
 # fmtsim format -> (APFloat semantics, first LLVM major that has it)
 SEMANTICS = {"e4m3": ("Float8E4M3FN", 16), "e5m2": ("Float8E5M2", 16), "e4m3fnuz": ("Float8E4M3FNUZ", 16),
@@ -139,45 +137,26 @@ def find_llvm_config() -> tuple[str | None, str]:
     return None, "; ".join(seen)
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "fmtsim"
-
-
 _LIB: list[ctypes.CDLL] = []
 
 
 def library() -> ctypes.CDLL:
-    """The compiled shim (built on first use, cached per user and per LLVM)."""
+    """The compiled shim (built on first use, cached per user and per LLVM: shim_build)."""
     if _LIB:
         return _LIB[0]
     config, _ = find_llvm_config()
     if config is None:
-        raise RuntimeError("no llvm-config of LLVM 19 or newer")
-    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if compiler is None:
-        raise RuntimeError("no C++ compiler (g++, c++ or clang++; or set CXX)")
+        raise ShimUnavailable("apfloat: no llvm-config of LLVM 19 or newer")
 
     def ask(*args: str) -> list[str]:
         return subprocess.run([config, *args], capture_output=True, text=True, check=True).stdout.split()
 
-    source = _shim_source()
-    version = " ".join(ask("--version"))
-    tag = hashlib.sha256((source + version + config + compiler).encode()).hexdigest()[:16]
-    lib = _cache_dir() / f"apfloat_shim_{tag}.so"
-    if not lib.exists():
-        lib.parent.mkdir(parents=True, exist_ok=True)
-        src = lib.with_suffix(".cpp")
-        src.write_text(source)
-        tmp = lib.with_name(f".{lib.name}.{os.getpid()}")
-        libdir = ask("--libdir")[0]
-        cmd = [compiler, "-shared", "-fPIC", "-O2", str(src), "-o", str(tmp), *ask("--cxxflags"), *ask("--ldflags"),
-               *ask("--libs", "support"), *ask("--system-libs"), f"-Wl,-rpath,{libdir}"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"compiling the APFloat shim failed ({' '.join(cmd)}):\n{done.stderr[-2000:]}")
-        os.replace(tmp, lib)
-    handle = ctypes.CDLL(str(lib))
+    libdir = ask("--libdir")[0]
+    handle = build("apfloat_shim", [], [], what="apfloat", source=_shim_source().encode(),
+                   compile_flags=tuple(ask("--cxxflags")),
+                   link_flags=(*ask("--ldflags"), *ask("--libs", "support"), *ask("--system-libs"),
+                               f"-Wl,-rpath,{libdir}"),
+                   identity_text=" ".join([config, *ask("--version")]))
     handle.fmtsim_apfloat_version.restype = ctypes.c_char_p
     handle.fmtsim_apfloat_encode.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_long, ctypes.c_int,
                                              ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
@@ -190,12 +169,6 @@ def _fmt_index(fmt: str) -> int:
     return list(SEMANTICS).index(fmt)
 
 
-def _source_of(x: np.ndarray) -> str:
-    if x.dtype == ml_dtypes.bfloat16:
-        return "bfloat16"
-    return {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.float16): "float16"}[x.dtype]
-
-
 def encode_with_status(x: np.ndarray, fmt: str, rounding: str = "rne") -> tuple[np.ndarray, np.ndarray]:
     """APFloat's codes and opStatus bits (1 invalid, 2 divide-by-zero, 4 overflow, 8 underflow,
     16 inexact) for ``x`` converted into ``fmt``."""
@@ -203,7 +176,7 @@ def encode_with_status(x: np.ndarray, fmt: str, rounding: str = "rne") -> tuple[
     x = np.ascontiguousarray(x)
     out = np.zeros(x.size, np.uint8)
     status = np.zeros(x.size, np.uint8)
-    rc = lib.fmtsim_apfloat_encode(SOURCES[_source_of(x)][0], x.ctypes.data, x.size, _fmt_index(fmt),
+    rc = lib.fmtsim_apfloat_encode(SOURCES[source_name(x)][0], x.ctypes.data, x.size, _fmt_index(fmt),
                                    list(MODES).index(rounding), out.ctypes.data, status.ctypes.data)
     if rc != 0:
         raise RuntimeError(f"this LLVM's APFloat has no {SEMANTICS[fmt][0]}")
@@ -260,7 +233,7 @@ class Apfloat(Implementation):
         if config is None:
             found = f" ({seen})" if seen else ""
             return f"apfloat: no llvm-config of LLVM {MIN_MAJOR} or newer found{found} ({self.install})"
-        if not (os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        if find_compiler() is None:
             return "apfloat: no C++ compiler found (g++, c++ or clang++; or set CXX)"
         return None
 
