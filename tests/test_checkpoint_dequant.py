@@ -385,3 +385,14 @@ def test_a_killed_runs_temporary_file_is_removed(tmp_path):
     s = dequantize(src, out)
     assert not stale.exists() and any("killed run" in n for n in s.notes)
     assert all(not r.skipped for r in s.shards)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_progress_bar_counts_every_input_byte(tmp_path, capsys, jobs):
+    """Long work shows progress: the bar (tqdm, the checkpoint extra) reaches the checkpoint's
+    size, in this process (per chunk) and with worker processes (per finished shard)."""
+    pytest.importorskip("tqdm", reason="tqdm is not installed (pip install 'fmtsim[checkpoint]')")
+    src = make("modelopt-nvfp4", tmp_path)
+    dequantize(src, tmp_path / "out", dtype="bfloat16", jobs=jobs, progress=True)
+    err = capsys.readouterr().err
+    assert "dequantize" in err and "100%" in err, err[-300:]

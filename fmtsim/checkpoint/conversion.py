@@ -546,16 +546,6 @@ class ConversionSummary:
         return {k: sum(getattr(s, k) for s in self.shards) for k in keys}
 
 
-def _progress_bar(total: int, desc: str, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a declared dependency of the checkpoint jobs
-        return None
-    return tqdm(total=total, unit="B", unit_scale=True, desc=desc)
-
-
 def convert(
     src: str | Path,
     out: str | Path,
@@ -592,14 +582,8 @@ def convert(
              inf, verify, p.options)
         for s in p.shards
     ]
-    bar = _progress_bar(p.total_bytes, "fnuz convert", progress)
-    update = bar.update if bar is not None else None
-    results: list[ShardResult] = []
-    try:
-        results = run_shards(_convert_shard, jobs_list, jobs, update, lambda r: r.bytes, scheduler)
-    finally:
-        if bar is not None:
-            bar.close()
+    results: list[ShardResult] = run_shards(_convert_shard, jobs_list, jobs, lambda r: r.bytes, scheduler,
+                                            (p.total_bytes, "fnuz convert") if progress else None)
     if is_dir:
         notes += _write_side_files(p, out_p)
     return ConversionSummary(p, results, time.perf_counter() - t0, out_p, notes=notes)

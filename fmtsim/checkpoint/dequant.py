@@ -1015,22 +1015,9 @@ def dequantize(
     job_list = [_Job(s, (out_p / s.name) if is_dir else out_p, dtype,
                      {n: tj for n, tj in plans.items() if where[n] == s},
                      {n for n in dropped if where[n] == s}, where, options) for s in source.shards]
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=sum(h.file_size for h in headers.values()), unit="B", unit_scale=True,
-                       desc="dequantize")
-        except ImportError:  # pragma: no cover
-            bar = None
-    update = bar.update if bar is not None else None
-    results: list[ShardResult] = []
-    try:
-        results = run_shards(_dequantize_shard, job_list, jobs, update, lambda r: r.bytes_in, scheduler)
-    finally:
-        if bar is not None:
-            bar.close()
+    total = sum(h.file_size for h in headers.values())
+    results: list[ShardResult] = run_shards(_dequantize_shard, job_list, jobs, lambda r: r.bytes_in, scheduler,
+                                            (total, "dequantize") if progress else None)
     if is_dir:
         notes += _side_files(source, out_p, plans, dropped, where, dtype)
     return DequantSummary(source, out_p, dtype, det, plans, results, time.perf_counter() - t0, notes)

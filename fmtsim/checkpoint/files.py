@@ -571,14 +571,14 @@ def worker_count(jobs: Any, shards: int) -> int:
     return max(1, min(jobs, shards, os.cpu_count() or 1))
 
 
-def run_shards(work: Callable[..., Any], job_list: list[Any], jobs: int,
-               update: Callable[[int], None] | None, size: Callable[[Any], int],
-               scheduler: Any = None) -> list[Any]:
+def run_shards(work: Callable[..., Any], job_list: list[Any], jobs: int, size: Callable[[Any], int],
+               scheduler: Any = None, progress: tuple[int, str] | None = None) -> list[Any]:
     """work(job, update) for every shard job: in this process (progress per chunk), in up to
     ``jobs`` worker processes, or on the workers of a Dask cluster (``scheduler``: a
     dask.distributed.Client or an address; progress per finished shard, ``size(result)``
     bytes); results in order. A cluster's workers read the input and write the output
-    shards at the same paths, so those must be on a file system they share."""
+    shards at the same paths, so those must be on a file system they share. ``progress``:
+    (total bytes, label) for a progress bar (tqdm, the checkpoint extra), or None."""
     n = worker_count(jobs, len(job_list))
     if scheduler is not None and jobs != 1:
         raise CheckpointError("give --jobs or --scheduler, not both (a Dask cluster has its own workers)")
@@ -587,14 +587,41 @@ def run_shards(work: Callable[..., Any], job_list: list[Any], jobs: int,
         ex = get_executor(None if scheduler is not None else n, scheduler)
     except (ImportError, OSError, TypeError) as e:
         raise CheckpointError(f"--scheduler: {e}") from None
-    with ex:
-        if ex.in_process:
-            return [work(j, update) for j in job_list]
-        for r in ex.imap(work, job_list):
-            results.append(r)
-            if update:
-                update(size(r))
+    bar = _progress_bar(*progress) if progress is not None else None
+    update = bar.update if bar is not None else None
+    try:
+        with ex:
+            if ex.in_process:
+                for j in job_list:
+                    # per chunk as the shard is worked; then the bytes no chunk counted (its
+                    # header, tensors copied whole), so the bar ends at the checkpoint's size
+                    seen = [0]
+
+                    def counted(nbytes: int, seen: list[int] = seen) -> None:
+                        seen[0] += nbytes
+                        update(nbytes)  # type: ignore[misc]
+
+                    r = work(j, counted if update else None)
+                    if update and size(r) > seen[0]:
+                        update(size(r) - seen[0])
+                    results.append(r)
+                return results
+            for r in ex.imap(work, job_list):
+                results.append(r)
+                if update:
+                    update(size(r))
+    finally:
+        if bar is not None:
+            bar.close()
     return results
+
+
+def _progress_bar(total: int, desc: str) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a declared dependency of the checkpoint jobs
+        return None
+    return tqdm(total=total, unit="B", unit_scale=True, desc=desc)
 
 
 def make_output_dir(directory: Path) -> None:
