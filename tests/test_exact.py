@@ -13,7 +13,7 @@ from fmtsim.oracle import encode_one
 from fmtsim.policy import resolve
 from fmtsim.rounding import encode_f64, table_f32
 
-from .conftest import ALL_FORMATS, heavy_formats, slow_unless
+from .conftest import ALL_FORMATS, slow_unless
 
 MODES = ["rne", "rna", "rtz", "rup", "rdn"]
 
@@ -48,10 +48,8 @@ def oracle_codes(xs, name, mode, ov, nan=None, src="float64"):
     return np.array(codes, dtype=np.uint8), np.array(flags, dtype=np.uint8)
 
 
-@pytest.mark.parametrize("name", heavy_formats(["e2m1", "e2m3", "e4m3", "e5m2", "e4m3fnuz", "e8m0", "ue4m3",
-                                                 "mxint8", "int8"]) + slow_unless(
-    [n for n in ALL_FORMATS
-     if n not in ("e2m1", "e2m3", "e4m3", "e5m2", "e4m3fnuz", "e8m0", "ue4m3", "mxint8", "int8")], keep=set()))
+# the fast tier: FP4, an OCP FP8, an FNUZ FP8, E8M0 and MX INT8 (the other paths with --full)
+@pytest.mark.parametrize("name", slow_unless(ALL_FORMATS, keep={"e2m1", "e4m3", "e5m2fnuz", "e8m0", "mxint8"}))
 @pytest.mark.parametrize("dtype", slow_unless([np.float16, ml_dtypes.bfloat16, np.float32, np.float64],
                                               keep={np.float32}), ids=["f16", "bf16", "f32", "f64"])
 def test_midpoints_and_neighbours_all_modes(name, dtype):

@@ -14,7 +14,7 @@ SOURCES = {np.float16: "float16", ml_dtypes.bfloat16: "bfloat16", np.float32: "f
            np.float64: "float64"}
 
 
-@pytest.mark.parametrize("name", slow_unless(ALL_FORMATS, keep={"e4m3", "e5m2fnuz", "e2m1", "e3m2", "e8m0", "int8"}))
+@pytest.mark.parametrize("name", slow_unless(ALL_FORMATS, keep={"e4m3", "e2m1", "e8m0"}))
 @pytest.mark.parametrize("dtype", slow_unless(list(SOURCES), keep={np.float32}), ids=list(SOURCES.values()))
 def test_sr_equals_oracle(name, dtype, rng):
     f = fmtsim.get_format(name)
