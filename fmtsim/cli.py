@@ -285,8 +285,10 @@ def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
 def cmd_gen(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .conformance.vectors import write_vectors
+    from .conformance.vectors import check_output_dir, write_vectors
 
+    if args.output is not None and not args.list:  # before the work, not after it
+        check_output_dir(Path(args.output))
     policy_op = re.fullmatch(r"(f16|bf16|f32|f64)_to_(\w+)", args.op)
     if args.rounding or args.overflow or args.profile:
         if not policy_op:

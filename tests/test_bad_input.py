@@ -225,7 +225,8 @@ def test_argparse_errors_are_one_line(capsys):
     assert_usage_error(2, err, "--rounding", "invalid choice")
 
 
-@pytest.mark.parametrize("argv", [["table", "e4m3"], ["gen", "--list"], ["formats"]])
+@pytest.mark.parametrize("argv", [["table", "e4m3"], pytest.param(["gen", "--list"], marks=pytest.mark.slow),
+                                  pytest.param(["formats"], marks=pytest.mark.slow)])
 def test_output_into_a_closed_pipe(argv):
     p = subprocess.run(f"{sys.executable} -m fmtsim {' '.join(argv)} | head -n 1", shell=True,
                        capture_output=True, text=True, timeout=120)

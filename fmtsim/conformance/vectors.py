@@ -450,10 +450,8 @@ def manifest_text(files: list[VectorFile], level: int) -> bytes:
     return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
 
 
-def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, Any]:
-    """Write files and manifest.json (each via a temporary name, then renamed).
-
-    ``out`` is created if missing; ValueError names it when it is a file, lies under a file, or
+def check_output_dir(out: Path) -> None:
+    """Create ``out`` if missing; ValueError names it when it is a file, lies under a file, or
     cannot be created or written (tried with a real write: permission bits do not bind root)."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: exists and is not a directory; -o names the directory to write vectors into")
@@ -463,6 +461,12 @@ def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, A
         (out / ".fmtsim-write-test").unlink()
     except OSError as e:
         raise ValueError(f"{out}: cannot write vectors there ({e.strerror or e})") from None
+
+
+def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, Any]:
+    """Write files and manifest.json (each via a temporary name, then renamed) into ``out``
+    (checked first: :func:`check_output_dir`)."""
+    check_output_dir(out)
     text = manifest_text(files, level)
     for name, data in [*((vf.name, vf.text) for vf in files), ("manifest.json", text)]:
         try:
