@@ -48,6 +48,7 @@ import numpy as np
 from .. import __version__
 from ..codec import decode
 from ..exactfloat import two_product
+from ..formats import get_format
 from .files import (
     INDEX_NAME,
     CheckpointError,
@@ -735,11 +736,13 @@ def _stream_fp4(m: LayerMatch, scale: np.ndarray, src: Any, h: Header, e: Entry,
 
 
 @lru_cache(maxsize=16)
-def _mxfp8_table(element: str, target: str) -> tuple[np.ndarray, np.ndarray]:
-    """[E8M0 byte << 8 | code] -> target bits, and flags (1 NaN, 2 overflow, 4 rounded)."""
+def _mx_table(element: str, target: str) -> tuple[np.ndarray, np.ndarray]:
+    """[E8M0 byte << b | code] -> target bits, and flags (1 NaN, 2 overflow, 4 rounded), for the
+    b-bit MX element formats (FP8 and FP6); the products are exact in float64."""
+    n_codes = 1 << get_format(element).bits
     with np.errstate(invalid="ignore", over="ignore"):
         vals = _scale_values("e8m0")[:, None] * np.asarray(
-            decode(np.arange(256, dtype=np.uint8), element, np.float64))[None, :]
+            decode(np.arange(n_codes, dtype=np.uint8), element, np.float64))[None, :]
     bits = _bits(vals, target)
     return bits.reshape(-1), _flags(vals, None, bits, target).reshape(-1)
 
@@ -749,7 +752,7 @@ def _stream_mxfp8(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entr
     """MXFP8 (FP8 codes, one E8M0 byte per 32 along a row): one gather per code from a
     (scale byte, code) table, as for FP4."""
     element = FP8_ELEMENT[tj.codes_dtype]
-    lut, flags = _mxfp8_table(element, target)
+    lut, flags = _mx_table(element, target)
     assert tj.block is not None
     per = tj.block[1]
     if e.shape[-1] % per:
@@ -796,16 +799,6 @@ def _stream_fp6(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
     emit(np.ascontiguousarray(out).data)
     if progress:
         progress(e.nbytes)
-
-
-@lru_cache(maxsize=8)
-def _mx_table(element: str, target: str) -> tuple[np.ndarray, np.ndarray]:
-    """[E8M0 byte << 6 | FP6 code] -> target bits, and flags (1 NaN, 2 overflow, 4 rounded); exact in float64."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        vals = _scale_values("e8m0")[:, None] * np.asarray(
-            decode(np.arange(64, dtype=np.uint8), element, np.float64))[None, :]
-    bits = _bits(vals, target)
-    return bits.reshape(-1), _flags(vals, None, bits, target).reshape(-1)
 
 
 def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit: Callable[[Any], None],

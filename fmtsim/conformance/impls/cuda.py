@@ -42,10 +42,7 @@ class Cuda(Implementation):
     def missing(self) -> str | None:
         from ..cuda_impl import missing
 
-        why = missing()
-        if why is None:
-            return None
-        return why if why.startswith("cuda:") else f"cuda: {why}"
+        return missing()  # its reasons start with "cuda:" (shim_build's ``what``)
 
     def version(self) -> str:
         from ..cuda_impl import version

@@ -39,10 +39,7 @@ class Hip(Implementation):
     def missing(self) -> str | None:
         from ..hip_impl import missing
 
-        why = missing()
-        if why is None:
-            return None
-        return why if why.startswith("hip:") else f"hip: {why}"
+        return missing()  # its reasons start with "hip:" (shim_build's ``what``)
 
     def decoders(self, req: Request) -> list[Decoder]:
         from ..hip_impl import FORMATS
