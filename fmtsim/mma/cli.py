@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .arith import IEEE_FORMATS, WIDE_FORMATS, canonical_operand_format
+from .compiled import uses_compiled
 from .units import get_unit, unit_names
 
 __all__ = ["add_mma_parser", "cmd_mma_matmul"]
@@ -54,6 +55,9 @@ def add_mma_parser(sub: Any) -> None:
     run = m.add_mutually_exclusive_group()
     run.add_argument("--jobs", type=int, help="local worker processes (default: this process, tile by tile)")
     run.add_argument("--scheduler", help="a Dask scheduler address, e.g. tcp://host:8786 (needs fmtsim[dask])")
+    m.add_argument("--engine", choices=["auto", "compiled", "numpy"], default="auto",
+                   help="the nv units' steps in C++ built on first use ('compiled'), in numpy, or 'auto' "
+                        "(compiled when it builds); the same bits either way")
     m.add_argument("--tile", type=lambda t: _ints(t, 2, "--tile"), metavar="ROWS,COLS",
                    help="output tile (default up to 256,256)")
     m.set_defaults(func=cmd_mma_matmul)
@@ -131,13 +135,14 @@ def cmd_mma_matmul(args: argparse.Namespace) -> int:
         d = matmul(a, b, c, unit=args.unit, a_format=af, b_format=bf, a_scales=sa, b_scales=sb,
                    scale_format=args.scale_format, block_size=bs, promote_every=args.promote_every,
                    split_k=args.split_k, jobs=(args.jobs or 1) if args.scheduler is None else None,
-                   scheduler=args.scheduler, tile=args.tile, progress=update)
+                   scheduler=args.scheduler, tile=args.tile, progress=update, engine=args.engine)
     finally:
         close()
     wall = time.perf_counter() - t0
     write_d(args.output, d)
     how = f"Dask {args.scheduler}" if args.scheduler else f"{args.jobs} processes" if args.jobs else "this process"
+    engine = "compiled" if uses_compiled(get_unit(args.unit), args.engine) else "numpy"
     print(f"wrote {args.output}: D {m} x {n} {d.dtype}, {args.unit} {af} x {bf}, K={k}, "
-          f"{m * n * k:.3g} products in {wall:.1f} s on {how} "
+          f"{m * n * k:.3g} products in {wall:.1f} s on {how}, {engine} engine "
           f"({wall / max(1, m * n * k) * 1e9:.2f} ns per product)")
     return 0

@@ -12,6 +12,7 @@ fma units (fp64 mma, fp64 MFMA) take an fp64 C and return float64, NaN as
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ import numpy as np
 from ..arrays import as_numpy
 from ..formats import get_format
 from .arith import IEEE_FORMATS, NAN, ZERO_EXP, canonical_operand_format, operand_table
+from .compiled import check_engine, nv_chain, operands_fit, uses_compiled
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
@@ -35,8 +37,10 @@ class Prepared:
 
     def __init__(self, unit: Unit, a: np.ndarray, b: np.ndarray, a_format: str, b_format: str,
                  a_scales: np.ndarray | None, b_scales: np.ndarray | None, scale_format: str | None,
-                 block_size: int | None) -> None:
+                 block_size: int | None, *, engine: str = "auto") -> None:
         self.unit = unit
+        self.engine = engine
+        self._compiled_operands: tuple[np.ndarray, ...] | None = None
         self.a_format, self.b_format = a_format, b_format
         self.scale_format, self.block_size = scale_format, block_size
         m, k = a.shape
@@ -88,10 +92,62 @@ class Prepared:
                 out = exact_range(self, out, s, s + L)
             return out
         out = np.asarray(c, dtype=np.float32)
+        if u.family == "nv" and self.m and self.n and uses_compiled(u, self.engine):
+            operands = self._compiled()
+            if operands is not None:
+                return self._compiled_chain(operands, out, k0, k1)
+        return self._numpy_chain(out, k0, k1)
+
+    def _numpy_chain(self, out: np.ndarray, k0: int, k1: int) -> np.ndarray:
+        u, L = self.unit, self.unit.k
         for s in range(k0, k1, L):
             # the given C is in the instruction's C format; a chained C is the previous output
             out = self._step(out, s, s + L, u.c_emin if s == k0 else u.out_emin)
         return out
+
+    def _compiled(self) -> tuple[np.ndarray, ...] | None:
+        """A and B for the compiled engine, split once (block scales folded in over all of K):
+        (a_sig, a_exp, a_special, b_sig, b_exp, b_special, man_a, man_b); None when the C++
+        arithmetic would not hold them exactly (:func:`operands_fit`; the numpy step runs)."""
+        if self._compiled_operands is None:
+            a, b = self.a.slice_k(0, self.k_padded), self.b.slice_k(0, self.k_padded)
+            if self.sa is not None:
+                a, b = self._fold_scales(a, b, 0, self.k_padded, 0, self.m)
+            sig_a, sig_b = a.sgn * a.mag, b.sgn * b.mag
+            if not operands_fit(self.unit, sig_a, sig_b, a.man, b.man):
+                self._compiled_operands = ()
+            else:
+                def i32(x: np.ndarray) -> np.ndarray:
+                    return np.ascontiguousarray(x, np.int32)
+
+                self._compiled_operands = (i32(sig_a), i32(a.exp), a.cls != 0, i32(sig_b.T), i32(b.exp.T), b.cls != 0,
+                                           np.array([a.man, b.man]))
+        return self._compiled_operands or None
+
+    def _compiled_chain(self, operands: tuple[np.ndarray, ...], c: np.ndarray, k0: int, k1: int) -> np.ndarray:
+        """The nv chain in C++; outputs it leaves (NaN / Inf operands, a non-finite C, an
+        overflow) recomputed by the numpy step on the rows and columns that hold them."""
+        a_sig, a_exp, a_sp, b_sig, b_exp, b_sp, mans = operands
+        u = self.unit
+        out, bail = nv_chain(u, a_sig, a_exp, b_sig, b_exp, int(mans[0]), int(mans[1]),
+                             np.asarray(a_sp[:, k0:k1].any(1)), np.asarray(b_sp[:, k0:k1].any(1)), c, k0, k1,
+                             u.c_emin)
+        if bail.any():
+            rows, cols = np.flatnonzero(bail.any(1)), np.flatnonzero(bail.any(0))
+            ix = np.ix_(rows, cols)
+            sub = self._subset(rows, cols)._numpy_chain(np.ascontiguousarray(c[ix], np.float32), k0, k1)
+            out[ix] = np.where(bail[ix], sub, out[ix])
+        return out
+
+    def _subset(self, rows: np.ndarray, cols: np.ndarray) -> Prepared:
+        """The same problem on some rows of A and columns of B (split operands taken, not redone)."""
+        p = copy.copy(self)
+        p.a, p.b = self.a.take(rows), self.b.take(cols)
+        if self.sa is not None and self.sb is not None:
+            p.sa, p.sb = self.sa.take(rows), self.sb.take(cols)
+        p.m, p.n = len(rows), len(cols)
+        p._compiled_operands = None
+        return p
 
     def _step(self, c: np.ndarray, k0: int, k1: int, c_emin: int = -126) -> np.ndarray:
         u = self.unit
@@ -154,6 +210,12 @@ class _Split:
     def slice_k(self, k0: int, k1: int, r0: int = 0, r1: int | None = None) -> Side:
         return Side(self.sgn[r0:r1, k0:k1], self.mag[r0:r1, k0:k1], self.exp[r0:r1, k0:k1],
                     self.cls[r0:r1, k0:k1], self.man, self.emin)
+
+    def take(self, idx: np.ndarray) -> _Split:
+        """These rows (of A; columns of B, which is held transposed)."""
+        t = copy.copy(self)
+        t.sgn, t.mag, t.exp, t.cls = self.sgn[idx], self.mag[idx], self.exp[idx], self.cls[idx]
+        return t
 
     def rows(self, r0: int, r1: int | None) -> Side:
         return Side(self.sgn[r0:r1], self.mag[r0:r1], self.exp[r0:r1], self.cls[r0:r1], self.man, self.emin)
@@ -412,7 +474,7 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
            scale_format: str | None = None, block_size: int | None = None,
            promote_every: int | None = None, split_k: int | Sequence[int] | None = None,
            jobs: int | None = None, scheduler: Any = None, tile: int | tuple[int, int] | None = None,
-           progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+           progress: Callable[[int, int], None] | None = None, engine: str = "auto") -> np.ndarray:
     """D = A @ B + C as the named matrix unit computes it, bit for bit (float32 (M, N)).
 
     a: (M, K) codes of ``a_format``; b: (K, N) codes of ``b_format`` (fmtsim format names,
@@ -448,8 +510,14 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
 
     K = 0: there is no product and no instruction runs, so D is C (times alpha; a NaN
     as the canonical NaN), never C cut to the unit's fraction bits.
+
+    engine: how the NVIDIA units' (family ``nv``) steps are computed, with the same bits
+    either way: "compiled" (C++ built on first use with the system compiler,
+    :mod:`fmtsim.mma.compiled`; an error says why when it cannot be), "numpy", or "auto"
+    (compiled when it builds, else numpy). Other families always run in numpy.
     """
     check_chaining(promote_every, split_k)
+    check_engine(engine)
     checked, alpha = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
                               b_scales=b_scales, scale_format=scale_format, block_size=block_size)
     u, A, B, af, bf, SA, SB, sf, bs = checked
@@ -462,14 +530,14 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     one = (u, A[:1], B[:, :1], af, bf, None if SA is None else SA[:1], None if SB is None else SB[:, :1], sf, bs)
     _chaining(Prepared(*one), promote_every, split_k)
     if jobs is None and scheduler is None or 0 in c32.shape:
-        return _compute(Prepared(*checked), alpha, c32, promote_every, split_k)
+        return _compute(Prepared(*checked, engine=engine), alpha, c32, promote_every, split_k)
     from ..executor import check_jobs, get_executor
 
     check_jobs(jobs)
     tm, tn = _tile_shape(tile, c32.shape[0], c32.shape[1], jobs if scheduler is None else None)
     pieces = [(r0, c0, (u, A[r0:r0 + tm], B[:, c0:c0 + tn], af, bf,
                         None if SA is None else SA[r0:r0 + tm], None if SB is None else SB[:, c0:c0 + tn], sf, bs),
-               alpha, c32[r0:r0 + tm, c0:c0 + tn], promote_every, split_k)
+               alpha, c32[r0:r0 + tm, c0:c0 + tn], promote_every, split_k, engine)
               for r0 in range(0, c32.shape[0], tm) for c0 in range(0, c32.shape[1], tn)]
     out = np.empty_like(c32)
     total, done = c32.size * A.shape[1], 0
@@ -502,8 +570,8 @@ def _tile_shape(tile: int | tuple[int, int] | None, m: int, n: int, jobs: int | 
 
 def _tile_job(piece: tuple[Any, ...]) -> tuple[int, int, np.ndarray]:
     """One output tile (run by the executor, possibly in another process)."""
-    r0, c0, checked, alpha, c32, promote_every, split_k = piece
-    return r0, c0, _compute(Prepared(*checked), alpha, c32, promote_every, split_k)
+    r0, c0, checked, alpha, c32, promote_every, split_k, engine = piece
+    return r0, c0, _compute(Prepared(*checked, engine=engine), alpha, c32, promote_every, split_k)
 
 
 def _chaining(p: Prepared, promote_every: int | None, split_k: int | Sequence[int] | None

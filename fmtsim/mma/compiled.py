@@ -1,0 +1,148 @@
+"""The compiled engine of the NVIDIA matrix units (family ``nv``): the fused steps chained
+along K in C++ (``nv_chain.cpp``), built on first use with the system compiler and cached
+like the conformance shims.
+
+It computes exactly what :func:`fmtsim.mma.step.nv_step` computes, one output at a time
+in 64-bit integers instead of numpy passes over (rows, cols, K) slabs, and is held to it
+bit for bit by tests/test_mma_compiled.py (the numpy step is held to the Fraction twin in
+turn). Outputs whose row or column holds a NaN or Inf, whose C is not finite, or whose
+result overflows are flagged by the C++ code and computed by the numpy step.
+
+``matmul(engine=...)`` chooses: "numpy" never compiles, "compiled" requires this engine
+(an error says why it is unavailable), "auto" (the default) uses it when it builds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from .units import Unit
+
+__all__ = ["ENGINES", "available", "unavailable_reason", "nv_chain", "check_engine", "uses_compiled",
+           "operands_fit"]
+
+ENGINES = ("auto", "compiled", "numpy")
+_OUT = {"rz_fp32": (23, -126, False, 2.0**128), "rz_e8m13": (13, -126, False, 2.0**128),
+        "rne_fp32": (23, -126, True, 2.0**128), "rne_fp16": (10, -14, True, 2.0**16)}
+_SIG_LIMIT = 1 << 15  # |sig_a * sig_b| < 2^30: the C++ product is an int32
+
+
+def _cpu_identity() -> str:
+    """What -march=native compiles for: a cached library must not travel to another CPU."""
+    flags = ""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith(("flags", "model name", "Features")):
+                    flags += line
+                if line.strip() == "":
+                    break
+    except OSError:
+        pass
+    return f"{platform.machine()}|{platform.processor()}|{flags}"
+
+
+@cache
+def _load() -> tuple[Any, str | None]:
+    """(the entry point, None), or (None, why not): a failed build is remembered, not retried
+    on every matmul."""
+    from ..conformance.shim_build import ShimUnavailable
+
+    try:
+        return _library(), None
+    except ShimUnavailable as e:
+        return None, str(e)
+
+
+# tuned for the machine it runs on (the library's cache name carries the CPU's identity);
+# -fno-trapping-math lets the compiler vectorise the selects (nothing reads the FP flags)
+_PORTABLE = ("-O3", "-fno-trapping-math", "-ffp-contract=off")
+_NATIVE = {"x86_64": ("-march=native", "-mprefer-vector-width=512"), "AMD64": ("-march=native",
+           "-mprefer-vector-width=512")}.get(platform.machine(), ("-mcpu=native",))
+
+
+def _library() -> Any:
+    from ..conformance.shim_build import ShimUnavailable, build
+
+    source = resources.files("fmtsim.mma").joinpath("nv_chain.cpp").read_bytes()
+    try:  # tuned for this CPU, else (a compiler without those flags) portable
+        lib = build("nv_chain", [], [], what="the compiled matmul engine", source=source,
+                    compile_flags=(*_PORTABLE, *_NATIVE), identity_text=_cpu_identity())
+    except ShimUnavailable:
+        lib = build("nv_chain", [], [], what="the compiled matmul engine", source=source,
+                    compile_flags=_PORTABLE, identity_text=_cpu_identity())
+    fn = lib.fmtsim_nv_chain
+    p = ctypes.c_void_p
+    i64, i32 = ctypes.c_int64, ctypes.c_int32
+    fn.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, i32, i32, i32,
+                   ctypes.c_double, p, p, p]
+    fn.restype = None
+    return fn
+
+
+def unavailable_reason() -> str | None:
+    """Why the compiled engine cannot be used here (no compiler, a failed build), or None."""
+    return _load()[1]
+
+
+def available() -> bool:
+    return unavailable_reason() is None
+
+
+def check_engine(engine: Any) -> str:
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise ValueError(f"matmul: engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "compiled":
+        why = unavailable_reason()
+        if why is not None:
+            raise ValueError(f"matmul: engine='compiled' is unavailable: {why}")
+    return engine
+
+
+def uses_compiled(unit: Unit, engine: str) -> bool:
+    """Whether ``engine`` runs ``unit``'s steps in C++ (family nv; 'auto' when it builds)."""
+    if unit.family != "nv" or engine == "numpy" or unit.output not in _OUT:
+        return False
+    return engine == "compiled" or available()
+
+
+def nv_chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b_exp: np.ndarray,
+             man_a: int, man_b: int, row_bad: np.ndarray, col_bad: np.ndarray, c: np.ndarray,
+             k0: int, k1: int, c_emin: int) -> tuple[np.ndarray, np.ndarray]:
+    """(D, bail): C chained through the unit's steps over K columns k0 .. k1 (multiples of
+    the unit's K). a_sig, a_exp: (m, K) int32 signed significands and exponents of A; b_sig,
+    b_exp: (K, n) of B. bail (m, n) bool marks the
+    outputs left to the numpy step (their D entry is meaningless)."""
+    man, emin, rne, top = _OUT[unit.output]
+    step = unit.k
+    m, k = a_sig.shape
+    n = b_sig.shape[1]
+    for x in (a_sig, a_exp, b_sig, b_exp):
+        assert x.dtype == np.int32 and x.flags.c_contiguous
+    rb = np.ascontiguousarray(row_bad, np.uint8)
+    cb = np.ascontiguousarray(col_bad, np.uint8)
+    c32 = np.ascontiguousarray(c, np.float32)
+    out = np.empty((m, n), np.float32)
+    bail = np.empty((m, n), np.uint8)
+    _load()[0](m, n, k, k0 // step, k1 // step, step, a_sig.ctypes.data, a_exp.ctypes.data, b_sig.ctypes.data,
+               b_exp.ctypes.data, rb.ctypes.data, cb.ctypes.data, man_a, man_b, unit.fraction_bits, unit.e_zero,
+               c_emin, unit.out_emin, man, emin, int(rne), top, c32.ctypes.data, out.ctypes.data, bail.ctypes.data)
+    return out, bail.astype(bool)
+
+
+def operands_fit(unit: Unit, sig_a: np.ndarray, sig_b: np.ndarray, man_a: int, man_b: int) -> bool:
+    """Whether the C++ code's arithmetic holds these operands exactly: each product of
+    significands in int32, and a step's sum (every term is below max|sig_a| max|sig_b|
+    2^(F - man_a - man_b), C's below 2^(F + 1)) below 2^53, where doubles hold it exactly."""
+    top_a, top_b = int(np.abs(sig_a).max(initial=0)), int(np.abs(sig_b).max(initial=0))
+    if top_a >= _SIG_LIMIT or top_b >= _SIG_LIMIT:
+        return False
+    f = unit.fraction_bits
+    term = top_a * top_b * 2.0 ** (f - man_a - man_b)
+    return unit.k * term + 2.0 ** (f + 1) < 2.0**53

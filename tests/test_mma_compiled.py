@@ -1,0 +1,156 @@
+"""The compiled engine of the nv units (fmtsim.mma.compiled, nv_chain.cpp) against the numpy
+step, bit for bit, and both against the Fraction twin (fmtsim.mma.slow) on small cases:
+every nv unit and every operand format it takes, wide exponent ranges, zeros, block
+scales, split_k and promote_every, NaN / Inf operands, non-finite C and overflow (the
+outputs the C++ code leaves to the numpy step), and tiles over processes."""
+
+import numpy as np
+import pytest
+
+from fmtsim.mma import UNITS, compiled, matmul, slow_matmul
+from fmtsim.mma.arith import operand_table
+
+from .conftest import slow_unless
+
+why = compiled.unavailable_reason()
+pytestmark = pytest.mark.skipif(why is not None, reason=f"the compiled engine is unavailable: {why}")
+
+NV = [n for n, u in UNITS.items() if u.family == "nv"]
+UNIT_FORMATS = [(n, f) for n in NV for f in UNITS[n].formats]
+
+
+def bits(x):
+    return np.asarray(x, np.float32).view(np.uint32)
+
+
+def finite(fmt, rng, shape, zeros=0.1):
+    """Finite codes of fmt (a share of them zero), drawn over every exponent."""
+    t = operand_table(fmt)
+    ok = np.nonzero((t.cls == 0) & (t.sig != 0))[0]
+    zero = np.nonzero((t.cls == 0) & (t.sig == 0))[0]
+    out = rng.choice(ok, shape)
+    return np.where(rng.random(shape) < zeros, rng.choice(zero, shape), out)
+
+
+def c_values(unit, rng, shape):
+    c = (rng.standard_normal(shape) * 2.0 ** rng.integers(-30, 30, shape)).astype(np.float32)
+    c.flat[::7] = 0
+    if UNITS[unit].c_format == "fp16":
+        c = np.clip(c, -60000, 60000).astype(np.float16).astype(np.float32)
+    return c
+
+
+def engines(a, b, c, **kw):
+    fast = bits(matmul(a, b, c, engine="compiled", **kw))
+    ref = bits(matmul(a, b, c, engine="numpy", **kw))
+    assert np.array_equal(fast, ref), (np.argwhere(fast != ref)[:3], fast[fast != ref][:3], ref[fast != ref][:3])
+    return fast
+
+
+def scaled(unit):
+    return UNITS[unit].scaled
+
+
+def scale_kw(unit, rng, m, n, k):
+    u = UNITS[unit]
+    sf, bs = u.scale_formats[0], u.block_sizes[0]
+    lo, hi = (120, 134) if sf == "e8m0" else (0x30, 0x40)
+    return dict(a_scales=rng.integers(lo, hi, (m, k // bs)), b_scales=rng.integers(lo, hi, (k // bs, n)),
+                scale_format=sf, block_size=bs)
+
+
+@pytest.mark.parametrize("unit,fmt", slow_unless(UNIT_FORMATS, keep={("sm90_wgmma_fp8", "e4m3"),
+                                                                    ("sm100_mxf8f6f4", "e2m1"),
+                                                                    ("sm90_mma_fp16_f16", "fp16")}))
+def test_compiled_equals_numpy_on_every_nv_unit_and_format(unit, fmt, rng):
+    u = UNITS[unit]
+    m, n, k = 9, 11, 6 * u.k
+    a, b = finite(fmt, rng, (m, k)), finite(fmt, rng, (k, n))
+    a[2] = 0  # a zero row: every product zero (e_zero sets the alignment)
+    b[: u.k, 3] = 0
+    kw = dict(unit=unit, a_format=fmt, b_format=fmt)
+    if scaled(unit):
+        kw.update(scale_kw(unit, rng, m, n, k))
+    engines(a, b, c_values(unit, rng, (m, n)), **kw)
+    engines(a, b, None, promote_every=2 * u.k, **kw)
+    engines(a, b, c_values(unit, rng, (m, n)), split_k=[4 * u.k], **kw)
+
+
+@pytest.mark.parametrize("unit,fmt", [("sm90_wgmma_fp8", "e4m3"), ("sm89_mma_fp8_f16", "e5m2"),
+                                      ("sm100_mxf8f6f4", "e4m3"), ("sm90_mma_tf32", "tf32")])
+def test_compiled_equals_the_fraction_twin(unit, fmt, rng):
+    u = UNITS[unit]
+    m, n, k = 4, 5, 3 * u.k
+    a, b = finite(fmt, rng, (m, k)), finite(fmt, rng, (k, n))
+    kw = dict(unit=unit, a_format=fmt, b_format=fmt)
+    if scaled(unit):
+        kw.update(scale_kw(unit, rng, m, n, k))
+    c = c_values(unit, rng, (m, n))
+    fast = bits(matmul(a, b, c, engine="compiled", **kw))
+    assert np.array_equal(fast, bits(slow_matmul(a, b, c, **kw)))
+
+
+def _special_codes(fmt):
+    t = operand_table(fmt)
+    return np.nonzero(t.cls == 2)[0], np.nonzero(t.cls == 1)[0]
+
+
+@pytest.mark.parametrize("unit,fmt", [("sm90_wgmma_fp8", "e5m2"), ("sm100_f8f6f4", "e4m3"),
+                                      ("sm90_wgmma_fp16_f16", "fp16"), ("sm100_mxf8f6f4", "e5m2")])
+def test_outputs_left_to_numpy_nan_inf_and_overflow(unit, fmt, rng):
+    """NaN / Inf operands, NaN / Inf C, NaN scales and results that overflow: the C++ code
+    leaves these outputs, and the numpy step's answer is taken (against the Fraction twin)."""
+    u = UNITS[unit]
+    m, n, k = 6, 7, 3 * u.k
+    a, b = finite(fmt, rng, (m, k)), finite(fmt, rng, (k, n))
+    nans, infs = _special_codes(fmt)
+    a[1, 5] = nans[0]
+    if len(infs):
+        b[u.k + 2, 4] = infs[0]
+    big = np.nonzero(operand_table(fmt).values == np.nanmax(np.where(np.isinf(operand_table(fmt).values), np.nan,
+                                                                      operand_table(fmt).values)))[0][0]
+    a[3], b[:, 5] = big, big  # output (3, 5): every product the largest: overflows fp16 outputs
+    c = c_values(unit, rng, (m, n))
+    c[0, 0], c[4, 6] = np.inf, np.nan
+    if u.c_format != "fp16":
+        c[2, 2] = np.float32(3e38)  # overflows fp32 with the products
+    kw = dict(unit=unit, a_format=fmt, b_format=fmt)
+    if scaled(unit):
+        kw.update(scale_kw(unit, rng, m, n, k))
+        kw["a_scales"][5, 0] = 0xFF  # a NaN scale
+    fast = engines(a, b, c, **kw)
+    assert np.array_equal(fast, bits(slow_matmul(a, b, c, **kw)))
+    assert fast[1, 0] == 0x7FFFFFFF and fast[0, 0] != 0  # NaN row; Inf C stays Inf (or NaN with -Inf)
+
+
+def test_wide_exponents_and_subnormal_results(rng):
+    """C and products spanning float32's range, results in the subnormal range of the output."""
+    for unit, fmt in (("sm100_f16", "fp16"), ("sm90_wgmma_fp16", "bf16"), ("sm90_mma_tf32", "tf32")):
+        u = UNITS[unit]
+        a, b = finite(fmt, rng, (8, 4 * u.k)), finite(fmt, rng, (4 * u.k, 8))
+        c = (rng.standard_normal((8, 8)) * 2.0 ** rng.integers(-149, 120, (8, 8))).astype(np.float32)
+        engines(a, b, c, unit=unit, a_format=fmt, b_format=fmt)
+
+
+@pytest.mark.slow
+def test_compiled_tiles_over_processes_equal_one_process(rng):
+    a, b = finite("e4m3", rng, (70, 256)), finite("e4m3", rng, (256, 50))
+    kw = dict(unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
+    one = bits(matmul(a, b, None, engine="numpy", **kw))
+    assert np.array_equal(bits(matmul(a, b, None, engine="compiled", jobs=2, tile=(32, 16), **kw)), one)
+
+
+def test_engine_argument_is_checked(monkeypatch):
+    a = np.zeros((1, 32), np.uint8)
+    with pytest.raises(ValueError, match="engine must be one of auto, compiled, numpy, got 'fast'"):
+        matmul(a, a.T, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", engine="fast")
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    compiled._load.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="engine='compiled' is unavailable: .*no C\\+\\+ compiler"):
+            matmul(a, a.T, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", engine="compiled")
+        # auto falls back to numpy, with the same bits
+        out = matmul(a, a.T, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
+        assert bits(out).tolist() == [[0]]
+    finally:
+        compiled._load.cache_clear()
