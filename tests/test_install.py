@@ -42,6 +42,9 @@ def test_every_module_installed():
         assert spec is not None and spec.origin is not None, f"{name} is missing from the installed package"
         assert Path(spec.origin).resolve().is_relative_to(PACKAGE), (name, spec.origin)
     assert (PACKAGE / "py.typed").is_file()
+    # the C++ sources the package compiles on the user's machine (shims, the compiled engine)
+    for src in sorted((ROOT / "fmtsim").rglob("*.cpp")):
+        assert (PACKAGE / src.relative_to(ROOT / "fmtsim")).is_file(), f"{src.name} is missing from the package"
 
 
 def test_golden_vectors_installed_unchanged():

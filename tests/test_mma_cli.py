@@ -41,6 +41,12 @@ def test_matmul_from_files_equals_the_library(tmp_path, operands, capsys):
     capsys.readouterr()
     assert main(["ver", str(d), str(tmp_path / "d.bin")]) == 0
     assert "273 outputs, 273 equal, 0 differ" in capsys.readouterr().out
+    # --engine numpy: the same bytes, and the line names the engine that ran
+    main(["mma", "matmul", str(tmp_path / "a.npy"), str(tmp_path / "b_nk.bin"), str(tmp_path / "c.bin"), "--b-nk",
+          "--shape", "21,13,70", "--unit", "sm90_wgmma_fp8", "--a-format", "e4m3", "--b-format", "e5m2",
+          "--promote-every", "64", "--engine", "numpy", "-o", str(tmp_path / "d_numpy.bin")])
+    assert "numpy engine" in capsys.readouterr().out
+    assert (tmp_path / "d_numpy.bin").read_bytes() == want.astype("<f4").tobytes()
 
 
 def test_block_scaled_matmul_from_files(tmp_path, rng):

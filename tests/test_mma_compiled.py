@@ -1,6 +1,6 @@
-"""The compiled engine of the nv units (fmtsim.mma.compiled, nv_chain.cpp) against the numpy
-step, bit for bit, and both against the Fraction twin (fmtsim.mma.slow) on small cases:
-every nv unit and every operand format it takes, wide exponent ranges, zeros, block
+"""The compiled engine (fmtsim.mma.compiled, nv_chain.cpp) against the numpy step, bit for
+bit, and both against the Fraction twin (fmtsim.mma.slow) on small cases: every unit it
+covers (the nv family, CDNA3 FP8) and every operand format it takes, wide exponent ranges, zeros, block
 scales, split_k and promote_every, NaN / Inf operands, non-finite C and overflow (the
 outputs the C++ code leaves to the numpy step), and tiles over processes."""
 
@@ -15,8 +15,14 @@ from .conftest import slow_unless
 why = compiled.unavailable_reason()
 pytestmark = pytest.mark.skipif(why is not None, reason=f"the compiled engine is unavailable: {why}")
 
-NV = [n for n, u in UNITS.items() if u.family == "nv"]
-UNIT_FORMATS = [(n, f) for n in NV for f in UNITS[n].formats]
+COVERED = [n for n, u in UNITS.items() if compiled.covers(u)]
+UNIT_FORMATS = [(n, f) for n in COVERED for f in UNITS[n].formats]
+
+
+def test_covered_units():
+    """Every nv unit and CDNA3's FP8 ones; the rest (fp16/bf16 CDNA3 with their product-overflow
+    rule, the exact, ftz, grouped and fma families) stay with numpy."""
+    assert set(COVERED) == {n for n, u in UNITS.items() if u.family == "nv"} | {"cdna3_mfma_fp8"}
 
 
 def bits(x):
@@ -61,8 +67,9 @@ def scale_kw(unit, rng, m, n, k):
 
 @pytest.mark.parametrize("unit,fmt", slow_unless(UNIT_FORMATS, keep={("sm90_wgmma_fp8", "e4m3"),
                                                                     ("sm100_mxf8f6f4", "e2m1"),
-                                                                    ("sm90_mma_fp16_f16", "fp16")}))
-def test_compiled_equals_numpy_on_every_nv_unit_and_format(unit, fmt, rng):
+                                                                    ("sm90_mma_fp16_f16", "fp16"),
+                                                                    ("cdna3_mfma_fp8", "e5m2fnuz")}))
+def test_compiled_equals_numpy_on_every_covered_unit_and_format(unit, fmt, rng):
     u = UNITS[unit]
     m, n, k = 9, 11, 6 * u.k
     a, b = finite(fmt, rng, (m, k)), finite(fmt, rng, (k, n))
@@ -77,7 +84,8 @@ def test_compiled_equals_numpy_on_every_nv_unit_and_format(unit, fmt, rng):
 
 
 @pytest.mark.parametrize("unit,fmt", [("sm90_wgmma_fp8", "e4m3"), ("sm89_mma_fp8_f16", "e5m2"),
-                                      ("sm100_mxf8f6f4", "e4m3"), ("sm90_mma_tf32", "tf32")])
+                                      ("sm100_mxf8f6f4", "e4m3"), ("sm90_mma_tf32", "tf32"),
+                                      ("cdna3_mfma_fp8", "e4m3fnuz")])
 def test_compiled_equals_the_fraction_twin(unit, fmt, rng):
     u = UNITS[unit]
     m, n, k = 4, 5, 3 * u.k
@@ -96,7 +104,8 @@ def _special_codes(fmt):
 
 
 @pytest.mark.parametrize("unit,fmt", [("sm90_wgmma_fp8", "e5m2"), ("sm100_f8f6f4", "e4m3"),
-                                      ("sm90_wgmma_fp16_f16", "fp16"), ("sm100_mxf8f6f4", "e5m2")])
+                                      ("sm90_wgmma_fp16_f16", "fp16"), ("sm100_mxf8f6f4", "e5m2"),
+                                      ("cdna3_mfma_fp8", "e5m2fnuz")])
 def test_outputs_left_to_numpy_nan_inf_and_overflow(unit, fmt, rng):
     """NaN / Inf operands, NaN / Inf C, NaN scales and results that overflow: the C++ code
     leaves these outputs, and the numpy step's answer is taken (against the Fraction twin)."""
@@ -105,7 +114,7 @@ def test_outputs_left_to_numpy_nan_inf_and_overflow(unit, fmt, rng):
     a, b = finite(fmt, rng, (m, k)), finite(fmt, rng, (k, n))
     nans, infs = _special_codes(fmt)
     a[1, 5] = nans[0]
-    if len(infs):
+    if len(infs):  # (FNUZ formats have none)
         b[u.k + 2, 4] = infs[0]
     big = np.nonzero(operand_table(fmt).values == np.nanmax(np.where(np.isinf(operand_table(fmt).values), np.nan,
                                                                       operand_table(fmt).values)))[0][0]

@@ -1,7 +1,8 @@
 """The branches of the fast step (fmtsim.mma.step.aligned_sums) against the Fraction twin
 (fmtsim.mma.slow): the largest exponents from the float64 matrix product (narrow formats)
 and from int16 sums (wide ones), every product zero under a nonzero C, terms at the int32
-bound of the F = 24/25 units, C far above or far below the products."""
+bound of the F = 24/25 units, C far above or far below the products. Each case runs on the
+numpy engine and on the default one (compiled for the nv units, where it builds)."""
 
 import numpy as np
 import pytest
@@ -17,9 +18,12 @@ def bits(x):
 
 
 def check(unit, fa, fb, a, b, c):
+    """Both engines (the numpy step, and the compiled one where it applies) against the twin."""
     kw = dict(unit=unit, a_format=fa, b_format=fb)
-    fast, slow = bits(matmul(a, b, c, **kw)), bits(slow_matmul(a, b, c, **kw))
-    assert np.array_equal(fast, slow), np.argwhere(fast != slow)[:3]
+    slow = bits(slow_matmul(a, b, c, **kw))
+    for engine in ("numpy", "auto"):
+        fast = bits(matmul(a, b, c, engine=engine, **kw))
+        assert np.array_equal(fast, slow), (engine, np.argwhere(fast != slow)[:3])
 
 
 # (unit, format): narrow exponents (matrix-product path, float32 / int32 terms) and wide (int16 path)

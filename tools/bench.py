@@ -217,12 +217,14 @@ def _load() -> str:
 
 def bench_mma_scale(repeat: int, rng: np.random.Generator, m: int = 256, n: int = 256, k: int = 2048,
                     cores: int = 64) -> list[list[str]]:
-    """The FP8 units per core against numpy's float64 BLAS on the decoded operands, output
-    tiles on jobs = 1 and 2 local processes, and the projection for an 8192^3 check on this
+    """The FP8 units per core against numpy's float64 BLAS on the decoded operands: the numpy
+    engine and the compiled one (nv units; the AMD unit has only numpy) on one process, the
+    compiled one on jobs = 2 local processes, and the projection for an 8192^3 check on this
     machine and on ``cores`` cores (the jobs=1 time per product divided by the cores: tiles
     are independent, so that is the bound a free core each gives)."""
-    from fmtsim.mma import matmul
+    from fmtsim.mma import UNITS, matmul
     from fmtsim.mma.arith import operand_table
+    from fmtsim.mma.compiled import uses_compiled
 
     prods = m * n * k
     big = 8192 ** 3
@@ -237,7 +239,9 @@ def bench_mma_scale(repeat: int, rng: np.random.Generator, m: int = 256, n: int 
         b = rng.choice(np.nonzero(t8.cls == 0)[0], (k, n))
         c = rng.standard_normal((m, n)).astype(np.float32)
         av, bv = t8.values[a], t8.values[b]
-        fns = {"jobs=1": lambda: matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt, jobs=1, **kw),
+        fns = {"numpy": lambda: matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt, jobs=1, engine="numpy",
+                                       **kw),
+               "jobs=1": lambda: matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt, jobs=1, **kw),
                "jobs=2": lambda: matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt, jobs=2, **kw),
                "blas": lambda: av @ bv + c}
         load0 = _load()
@@ -249,7 +253,8 @@ def bench_mma_scale(repeat: int, rng: np.random.Generator, m: int = 256, n: int 
             return f"{np.median(v) / prods * 1e9:.2f} ({min(v) / prods * 1e9:.2f}-{max(v) / prods * 1e9:.2f})"
 
         sp = sorted(a1 / a2 for a1, a2 in zip(t["jobs=1"], t["jobs=2"], strict=True))
-        rows.append([f"{unit} {m}x{n}x{k}", per(t["jobs=1"]), per(t["jobs=2"]),
+        engine = "compiled" if uses_compiled(UNITS[unit], "auto") else "numpy"
+        rows.append([f"{unit} {m}x{n}x{k}", per(t["numpy"]), f"{per(t['jobs=1'])} {engine}", per(t["jobs=2"]),
                      f"{np.median(sp):.2f}x ({sp[0]:.2f}-{sp[-1]:.2f})", per(t["blas"]),
                      ratio_spread(t["jobs=1"], t["blas"]),
                      f"{big * one / prods / 3600:.2f} h / {big * two / prods / 3600:.2f} h / "
@@ -528,12 +533,15 @@ def main() -> int:
     if "mma-scale" in only:
         print(f"load average before: {_load()} on {os.cpu_count()} cores")
         print(tabulate(bench_mma_scale(args.repeat, rng, cores=args.cores),
-                       ["GEMM (unit, MxNxK)", "jobs=1 ns/product", "jobs=2 ns/product", "speed-up",
+                       ["GEMM (unit, MxNxK)", "numpy engine ns/product", "jobs=1 ns/product", "jobs=2 ns/product",
+                        "speed-up",
                         "BLAS f64 ns/product", "fmtsim/BLAS time",
                         f"8192^3: jobs=1 / jobs=2 / {args.cores} cores", "load avg"],
                        disable_numparse=True))
-        print("(ns/product and ratios: median (min-max) over interleaved repetitions; per core is the jobs=1 "
-              f"column; {args.cores} cores: the jobs=1 time divided by {args.cores}, tiles being independent)\n")
+        print("(ns/product and ratios: median (min-max) over interleaved repetitions; numpy engine: one process, "
+              "engine='numpy'; jobs=1 / jobs=2: the default engine (named), which the speed-up, BLAS and 8192^3 "
+              f"columns use; per core is the jobs=1 column; {args.cores} cores: the jobs=1 time divided by "
+              f"{args.cores}, tiles being independent)\n")
     if "conformance" in only:
         print(tabulate(bench_conformance(), ["command", "wall time", "status"], disable_numparse=True))
         print()

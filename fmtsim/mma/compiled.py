@@ -1,12 +1,14 @@
-"""The compiled engine of the NVIDIA matrix units (family ``nv``): the fused steps chained
-along K in C++ (``nv_chain.cpp``), built on first use with the system compiler and cached
-like the conformance shims.
+"""The compiled engine of the matrix units: the NVIDIA units' fused steps (family ``nv``)
+and AMD CDNA3's FP8 steps chained along K in C++ (``nv_chain.cpp``), built on first use
+with the system compiler and cached like the conformance shims.
 
-It computes exactly what :func:`fmtsim.mma.step.nv_step` computes, one output at a time
-in 64-bit integers instead of numpy passes over (rows, cols, K) slabs, and is held to it
-bit for bit by tests/test_mma_compiled.py (the numpy step is held to the Fraction twin in
-turn). Outputs whose row or column holds a NaN or Inf, whose C is not finite, or whose
-result overflows are flagged by the C++ code and computed by the numpy step.
+It computes exactly what :func:`fmtsim.mma.step.nv_step` and :func:`~fmtsim.mma.step.amd_step`
+compute, in integers (and doubles where they are exact) with the loops running along the
+outputs, so that the compiler vectorises them, instead of numpy passes over (rows, cols, K)
+slabs. tests/test_mma_compiled.py holds it to the numpy step bit for bit (the numpy step is
+held to the Fraction twin in turn). Outputs whose row or column holds a NaN or Inf, whose C
+is not finite, or whose result overflows (or, CDNA3, whose sum reaches 2^53) are flagged by
+the C++ code and computed by the numpy step.
 
 ``matmul(engine=...)`` chooses: "numpy" never compiles, "compiled" requires this engine
 (an error says why it is unavailable), "auto" (the default) uses it when it builds.
@@ -24,7 +26,7 @@ import numpy as np
 
 from .units import Unit
 
-__all__ = ["ENGINES", "available", "unavailable_reason", "nv_chain", "check_engine", "uses_compiled",
+__all__ = ["ENGINES", "available", "unavailable_reason", "chain", "covers", "check_engine", "uses_compiled",
            "operands_fit"]
 
 ENGINES = ("auto", "compiled", "numpy")
@@ -72,18 +74,19 @@ def _library() -> Any:
 
     source = resources.files("fmtsim.mma").joinpath("nv_chain.cpp").read_bytes()
     try:  # tuned for this CPU, else (a compiler without those flags) portable
-        lib = build("nv_chain", [], [], what="the compiled matmul engine", source=source,
+        lib = build("chain", "covers", [], [], what="the compiled matmul engine", source=source,
                     compile_flags=(*_PORTABLE, *_NATIVE), identity_text=_cpu_identity())
     except ShimUnavailable:
-        lib = build("nv_chain", [], [], what="the compiled matmul engine", source=source,
+        lib = build("chain", "covers", [], [], what="the compiled matmul engine", source=source,
                     compile_flags=_PORTABLE, identity_text=_cpu_identity())
-    fn = lib.fmtsim_nv_chain
     p = ctypes.c_void_p
     i64, i32 = ctypes.c_int64, ctypes.c_int32
-    fn.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, i32, i32, i32,
+    nv, amd = lib.fmtsim_nv_chain, lib.fmtsim_amd_chain
+    nv.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, i32, i32, i32,
                    ctypes.c_double, p, p, p]
-    fn.restype = None
-    return fn
+    amd.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, p, p, p]
+    nv.restype = amd.restype = None
+    return {"nv": nv, "amd": amd}
 
 
 def unavailable_reason() -> str | None:
@@ -105,21 +108,29 @@ def check_engine(engine: Any) -> str:
     return engine
 
 
+def covers(unit: Unit) -> bool:
+    """Whether the compiled engine has ``unit``'s steps: the nv family, and CDNA3's FP8 units
+    (the amd family without the fp16/bf16 product-overflow rule)."""
+    if unit.family == "nv":
+        return unit.output in _OUT
+    return unit.family == "amd" and not unit.product_overflow_inf and unit.output == "rne_fp32"
+
+
 def uses_compiled(unit: Unit, engine: str) -> bool:
-    """Whether ``engine`` runs ``unit``'s steps in C++ (family nv; 'auto' when it builds)."""
-    if unit.family != "nv" or engine == "numpy" or unit.output not in _OUT:
+    """Whether ``engine`` runs ``unit``'s steps in C++ ('auto': when it builds)."""
+    if engine == "numpy" or not covers(unit):
         return False
     return engine == "compiled" or available()
 
 
-def nv_chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b_exp: np.ndarray,
-             man_a: int, man_b: int, row_bad: np.ndarray, col_bad: np.ndarray, c: np.ndarray,
-             k0: int, k1: int, c_emin: int) -> tuple[np.ndarray, np.ndarray]:
+def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b_exp: np.ndarray,
+          man_a: int, man_b: int, row_bad: np.ndarray, col_bad: np.ndarray, c: np.ndarray,
+          k0: int, k1: int, c_emin: int) -> tuple[np.ndarray, np.ndarray]:
     """(D, bail): C chained through the unit's steps over K columns k0 .. k1 (multiples of
     the unit's K). a_sig, a_exp: (m, K) int32 signed significands and exponents of A; b_sig,
-    b_exp: (K, n) of B. bail (m, n) bool marks the
-    outputs left to the numpy step (their D entry is meaningless)."""
-    man, emin, rne, top = _OUT[unit.output]
+    b_exp: (K, n) of B. row_bad / col_bad: rows of A / columns of B to leave (NaN or Inf
+    among k0 .. k1). bail (m, n) bool marks the outputs left to the numpy step (their D entry
+    is meaningless)."""
     step = unit.k
     m, k = a_sig.shape
     n = b_sig.shape[1]
@@ -130,9 +141,15 @@ def nv_chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray
     c32 = np.ascontiguousarray(c, np.float32)
     out = np.empty((m, n), np.float32)
     bail = np.empty((m, n), np.uint8)
-    _load()[0](m, n, k, k0 // step, k1 // step, step, a_sig.ctypes.data, a_exp.ctypes.data, b_sig.ctypes.data,
-               b_exp.ctypes.data, rb.ctypes.data, cb.ctypes.data, man_a, man_b, unit.fraction_bits, unit.e_zero,
-               c_emin, unit.out_emin, man, emin, int(rne), top, c32.ctypes.data, out.ctypes.data, bail.ctypes.data)
+    head = (m, n, k, k0 // step, k1 // step, step, a_sig.ctypes.data, a_exp.ctypes.data, b_sig.ctypes.data,
+            b_exp.ctypes.data, rb.ctypes.data, cb.ctypes.data, man_a, man_b, unit.fraction_bits)
+    tail = (c32.ctypes.data, out.ctypes.data, bail.ctypes.data)
+    if unit.family == "nv":
+        man, emin, rne, top = _OUT[unit.output]
+        _load()[0]["nv"](*head, unit.e_zero, c_emin, unit.out_emin, man, emin, int(rne), top, *tail)
+    else:
+        assert unit.fraction_bits >= man_a + man_b
+        _load()[0]["amd"](*head, unit.fraction_bits2, 2 if unit.even_odd else 1, int(unit.drop_small_c), *tail)
     return out, bail.astype(bool)
 
 

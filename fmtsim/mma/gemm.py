@@ -22,7 +22,8 @@ import numpy as np
 from ..arrays import as_numpy
 from ..formats import get_format
 from .arith import IEEE_FORMATS, NAN, ZERO_EXP, canonical_operand_format, operand_table
-from .compiled import check_engine, nv_chain, operands_fit, uses_compiled
+from .compiled import chain as compiled_chain
+from .compiled import check_engine, operands_fit, uses_compiled
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
@@ -92,7 +93,7 @@ class Prepared:
                 out = exact_range(self, out, s, s + L)
             return out
         out = np.asarray(c, dtype=np.float32)
-        if u.family == "nv" and self.m and self.n and uses_compiled(u, self.engine):
+        if u.family in ("nv", "amd") and self.m and self.n and uses_compiled(u, self.engine):
             operands = self._compiled()
             if operands is not None:
                 return self._compiled_chain(operands, out, k0, k1)
@@ -125,11 +126,11 @@ class Prepared:
         return self._compiled_operands or None
 
     def _compiled_chain(self, operands: tuple[np.ndarray, ...], c: np.ndarray, k0: int, k1: int) -> np.ndarray:
-        """The nv chain in C++; outputs it leaves (NaN / Inf operands, a non-finite C, an
+        """The chain in C++; outputs it leaves (NaN / Inf operands, a non-finite C, an
         overflow) recomputed by the numpy step on the rows and columns that hold them."""
         a_sig, a_exp, a_sp, b_sig, b_exp, b_sp, mans = operands
         u = self.unit
-        out, bail = nv_chain(u, a_sig, a_exp, b_sig, b_exp, int(mans[0]), int(mans[1]),
+        out, bail = compiled_chain(u, a_sig, a_exp, b_sig, b_exp, int(mans[0]), int(mans[1]),
                              np.asarray(a_sp[:, k0:k1].any(1)), np.asarray(b_sp[:, k0:k1].any(1)), c, k0, k1,
                              u.c_emin)
         if bail.any():
@@ -511,10 +512,11 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     K = 0: there is no product and no instruction runs, so D is C (times alpha; a NaN
     as the canonical NaN), never C cut to the unit's fraction bits.
 
-    engine: how the NVIDIA units' (family ``nv``) steps are computed, with the same bits
-    either way: "compiled" (C++ built on first use with the system compiler,
-    :mod:`fmtsim.mma.compiled`; an error says why when it cannot be), "numpy", or "auto"
-    (compiled when it builds, else numpy). Other families always run in numpy.
+    engine: how the steps of the NVIDIA units (family ``nv``) and of CDNA3's FP8 units are
+    computed, with the same bits either way: "compiled" (C++ built on first use with the
+    system compiler, :mod:`fmtsim.mma.compiled`; an error says why when it cannot be),
+    "numpy", or "auto" (compiled when it builds, else numpy). The other units always run
+    in numpy.
     """
     check_chaining(promote_every, split_k)
     check_engine(engine)

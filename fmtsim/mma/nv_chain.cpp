@@ -118,6 +118,98 @@ void row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_t s,
     }
 }
 
+// AMD CDNA3 FP8 (fmtsim.mma.step.amd_step without product overflow): step s of row i against
+// columns j0 .. j0 + w. Products aligned and truncated per group (G = 2: even and odd k apart),
+// the groups combined by rounding down (arithmetic shifts), C joined rounding down (C below
+// e_max - F - 1 dropped when drop_small_c), the sum rounded down to F2 bits and then to
+// nearest even fp32.
+template <int STEP, int G>
+void amd_row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_t s, int64_t step_rt,
+                  const int32_t* a_sig, const int32_t* a_exp, const int32_t* b_sig, const int32_t* b_exp,
+                  int32_t man_a, int32_t man_b, int32_t f, int32_t f2, bool drop_small_c, float* out,
+                  uint8_t* bail) {
+    const int64_t step = STEP ? STEP : step_rt;
+    const int32_t shift0 = f - man_a - man_b;
+    constexpr int32_t kNone = -(1 << 30);  // a group with no nonzero product
+    alignas(64) int32_t gmax[G][kTile];
+    alignas(64) int64_t sum[G][kTile];
+    float* o = out + i * n + j0;
+    uint8_t* bl = bail + i * n + j0;
+    for (int g = 0; g < G; ++g) {
+        for (int64_t j = 0; j < w; ++j) {
+            gmax[g][j] = kNone;
+            sum[g][j] = 0;
+        }
+    }
+    const int64_t kk = s * step;
+    for (int64_t t = 0; t < step; ++t) {
+        const int32_t as = a_sig[i * k + kk + t];
+        const int32_t ae = a_exp[i * k + kk + t];
+        const int32_t* bs = b_sig + (kk + t) * n + j0;
+        const int32_t* be = b_exp + (kk + t) * n + j0;
+        int32_t* gm = gmax[t % G];
+        for (int64_t j = 0; j < w; ++j) {
+            const int32_t p = as * bs[j];
+            const int32_t e = ae + be[j];
+            gm[j] = (p != 0 && e > gm[j]) ? e : gm[j];
+        }
+    }
+    for (int64_t t = 0; t < step; ++t) {
+        const int32_t as = a_sig[i * k + kk + t];
+        const int32_t ae = a_exp[i * k + kk + t] + shift0;
+        const int32_t* bs = b_sig + (kk + t) * n + j0;
+        const int32_t* be = b_exp + (kk + t) * n + j0;
+        const int32_t* gm = gmax[t % G];
+        int64_t* sm = sum[t % G];
+        for (int64_t j = 0; j < w; ++j) {
+            const int32_t p = as * bs[j];
+            const int32_t sh = ae + be[j] - gm[j];  // <= F - man_a - man_b where p != 0
+            const uint64_t mag = uint64_t(uint32_t(p < 0 ? -p : p));
+            const int32_t rs = -sh < 63 ? -sh : 63;
+            const uint64_t term = sh >= 0 ? mag << (sh & 63) : mag >> rs;
+            sm[j] += p < 0 ? -int64_t(term) : int64_t(term);
+        }
+    }
+    for (int64_t j = 0; j < w; ++j) {
+        int32_t edot = gmax[0][j];
+        for (int g = 1; g < G; ++g) edot = gmax[g][j] > edot ? gmax[g][j] : edot;
+        int64_t sdot = 0;
+        for (int g = 0; g < G; ++g) {
+            const int32_t d = edot - gmax[g][j];
+            sdot += sum[g][j] >> (d < 63 ? d : 63);  // arithmetic: rounds down
+        }
+        uint32_t cb;
+        std::memcpy(&cb, &o[j], 4);
+        const int32_t cef = int32_t((cb >> 23) & 0xFF);
+        const int64_t c_sig = cef == 0xFF ? 0 : cef ? ((cb & 0x7FFFFF) | (1u << 23)) : (cb & 0x7FFFFF);
+        const int64_t cs = (cb >> 31) ? -c_sig : c_sig;
+        const int32_t c_exp = cef ? cef - 127 : -126;
+        const int32_t emax = edot > c_exp ? edot : c_exp;
+        const int64_t kd = int64_t(edot) - emax + (f2 + 1 - f);
+        const int64_t kdr = -kd < 63 ? -kd : 63;
+        // left shifts of negative values as multiplications by powers of two (no overflow: below 2^62)
+        sdot = kd >= 0 ? sdot * (int64_t(1) << (kd & 63)) : sdot >> kdr;
+        const int64_t kc = int64_t(c_exp) - emax + (f - 23);
+        const int64_t kcr = -kc < 63 ? -kc : 63;
+        int64_t sc = kc >= 0 ? cs * (int64_t(1) << (kc & 63)) : cs >> kcr;
+        sc = (drop_small_c && c_exp < emax - f - 1) ? 0 : sc;
+        const int64_t total = sdot + sc * (int64_t(1) << (f2 + 1 - f));
+        const double v = double(total) * pow2(emax - f2 - 1);  // exact below 2^53 (else left)
+        const int32_t ve = int32_t((__builtin_bit_cast(uint64_t, v) >> 52) & 0x7FF) - 1023;
+        const int32_t g = (ve > -126 ? ve : -126) - f2;
+        const double y = v * pow2(-g);
+        const double yt = double(int64_t(y));  // |y| < 2^(F2 + 2)
+        const double r = (yt - (yt > y ? 1.0 : 0.0)) * pow2(g) + 0.0;  // floor; + 0: a zero is +0
+        const float rf = float(r);  // the fp32 rounding: nearest even (Inf past the range)
+        const uint32_t rb = __builtin_bit_cast(uint32_t, rf);
+        const int64_t lim = int64_t(1) << 53;
+        const uint8_t left = uint8_t(bl[j] | (cef == 0xFF) | (total >= lim) | (-total >= lim) |
+                                     (((rb >> 23) & 0xFF) == 0xFF));
+        bl[j] = left;
+        o[j] = __builtin_bit_cast(float, left ? cb : rb);
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -152,6 +244,46 @@ void fmtsim_nv_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, in
                     case 16: run(row_step<16>); break;
                     case 32: run(row_step<32>); break;
                     default: run(row_step<0>); break;
+                }
+            }
+        }
+    }
+}
+
+}  // extern "C"
+
+extern "C" {
+
+// As fmtsim_nv_chain, for the CDNA3 FP8 units: groups = 2 when even and odd products are
+// aligned apart; f2: the fraction bits of the first rounding.
+void fmtsim_amd_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, int64_t step,
+                      const int32_t* a_sig, const int32_t* a_exp, const int32_t* b_sig, const int32_t* b_exp,
+                      const uint8_t* row_bad, const uint8_t* col_bad, int32_t man_a, int32_t man_b, int32_t f,
+                      int32_t f2, int32_t groups, int32_t drop_small_c, const float* c, float* out, uint8_t* bail) {
+    for (int64_t i = 0; i < m * n; ++i) {
+        out[i] = c[i];
+        bail[i] = row_bad[i / n] | col_bad[i % n];
+    }
+    for (int64_t s = s0; s < s1; ++s) {
+        for (int64_t j0 = 0; j0 < n; j0 += kTile) {
+            const int64_t w = n - j0 < kTile ? n - j0 : kTile;
+            for (int64_t i = 0; i < m; ++i) {
+                auto run = [&](auto fn) {
+                    fn(i, j0, w, n, k, s, step, a_sig, a_exp, b_sig, b_exp, man_a, man_b, f, f2, drop_small_c != 0,
+                       out, bail);
+                };
+                if (groups == 2) {
+                    switch (step) {
+                        case 16: run(amd_row_step<16, 2>); break;
+                        default: run(amd_row_step<0, 2>); break;
+                    }
+                } else {
+                    switch (step) {
+                        case 4: run(amd_row_step<4, 1>); break;
+                        case 8: run(amd_row_step<8, 1>); break;
+                        case 16: run(amd_row_step<16, 1>); break;
+                        default: run(amd_row_step<0, 1>); break;
+                    }
                 }
             }
         }
