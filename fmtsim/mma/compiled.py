@@ -74,10 +74,10 @@ def _library() -> Any:
 
     source = resources.files("fmtsim.mma").joinpath("nv_chain.cpp").read_bytes()
     try:  # tuned for this CPU, else (a compiler without those flags) portable
-        lib = build("chain", "covers", [], [], what="the compiled matmul engine", source=source,
+        lib = build("nv_chain", [], [], what="the compiled matmul engine", source=source,
                     compile_flags=(*_PORTABLE, *_NATIVE), identity_text=_cpu_identity())
     except ShimUnavailable:
-        lib = build("chain", "covers", [], [], what="the compiled matmul engine", source=source,
+        lib = build("nv_chain", [], [], what="the compiled matmul engine", source=source,
                     compile_flags=_PORTABLE, identity_text=_cpu_identity())
     p = ctypes.c_void_p
     i64, i32 = ctypes.c_int64, ctypes.c_int32
