@@ -76,6 +76,46 @@ def test_grouped_and_amd_units_checked_against_their_operands():
         replace(UNITS["cdna3_mfma_fp8"], k=1)
 
 
+@pytest.mark.parametrize("unit,change,needle", [
+    ("cdna3_mfma_fp8", dict(fraction_bits=33), "wider than fraction_bits2 + 1 = 32"),
+    ("cdna3_mfma_fp16", dict(fraction_bits=40), "wider than fraction_bits2 + 1 = 32"),
+    ("cdna3_mfma_fp8", dict(fraction_bits=47, fraction_bits2=50), "F + 2 + bit_length(k) <= 53"),
+    ("sm90_wgmma_fp16", dict(product_overflow_inf=True), "not read by the nv family"),
+    ("exact", dict(fraction_bits=13), "not read by the exact family"),
+    ("cdna2_mfma_fp16", dict(fraction_bits=24), "not read by the ftz family"),
+    ("sm80_mma_fp64", dict(e_zero=-133), "not read by the fma family"),
+    ("sm90_wgmma_fp8", dict(fraction_bits2=31), "not read by the nv family"),
+    ("sm100_f8f6f4", dict(group=16), "not read by the nv family"),
+    ("sm90_wgmma_fp8", dict(even_odd=True), "not read by the nv family"),
+])
+def test_amd_widths_and_unread_fields_refused(unit, change, needle):
+    """An AMD unit with F above F2 + 1 gave 16 for a sum of 32 ones (the Fraction twin: 32); a
+    field no step of the family reads was kept silently, and product_overflow_inf outside the amd
+    family was honoured by the Fraction twin only (2^128 - 2^128: NaN there, 0 from matmul)."""
+    with pytest.raises(ValueError, match="Unit") as e:
+        replace(UNITS[unit], name="w", **change)
+    assert needle in str(e.value) and next(iter(change)) + "=" in str(e.value)
+
+
+@pytest.mark.parametrize("fmt,f,f2", [("e4m3fnuz", 32, 31), ("e5m2fnuz", 46, 50), ("fp16", 32, 31)])
+def test_widest_valid_amd_unit_agrees_with_the_fraction_twin(fmt, f, f2):
+    unit = replace(UNITS["cdna3_mfma_fp8" if fmt != "fp16" else "cdna3_mfma_fp16"], name="w", fraction_bits=f,
+                   fraction_bits2=f2)
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((3, 2 * unit.k)), rng.standard_normal((2 * unit.k, 4))
+    if fmt == "fp16":
+        a, b = x.astype(np.float16).view(np.uint16), y.astype(np.float16).view(np.uint16)
+    else:
+        a, b = fmtsim.encode(x, fmt), fmtsim.encode(y, fmt)
+    c = rng.standard_normal((3, 4)).astype(np.float32)
+    d = matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt)
+    s = slow_matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt)
+    assert d.view(np.uint32).tolist() == s.view(np.uint32).tolist()
+    ones = fmtsim.encode(np.ones((1, 32)), "e4m3fnuz"), fmtsim.encode(np.ones((32, 1)), "e4m3fnuz")
+    if fmt != "fp16":  # the case that gave 16
+        assert matmul(*ones, unit=unit, a_format="e4m3fnuz", b_format="e4m3fnuz").tolist() == [[32.0]]
+
+
 def test_widest_valid_unit_still_agrees_with_the_fraction_twin():
     """F = 40 (the probe grid's widest) keeps the exact sum 32 of 32 ones, as the Fraction twin does;
     F = 62 gave [[0.]] before the record was checked."""

@@ -171,6 +171,12 @@ _INT_FIELDS = ("k", "fraction_bits", "e_zero", "group", "fraction_bits2")
 _BOOL_FIELDS = ("even_odd", "drop_small_c", "product_overflow_inf", "tf32_inputs")
 _SCALE_FORMATS = ("e8m0", "ue4m3")
 _E_ZERO_LIMIT = 1 << 16  # far below any product exponent, far above mma.arith.ZERO_EXP (-2^20)
+# the families whose steps (fast and Fraction twin alike) read a field; elsewhere it keeps its default,
+# so that a record cannot carry a setting one of the two paths would honour and the other ignore
+_READ_BY = {"fraction_bits": ("nv", "nv_grouped", "amd"), "e_zero": ("nv", "nv_grouped"), "group": ("nv_grouped",),
+            "fraction_bits2": ("amd",), "even_odd": ("amd",), "drop_small_c": ("amd",),
+            "product_overflow_inf": ("amd",)}
+_DEFAULTS = {f.name: f.default for f in fields(Unit)}
 
 
 def _validate(u: Unit) -> None:
@@ -262,6 +268,18 @@ def _validate(u: Unit) -> None:
             raise bad("k", "must be at least 2 with even_odd (one even and one odd product per group)")
         if u.fraction_bits2 + 4 + terms > 63:
             raise bad("fraction_bits2", f"is too wide for k={u.k}: the sum must fit in 64 bits")
+        # the products' sum joins C on the F2 + 1 grid; F beyond it would shift right by a negative count
+        if u.fraction_bits > u.fraction_bits2 + 1:
+            raise bad("fraction_bits", f"is wider than fraction_bits2 + 1 = {u.fraction_bits2 + 1} (the grid the "
+                      "products' sum joins C on)")
+        # each of a group's at most k terms is an integer below 2^(F + 2), summed in float64
+        if u.fraction_bits + 2 + u.k.bit_length() > 53:
+            raise bad("fraction_bits", f"is too wide for k={u.k}: each aligned term is an integer below 2^(F + 2) and "
+                      "the step sums them exactly in float64 (F + 2 + bit_length(k) <= 53)")
+    for name, readers in _READ_BY.items():
+        if u.family not in readers and getattr(u, name) != _DEFAULTS[name]:
+            raise bad(name, f"is not read by the {u.family} family (only by {', '.join(readers)}); leave it at "
+                      f"{_DEFAULTS[name]!r}")
     for name in u.formats:
         if name != "*":
             u.check_operands(name, name)
