@@ -188,6 +188,46 @@ def test_tensor_operand_with_scales_or_format_refused():
     assert d.shape == (4, 4)
 
 
+def test_tensor_operand_with_other_block_scales_refused():
+    """block_size / scale_format beside MXTensor operands were dropped (the tensor's own were used)."""
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    q = mx.quantize(x, "mxfp8_e4m3")
+    for kw, needle in ((dict(block_size=16), "block_size 32; block_size=16"),
+                       (dict(scale_format="ue4m3"), "scale_format 'e8m0'; scale_format='ue4m3'")):
+        with pytest.raises(ValueError, match="a is a MXTensor with " + needle):
+            matmul(q, q, unit="sm100_mxf8f6f4", **kw)
+    same = matmul(q, q, unit="sm100_mxf8f6f4", block_size=32, scale_format="e8m0")  # the tensor's own: fine
+    assert same.view(np.uint32).tolist() == matmul(q, q, unit="sm100_mxf8f6f4").view(np.uint32).tolist()
+
+
+SCALED = dict(unit="sm100_mxf8f6f4", a_format="e4m3", b_format="e4m3")
+TWO = np.full((1, 1), 128, np.uint8)  # E8M0 2^1
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(a_scales=TWO, b_scales=np.full((1, 2), 127, np.uint8)), "block scales need scale_format and block_size"),
+    (dict(a_scales=TWO, scale_format="e8m0", block_size=32), "give both a_scales and b_scales"),
+    (dict(), "is block-scaled: give a_scales, b_scales, scale_format and block_size"),
+    (dict(a_scales=np.full((1, 7), 127, np.uint8), b_scales=np.full((3, 2), 127, np.uint8), scale_format="e8m0",
+          block_size=32), r"a_scales must be \(1, 1\) and b_scales \(1, 2\)"),
+    (dict(a_scales=TWO, b_scales=np.full((1, 2), 127, np.uint8), scale_format="ue4m3", block_size=16),
+     "takes scale_format e8m0, not ue4m3"),
+    (dict(a_scales=TWO, b_scales=np.full((1, 2), 127, np.uint8), scale_format="e8m0", block_size=32,
+          c=np.array([[0.1, 0.2]])), r"c\[0, 0\] = np.float64\(0.1\) is not an fp32 value"),
+])
+def test_slow_matmul_refuses_what_matmul_refuses(kw, needle):
+    """The twin ignored scales given without scale_format (32 where matmul gives 256), read missing
+    scales as 1, gave NaN for a scale format the unit does not take and narrowed a float64 C."""
+    a, b = np.full((1, 32), ONE, np.uint8), np.full((32, 2), ONE, np.uint8)
+    kw = dict(kw)
+    c = kw.pop("c", None)
+    for fn, who in ((matmul, "matmul"), (slow_matmul, "slow_matmul")):
+        with pytest.raises(ValueError, match=f"^{who}: .*{needle}"):
+            fn(a, b, c, **SCALED, **kw)
+    good = dict(a_scales=TWO, b_scales=np.full((1, 2), 127, np.uint8), scale_format="e8m0", block_size=32)
+    assert slow_matmul(a, b, **SCALED, **good).tolist() == matmul(a, b, **SCALED, **good).tolist() == [[64.0, 64.0]]
+
+
 # ---------------------------------------------------------------- integer quantization: subnormal scales
 
 

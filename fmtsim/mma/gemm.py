@@ -275,12 +275,19 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
     (Prepared's arguments, epilogue alpha)."""
     u = get_unit(unit)
     alpha = 1.0
+    a_operand = a  # named in errors after a becomes its codes
     for which, q, given in (("a", a, (a_format, a_scales)), ("b", b, (b_format, b_scales))):
         if not isinstance(q, np.ndarray) and hasattr(q, "codes") and any(x is not None for x in given):
             raise ValueError(f"matmul: {which} is a {type(q).__name__}, which carries its own format and scales; "
                              f"{which}_format and {which}_scales are for code arrays only")
     if not isinstance(a, np.ndarray) and hasattr(a, "codes"):
-        a, a_scales, a_format, scale_format, block_size, ga = _from_tensor(a, "a")
+        a, a_scales, a_format, sf, bs, ga = _from_tensor(a, "a")
+        # the caller's scale_format/block_size must be the tensor's own (they were dropped silently)
+        for name, asked, own in (("scale_format", scale_format, sf), ("block_size", block_size, bs)):
+            if asked is not None and asked != own:
+                raise ValueError(f"matmul: a is a {type(a_operand).__name__} with {name} {own!r}; {name}={asked!r} "
+                                 "contradicts it (leave it out: the tensor carries it)")
+        scale_format, block_size = sf, bs
         alpha *= ga
     if not isinstance(b, np.ndarray) and hasattr(b, "codes"):
         b, b_scales, b_format, sf, bs, gb = _from_tensor(b, "b")
@@ -369,6 +376,21 @@ def _f32_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_like_matmul(a: Any, b: Any, c: Any, *, unit: str | Unit, a_format: str | None, b_format: str | None,
+                      a_scales: Any, b_scales: Any, scale_format: str | None, block_size: int | None,
+                      who: str) -> None:
+    """matmul's checks of code operands, scales and C, the errors named for ``who`` (the Fraction
+    twin takes exactly what matmul takes: it ignored scales without scale_format, narrowed C)."""
+    try:
+        _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales, b_scales=b_scales,
+                 scale_format=scale_format, block_size=block_size)
+        if c is not None:
+            _to_f32(c, np.shape(a)[0], np.shape(b)[1], get_unit(unit).out_dtype)
+    except (TypeError, ValueError) as e:
+        msg = str(e).replace(" (or MXTensor / NVFP4Tensor operands)", "")  # the twin takes codes only
+        raise type(e)(who + msg[len("matmul"):] if msg.startswith("matmul:") else msg) from None
 
 
 def check_chaining(promote_every: Any, split_k: Any, who: str = "matmul") -> None:
