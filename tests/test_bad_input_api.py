@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import warnings
 from dataclasses import replace
 from fractions import Fraction
 
@@ -250,6 +251,13 @@ def test_intq_float16_subnormal_scale_rounded_up():
 def test_intq_scale_that_underflows_to_zero_still_refused():
     with pytest.raises(ValueError, match="does not fit in float16"):
         intq.quantize(np.array([1e-12]), 8, scale_dtype=np.float16)
+
+
+def test_intq_scale_that_overflows_refused_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered in cast" was printed first
+        with pytest.raises(ValueError, match="does not fit in float16"):
+            intq.quantize(np.array([65504.0 * 127 + 1e6, 1.0]), 8, scale_dtype=np.float16)
 
 
 # ---------------------------------------------------------------- arrays and keywords
