@@ -274,6 +274,22 @@ def test_other_byte_order_floats_read_exactly(dt):
     assert fmtsim.decode(np.array([0x38, 0xFE], ">u2"), "e4m3").tolist() == [1.0, -448.0]
 
 
+@pytest.mark.parametrize("dt", [">f2", ">f4", ">f8"])
+def test_other_byte_order_float_dtypes_written_exactly(dt):
+    """decode/quantize to '>f4' (float32 in the other byte order) were refused as not float32."""
+    codes = np.arange(256, dtype=np.uint8)
+    native = np.dtype(dt).newbyteorder("=")
+    swapped = fmtsim.decode(codes, "e4m3", dtype=dt)
+    assert swapped.dtype.str == dt
+    bits = f"u{native.itemsize}"
+    assert swapped.astype(native).view(bits).tolist() == fmtsim.decode(codes, "e4m3", dtype=native).view(bits).tolist()
+    x = np.array([0.3, -1e-3, 500.0, -np.inf])
+    q = fmtsim.quantize(x, "e5m2", dtype=dt)
+    assert q.dtype.str == dt and q.tolist() == fmtsim.quantize(x, "e5m2", dtype=native).tolist()
+    with pytest.raises(TypeError, match="not >i4"):
+        fmtsim.decode(codes, "e4m3", dtype=">i4")
+
+
 def test_quantize_names_itself():
     with pytest.raises(TypeError, match=r"quantize\(\) got an unexpected keyword argument 'roundng'"):
         fmtsim.quantize(np.ones(2), "e4m3", roundng="rtz")
