@@ -429,6 +429,10 @@ def test_ver_names_a_corrupt_vector_file(tmp_path, capsys):
     (d / "manifest.json").write_text(json.dumps(m))
     rc, out, _ = cli(capsys, "ver", str(d / name), str(device))
     assert rc == 1 and "1 failed" in out
+    del m["files"][name]["sha256"]  # an entry without its hash: nothing to check against, so refused
+    (d / "manifest.json").write_text(json.dumps(m))
+    rc, _, err = cli(capsys, "ver", str(d / name), str(device))
+    assert_usage_error(rc, err, f"{d / name}: its manifest.json entry records no sha256")
 
 
 # ---------------------------------------------------------------- checkpoint summaries: counts in words
