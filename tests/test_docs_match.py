@@ -58,15 +58,14 @@ def test_e8m0_tie_notes_name_the_codes_each_rule_gives():
 def test_output_into_a_closed_pipe_exits_141():
     """The reader is gone before fmtsim writes (the read end closed first), so the outcome does not
     depend on the pipe's buffer: 141, as a program killed by SIGPIPE reports, and no traceback."""
-    for argv in (["table", "e4m3"], ["decode", "e4m3", "0x38"]):
-        r, w = os.pipe()
-        os.close(r)
-        try:
-            p = subprocess.run([sys.executable, "-m", "fmtsim", *argv], stdout=w, stderr=subprocess.PIPE,
-                               text=True, timeout=120)
-        finally:
-            os.close(w)
-        assert p.returncode == 141 and p.stderr == "", (argv, p.returncode, p.stderr)
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([sys.executable, "-m", "fmtsim", "table", "e4m3"], stdout=w, stderr=subprocess.PIPE,
+                           text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert p.returncode == 141 and p.stderr == "", (p.returncode, p.stderr)
     assert "141 (as a program killed by SIGPIPE reports)" in README
 
 
