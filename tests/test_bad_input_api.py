@@ -165,6 +165,23 @@ def test_chaining_arguments_must_be_integers(fn, kw, err, needle):
         fn(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", **kw)
 
 
+@pytest.mark.parametrize("kw,needle", [
+    (dict(split_k=[-1]), "split_k boundary -1 must be a multiple"),  # the twin summed 65 ones of 64
+    (dict(split_k=[48, 16]), "split_k boundary 48"),  # the twin: 112
+    (dict(split_k=[32, 32]), "must strictly increase"),
+    (dict(split_k=0), "split_k must be >= 1"),  # the twin: ZeroDivisionError
+    (dict(split_k=-2), "split_k must be >= 1"),  # the twin: NaN
+    (dict(promote_every=0), "promote_every must be a positive multiple"),  # the twin: range() error
+    (dict(promote_every=-128), "promote_every must be a positive multiple"),  # the twin: 0
+    (dict(promote_every=48), r"multiple of the unit's K \(32\), got 48"),  # the twin: 80
+])
+@pytest.mark.parametrize("fn", [matmul, slow_matmul])
+def test_chaining_values_checked_alike(fn, kw, needle):
+    a, b = np.full((1, 64), ONE), np.full((64, 1), ONE)
+    with pytest.raises(ValueError, match=f"^{fn.__name__}: .*{needle}"):
+        fn(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", **kw)
+
+
 def test_slow_matmul_shapes_and_outputs_checked():
     a, b = np.full((2, 32), ONE), np.full((32, 3), ONE)
     kw = dict(unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")

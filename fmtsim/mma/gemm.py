@@ -380,12 +380,14 @@ def _is_int(x: Any) -> bool:
 
 def check_like_matmul(a: Any, b: Any, c: Any, *, unit: str | Unit, a_format: str | None, b_format: str | None,
                       a_scales: Any, b_scales: Any, scale_format: str | None, block_size: int | None,
-                      who: str) -> None:
-    """matmul's checks of code operands, scales and C, the errors named for ``who`` (the Fraction
-    twin takes exactly what matmul takes: it ignored scales without scale_format, narrowed C)."""
+                      promote_every: int | None, split_k: int | Sequence[int] | None, who: str) -> None:
+    """matmul's checks of code operands, scales, C and chaining, the errors named for ``who`` (the
+    Fraction twin takes exactly what matmul takes: it ignored scales without scale_format, narrowed
+    C, and summed split_k=[-1] to 65 ones of 64)."""
     try:
-        _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales, b_scales=b_scales,
-                 scale_format=scale_format, block_size=block_size)
+        checked, _ = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
+                              b_scales=b_scales, scale_format=scale_format, block_size=block_size)
+        _chaining(Prepared(*checked), promote_every, split_k)
         if c is not None:
             _to_f32(c, np.shape(a)[0], np.shape(b)[1], get_unit(unit).out_dtype)
     except (TypeError, ValueError) as e:

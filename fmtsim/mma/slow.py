@@ -370,7 +370,8 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
             raise ValueError(f"slow_matmul: outputs must hold (i, j) pairs with 0 <= i < {m} and 0 <= j < {n}; "
                              f"got {ij!r}")
     check_like_matmul(a, b, c, unit=u, a_format=a_format, b_format=b_format, a_scales=a_scales, b_scales=b_scales,
-                      scale_format=scale_format, block_size=block_size, who="slow_matmul")
+                      scale_format=scale_format, block_size=block_size, promote_every=promote_every,
+                      split_k=split_k, who="slow_matmul")
     step = u.k or k or 1
     if block_size:
         step = math.lcm(step, block_size)
