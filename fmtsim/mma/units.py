@@ -245,6 +245,9 @@ def _validate(u: Unit) -> None:
             raise bad("scale_formats", "must name the block scales: the nv_grouped family scales each group")
         if any(bs % u.group for bs in u.block_sizes):
             raise bad("block_sizes", f"must be multiples of group={u.group}")
+        # a step's groups take their scales from whole blocks (k=48 with blocks of 32 failed in numpy)
+        if any(u.k % bs and bs % u.k for bs in u.block_sizes):
+            raise bad("block_sizes", f"must divide k={u.k} or be multiples of it for the nv_grouped family")
         # a group's term is |sum| * scale product << (F - fraction bits): below 2^(F + bit_length(group * 144))
         if f + (u.group * 144).bit_length() + (u.k // u.group + 1).bit_length() > 63:
             raise bad("fraction_bits", f"is too wide for k={u.k}, group={u.group}: the group terms' sum must "
@@ -263,6 +266,8 @@ def _validate(u: Unit) -> None:
     else:
         if "fp64" in (u.output[-4:], u.c_format) or any(f in _FMA_FORMATS for f in u.formats):
             raise bad("family", "takes fp32 / fp64 operands or output only as 'fma' (tf32 units: tf32_inputs)")
+    if u.family == "ftz" and u.k not in (2, 4):  # pairs, or pairs of pairs (k=8 dropped six products of eight)
+        raise bad("k", "must be 2 or 4 for the ftz family (products added in pairs, or pairs of pairs)")
     if u.family == "amd":
         if u.even_odd and u.k < 2:
             raise bad("k", "must be at least 2 with even_odd (one even and one odd product per group)")
