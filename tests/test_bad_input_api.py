@@ -90,7 +90,8 @@ def test_grouped_and_amd_units_checked_against_their_operands():
     ("sm90_wgmma_fp8", dict(even_odd=True), "not read by the nv family"),
     ("cdna2_mfma_fp16", dict(k=8), "k=8 must be 2 or 4 for the ftz family"),
     ("cdna2_mfma_fp16", dict(k=1), "k=1 must be 2 or 4 for the ftz family"),
-    ("sm100_mxf4", dict(k=48), "block_sizes=(32,) must divide k=48 or be multiples of it"),
+    ("sm100_mxf4", dict(k=48), "block_sizes=(32,) must divide k=48"),
+    ("sm100_mxf4", dict(k=16), "block_sizes=(32,) must divide k=16"),
 ])
 def test_family_rules_refused(unit, change, needle):
     """An AMD unit with F above F2 + 1 gave 16 for a sum of 32 ones (the Fraction twin: 32); a
