@@ -142,6 +142,16 @@ def test_units_is_read_only():
     assert isinstance(UNITS["exact"], Unit)
 
 
+@pytest.mark.parametrize("registry,key", [(fmtsim.FORMATS, "e4m3"), (fmtsim.PROFILES, "ocp"), (mx.SCHEMES, "mxfp4")])
+def test_public_registries_are_read_only(registry, key):
+    """As UNITS: FORMATS["e4m3"] = FORMATS["e5m2"] would have changed every later encode by that name."""
+    with pytest.raises(TypeError):
+        registry[key] = registry[key]
+    with pytest.raises(TypeError):
+        del registry[key]
+    assert key in registry and len(dict(registry.items())) == len(registry)
+
+
 # ---------------------------------------------------------------- matrix units: matmul arguments
 
 
