@@ -198,6 +198,28 @@ def test_chaining_values_checked_alike(fn, kw, needle):
         fn(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", **kw)
 
 
+@pytest.mark.parametrize("kw,err,needle", [
+    (dict(tile=2.5), TypeError, "tile must be an integer or a pair"),  # was: cannot unpack non-iterable float
+    (dict(tile=(2,)), TypeError, "tile must be an integer or a pair"),  # was: not enough values to unpack
+    (dict(tile="ab"), TypeError, "tile must be an integer or a pair"),  # was: invalid literal for int()
+    (dict(tile=0), ValueError, "tile must be positive"),
+    (dict(progress=5), TypeError, "progress must be a function"),  # was: 'int' object is not callable
+])
+@pytest.mark.parametrize("jobs", [None, 1])
+def test_matmul_tile_and_progress_checked(kw, err, needle, jobs):
+    """Checked whether or not tiles are used (without jobs they were ignored silently)."""
+    a, b = np.full((2, 32), ONE), np.full((32, 2), ONE)
+    with pytest.raises(err, match=f"^matmul: {needle}"):
+        matmul(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", jobs=jobs, **kw)
+
+
+def test_matmul_progress_reports_without_jobs():
+    a, b = np.full((2, 32), ONE), np.full((32, 3), ONE)
+    calls: list[tuple[int, int]] = []
+    d = matmul(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", progress=lambda *x: calls.append(x))
+    assert calls == [(2 * 3 * 32, 2 * 3 * 32)] and (d == 32).all()
+
+
 def test_slow_matmul_shapes_and_outputs_checked():
     a, b = np.full((2, 32), ONE), np.full((32, 3), ONE)
     kw = dict(unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")

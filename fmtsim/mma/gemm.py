@@ -474,6 +474,9 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     as the canonical NaN), never C cut to the unit's fraction bits.
     """
     check_chaining(promote_every, split_k)
+    _check_tile(tile)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"matmul: progress must be a function (done, total) or None, not {type(progress).__name__}")
     checked, alpha = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
                               b_scales=b_scales, scale_format=scale_format, block_size=block_size)
     u, A, B, af, bf, SA, SB, sf, bs = checked
@@ -486,7 +489,10 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     one = (u, A[:1], B[:, :1], af, bf, None if SA is None else SA[:1], None if SB is None else SB[:, :1], sf, bs)
     _chaining(Prepared(*one), promote_every, split_k)
     if jobs is None and scheduler is None or 0 in c32.shape:
-        return _compute(Prepared(*checked), alpha, c32, promote_every, split_k)
+        d = _compute(Prepared(*checked), alpha, c32, promote_every, split_k)
+        if progress is not None:  # one pass in this process: all of it done at once
+            progress(c32.size * A.shape[1], c32.size * A.shape[1])
+        return d
     from ..executor import check_jobs, get_executor
 
     check_jobs(jobs)
@@ -506,14 +512,24 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     return out
 
 
+def _check_tile(tile: Any) -> tuple[int, int] | None:
+    """tile as (rows, columns): None, a positive integer or a pair of them."""
+    if tile is None:
+        return None
+    pair = (tile, tile) if _is_int(tile) else tuple(tile) if isinstance(tile, (tuple, list)) else ()
+    if len(pair) != 2 or not all(_is_int(t) for t in pair):
+        raise TypeError(f"matmul: tile must be an integer or a pair of integers (rows, columns), not {tile!r}")
+    if min(pair) < 1:
+        raise ValueError(f"matmul: tile must be positive, got {tile}")
+    return int(pair[0]), int(pair[1])
+
+
 def _tile_shape(tile: int | tuple[int, int] | None, m: int, n: int, jobs: int | None) -> tuple[int, int]:
     """Rows x columns of an output tile: as given, or up to 256 x 256, halved (down to 16)
     until every worker has at least two tiles."""
-    if tile is not None:
-        tm, tn = (tile, tile) if isinstance(tile, (int, np.integer)) else tile
-        if int(tm) < 1 or int(tn) < 1:
-            raise ValueError(f"matmul: tile must be positive, got {tile}")
-        return int(tm), int(tn)
+    given = _check_tile(tile)
+    if given is not None:
+        return given
     tm, tn = min(256, m), min(256, n)
     want = 2 * (jobs or 2)
     while -(-m // tm) * -(-n // tn) < want and max(tm, tn) > 16:
