@@ -271,7 +271,7 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
 
     dtype: float32 (default) or float64 are exact for every format; float16 and
     bfloat16 are accepted where every value of the format fits (ValueError
-    otherwise). NaN codes decode to a quiet NaN carrying the code's sign bit.
+    otherwise); either byte order ('>f4' too). NaN codes decode to a quiet NaN carrying the code's sign bit.
     Codes outside 0 .. 2^bits - 1 (e.g. 0x1F for FP4, or UE4M3 codes with bit 7
     set) raise ValueError naming the first bad index, unless ``mask=True``, which
     keeps only the low ``bits`` bits of each code.
@@ -281,7 +281,8 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
         dt = np.dtype(np.float32 if dtype is None else dtype)  # None: the default, not numpy's float64
     except (TypeError, ValueError, SyntaxError):  # numpy parses some strings (',') as Python and fails so
         raise TypeError(f"decode dtype must be float16, bfloat16, float32 or float64, not {dtype!r}") from None
-    if dt not in [np.dtype(d) for d in _DECODE_DTYPES]:
+    native = dt.newbyteorder("=")  # '>f4' is float32 in the other byte order: decoded, then swapped
+    if native not in [np.dtype(d) for d in _DECODE_DTYPES]:
         raise TypeError(f"decode dtype must be float16, bfloat16, float32 or float64, not {dt}")
     c = as_numpy(codes, "codes")
     if c.dtype.kind not in "iu":
@@ -290,7 +291,7 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
         )
     if not isinstance(mask, (bool, np.bool_)):
         raise TypeError(f"decode: mask must be True or False, not {type(mask).__name__}")
-    table = _decode_table(f, dt)
+    table = _decode_table(f, native)
     flat = np.ascontiguousarray(c).reshape(-1)
     n = f.n_codes
     if mask:
@@ -303,12 +304,12 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
                 f"{f.name}: code {int(flat[bad])} at {_where(c.shape, bad)} is outside "
                 f"0..{n - 1:#x}; pass mask=True to keep only the low {f.bits} bits"
             )
-    out = np.empty(flat.size, dtype=dt)
+    out = np.empty(flat.size, dtype=native)
     # codes are in range (checked or masked above): mode="wrap" only skips numpy's
     # bounds-error path, which costs a third of the time
     for i in range(0, flat.size, CHUNK):
         np.take(table, flat[i : i + CHUNK], out=out[i : i + CHUNK], mode="wrap")
-    return _finish(out, c.shape)
+    return _finish(out if native == dt else out.astype(dt), c.shape)
 
 
 def quantize(x: Any, fmt: str | Format, *, dtype: Any = None, **kwargs: Any) -> Any:
@@ -325,7 +326,7 @@ def quantize(x: Any, fmt: str | Format, *, dtype: Any = None, **kwargs: Any) -> 
         dtype = np.float64 if arr.dtype == np.float64 else np.float32
     else:
         try:
-            ok = np.dtype(dtype) in [np.dtype(d) for d in _DECODE_DTYPES]
+            ok = np.dtype(dtype).newbyteorder("=") in [np.dtype(d) for d in _DECODE_DTYPES]
         except (TypeError, ValueError, SyntaxError):
             ok = False
         if not ok:

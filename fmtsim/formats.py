@@ -26,9 +26,11 @@ is worth ``code * 2**scale_exp`` (MX INT8: scale_exp = -6).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
+from types import MappingProxyType
 from typing import Literal
 
 import ml_dtypes
@@ -284,7 +286,8 @@ _RECORDS = [
            title="8-bit unsigned integer"),
 ]
 
-FORMATS: dict[str, Format] = {f.name: f for f in _RECORDS}
+# read-only: a caller's FORMATS['x'] = ... would change every later call by that name (as mma.UNITS)
+FORMATS: Mapping[str, Format] = MappingProxyType({f.name: f for f in _RECORDS})
 _ALIASES: dict[str, str] = {}
 for _f in _RECORDS:
     for _name in (_f.name, *_f.aliases):

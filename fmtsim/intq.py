@@ -58,7 +58,8 @@ def _store_scale(s64: np.ndarray, sdt: np.dtype) -> np.ndarray:
     a nonzero subnormal is rounded up. A subnormal's relative step is coarse (float16 2^-24 for a wanted
     7.87e-8 is 24% low), so rounding it down would push the block's largest values far beyond
     the code range and clip them; rounded up, every value still fits."""
-    s = s64.astype(sdt)
+    with np.errstate(over="ignore"):  # an overflow to Inf is refused by the caller, without a warning
+        s = s64.astype(sdt)
     tiny = np.finfo(sdt).tiny
     low = (s > 0) & (s < tiny) & (s.astype(np.float64) < s64)  # zero: an underflow, refused by the caller
     return np.where(low, np.nextafter(s, np.array(np.inf, sdt)), s).astype(sdt)

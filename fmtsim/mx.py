@@ -39,7 +39,9 @@ or any fmtsim mode incl. ``sr`` with ``rbits`` of x's shape.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -54,14 +56,15 @@ from .rounding import CHUNK, encode_f64, encode_fast
 
 __all__ = ["SCHEMES", "SCALE_RULES", "MXTensor", "quantize", "dequantize", "scale_codes", "check_tensor"]
 
-SCHEMES = {
+# read-only, as mma.UNITS: a caller's SCHEMES["x"] = ... would change every later call
+SCHEMES: Mapping[str, str] = MappingProxyType({
     "mxfp8_e4m3": "e4m3",
     "mxfp8_e5m2": "e5m2",
     "mxfp6_e3m2": "e3m2",
     "mxfp6_e2m3": "e2m3",
     "mxfp4": "e2m1",
     "mxint8": "mxint8",
-}
+})
 _ALIASES = {"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e3m2"}
 SCALE_RULES = ("floor", "ceil", "even", "rceil")
 E8M0_NAN = 0xFF

@@ -174,8 +174,9 @@ same for every format) or such a function; explicit keywords win over it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
+from types import MappingProxyType
 
 from .formats import Format, get_format
 
@@ -594,7 +595,7 @@ def _profile_apfloat(fmt: Format) -> Policy:
     return _apfloat_flags(Policy("rne", "nonsat", "signed" if fmt.has_nan else None))
 
 
-PROFILES = {
+_PROFILES: dict[str, Callable[..., Policy]] = {
     "ocp": _profile_ocp,
     "ptx": _profile_ptx,
     "cuda": _profile_cuda,
@@ -621,6 +622,8 @@ PROFILES = {
     "numkong_serial": lambda fmt: _profile_numkong(fmt, False),
     "apfloat": _profile_apfloat,
 }
+# read-only: a caller's PROFILES['x'] = ... would change every later call by that name (as mma.UNITS)
+PROFILES: Mapping[str, Callable[..., Policy]] = MappingProxyType(_PROFILES)
 
 
 def _check_choice(what: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import warnings
 from dataclasses import replace
 from fractions import Fraction
 
@@ -76,6 +77,52 @@ def test_grouped_and_amd_units_checked_against_their_operands():
         replace(UNITS["cdna3_mfma_fp8"], k=1)
 
 
+@pytest.mark.parametrize("unit,change,needle", [
+    ("cdna3_mfma_fp8", dict(fraction_bits=33), "wider than fraction_bits2 + 1 = 32"),
+    ("cdna3_mfma_fp16", dict(fraction_bits=40), "wider than fraction_bits2 + 1 = 32"),
+    ("cdna3_mfma_fp8", dict(fraction_bits=47, fraction_bits2=50), "F + 2 + bit_length(k) <= 53"),
+    ("sm90_wgmma_fp16", dict(product_overflow_inf=True), "not read by the nv family"),
+    ("exact", dict(fraction_bits=13), "not read by the exact family"),
+    ("cdna2_mfma_fp16", dict(fraction_bits=24), "not read by the ftz family"),
+    ("sm80_mma_fp64", dict(e_zero=-133), "not read by the fma family"),
+    ("sm90_wgmma_fp8", dict(fraction_bits2=31), "not read by the nv family"),
+    ("sm100_f8f6f4", dict(group=16), "not read by the nv family"),
+    ("sm90_wgmma_fp8", dict(even_odd=True), "not read by the nv family"),
+    ("cdna2_mfma_fp16", dict(k=8), "k=8 must be 2 or 4 for the ftz family"),
+    ("cdna2_mfma_fp16", dict(k=1), "k=1 must be 2 or 4 for the ftz family"),
+    ("sm100_mxf4", dict(k=48), "block_sizes=(32,) must divide k=48"),
+    ("sm100_mxf4", dict(k=16), "block_sizes=(32,) must divide k=16"),
+])
+def test_family_rules_refused(unit, change, needle):
+    """An AMD unit with F above F2 + 1 gave 16 for a sum of 32 ones (the Fraction twin: 32); a
+    field no step of the family reads was kept silently, and product_overflow_inf outside the amd
+    family was honoured by the Fraction twin only (2^128 - 2^128: NaN there, 0 from matmul); an ftz
+    unit with k=8 summed 4 of 16 ones in both paths (k=1: IndexError); an nv_grouped unit whose
+    step splits a scale block failed inside numpy (the twin gave numbers)."""
+    with pytest.raises(ValueError, match="Unit") as e:
+        replace(UNITS[unit], name="w", **change)
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("fmt,f,f2", [("e4m3fnuz", 32, 31), ("e5m2fnuz", 46, 50), ("fp16", 32, 31)])
+def test_widest_valid_amd_unit_agrees_with_the_fraction_twin(fmt, f, f2):
+    unit = replace(UNITS["cdna3_mfma_fp8" if fmt != "fp16" else "cdna3_mfma_fp16"], name="w", fraction_bits=f,
+                   fraction_bits2=f2)
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((3, 2 * unit.k)), rng.standard_normal((2 * unit.k, 4))
+    if fmt == "fp16":
+        a, b = x.astype(np.float16).view(np.uint16), y.astype(np.float16).view(np.uint16)
+    else:
+        a, b = fmtsim.encode(x, fmt), fmtsim.encode(y, fmt)
+    c = rng.standard_normal((3, 4)).astype(np.float32)
+    d = matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt)
+    s = slow_matmul(a, b, c, unit=unit, a_format=fmt, b_format=fmt)
+    assert d.view(np.uint32).tolist() == s.view(np.uint32).tolist()
+    ones = fmtsim.encode(np.ones((1, 32)), "e4m3fnuz"), fmtsim.encode(np.ones((32, 1)), "e4m3fnuz")
+    if fmt != "fp16":  # the case that gave 16
+        assert matmul(*ones, unit=unit, a_format="e4m3fnuz", b_format="e4m3fnuz").tolist() == [[32.0]]
+
+
 def test_widest_valid_unit_still_agrees_with_the_fraction_twin():
     """F = 40 (the probe grid's widest) keeps the exact sum 32 of 32 ones, as the Fraction twin does;
     F = 62 gave [[0.]] before the record was checked."""
@@ -93,6 +140,16 @@ def test_units_is_read_only():
         del UNITS["exact"]  # type: ignore[attr-defined]
     assert UNITS["sm90_wgmma_fp8"] is HOPPER and "exact" in list(UNITS) and len(dict(UNITS.items())) == len(UNITS)
     assert isinstance(UNITS["exact"], Unit)
+
+
+@pytest.mark.parametrize("registry,key", [(fmtsim.FORMATS, "e4m3"), (fmtsim.PROFILES, "ocp"), (mx.SCHEMES, "mxfp4")])
+def test_public_registries_are_read_only(registry, key):
+    """As UNITS: FORMATS["e4m3"] = FORMATS["e5m2"] would have changed every later encode by that name."""
+    with pytest.raises(TypeError):
+        registry[key] = registry[key]
+    with pytest.raises(TypeError):
+        del registry[key]
+    assert key in registry and len(dict(registry.items())) == len(registry)
 
 
 # ---------------------------------------------------------------- matrix units: matmul arguments
@@ -124,6 +181,45 @@ def test_chaining_arguments_must_be_integers(fn, kw, err, needle):
         fn(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", **kw)
 
 
+@pytest.mark.parametrize("kw,needle", [
+    (dict(split_k=[-1]), "split_k boundary -1 must be a multiple"),  # the twin summed 65 ones of 64
+    (dict(split_k=[48, 16]), "split_k boundary 48"),  # the twin: 112
+    (dict(split_k=[32, 32]), "must strictly increase"),
+    (dict(split_k=0), "split_k must be >= 1"),  # the twin: ZeroDivisionError
+    (dict(split_k=-2), "split_k must be >= 1"),  # the twin: NaN
+    (dict(promote_every=0), "promote_every must be a positive multiple"),  # the twin: range() error
+    (dict(promote_every=-128), "promote_every must be a positive multiple"),  # the twin: 0
+    (dict(promote_every=48), r"multiple of the unit's K \(32\), got 48"),  # the twin: 80
+])
+@pytest.mark.parametrize("fn", [matmul, slow_matmul])
+def test_chaining_values_checked_alike(fn, kw, needle):
+    a, b = np.full((1, 64), ONE), np.full((64, 1), ONE)
+    with pytest.raises(ValueError, match=f"^{fn.__name__}: .*{needle}"):
+        fn(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", **kw)
+
+
+@pytest.mark.parametrize("kw,err,needle", [
+    (dict(tile=2.5), TypeError, "tile must be an integer or a pair"),  # was: cannot unpack non-iterable float
+    (dict(tile=(2,)), TypeError, "tile must be an integer or a pair"),  # was: not enough values to unpack
+    (dict(tile="ab"), TypeError, "tile must be an integer or a pair"),  # was: invalid literal for int()
+    (dict(tile=0), ValueError, "tile must be positive"),
+    (dict(progress=5), TypeError, "progress must be a function"),  # was: 'int' object is not callable
+])
+@pytest.mark.parametrize("jobs", [None, 1])
+def test_matmul_tile_and_progress_checked(kw, err, needle, jobs):
+    """Checked whether or not tiles are used (without jobs they were ignored silently)."""
+    a, b = np.full((2, 32), ONE), np.full((32, 2), ONE)
+    with pytest.raises(err, match=f"^matmul: {needle}"):
+        matmul(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", jobs=jobs, **kw)
+
+
+def test_matmul_progress_reports_without_jobs():
+    a, b = np.full((2, 32), ONE), np.full((32, 3), ONE)
+    calls: list[tuple[int, int]] = []
+    d = matmul(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", progress=lambda *x: calls.append(x))
+    assert calls == [(2 * 3 * 32, 2 * 3 * 32)] and (d == 32).all()
+
+
 def test_slow_matmul_shapes_and_outputs_checked():
     a, b = np.full((2, 32), ONE), np.full((32, 3), ONE)
     kw = dict(unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
@@ -146,6 +242,46 @@ def test_tensor_operand_with_scales_or_format_refused():
         matmul(q, q, unit="sm100_mxf8f6f4", b_format="e5m2")
     d = matmul(q, q, unit="sm100_mxf8f6f4")  # the tensors alone still work
     assert d.shape == (4, 4)
+
+
+def test_tensor_operand_with_other_block_scales_refused():
+    """block_size / scale_format beside MXTensor operands were dropped (the tensor's own were used)."""
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    q = mx.quantize(x, "mxfp8_e4m3")
+    for kw, needle in ((dict(block_size=16), "block_size 32; block_size=16"),
+                       (dict(scale_format="ue4m3"), "scale_format 'e8m0'; scale_format='ue4m3'")):
+        with pytest.raises(ValueError, match="a is a MXTensor with " + needle):
+            matmul(q, q, unit="sm100_mxf8f6f4", **kw)
+    same = matmul(q, q, unit="sm100_mxf8f6f4", block_size=32, scale_format="e8m0")  # the tensor's own: fine
+    assert same.view(np.uint32).tolist() == matmul(q, q, unit="sm100_mxf8f6f4").view(np.uint32).tolist()
+
+
+SCALED = dict(unit="sm100_mxf8f6f4", a_format="e4m3", b_format="e4m3")
+TWO = np.full((1, 1), 128, np.uint8)  # E8M0 2^1
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(a_scales=TWO, b_scales=np.full((1, 2), 127, np.uint8)), "block scales need scale_format and block_size"),
+    (dict(a_scales=TWO, scale_format="e8m0", block_size=32), "give both a_scales and b_scales"),
+    (dict(), "is block-scaled: give a_scales, b_scales, scale_format and block_size"),
+    (dict(a_scales=np.full((1, 7), 127, np.uint8), b_scales=np.full((3, 2), 127, np.uint8), scale_format="e8m0",
+          block_size=32), r"a_scales must be \(1, 1\) and b_scales \(1, 2\)"),
+    (dict(a_scales=TWO, b_scales=np.full((1, 2), 127, np.uint8), scale_format="ue4m3", block_size=16),
+     "takes scale_format e8m0, not ue4m3"),
+    (dict(a_scales=TWO, b_scales=np.full((1, 2), 127, np.uint8), scale_format="e8m0", block_size=32,
+          c=np.array([[0.1, 0.2]])), r"c\[0, 0\] = np.float64\(0.1\) is not an fp32 value"),
+])
+def test_slow_matmul_refuses_what_matmul_refuses(kw, needle):
+    """The twin ignored scales given without scale_format (32 where matmul gives 256), read missing
+    scales as 1, gave NaN for a scale format the unit does not take and narrowed a float64 C."""
+    a, b = np.full((1, 32), ONE, np.uint8), np.full((32, 2), ONE, np.uint8)
+    kw = dict(kw)
+    c = kw.pop("c", None)
+    for fn, who in ((matmul, "matmul"), (slow_matmul, "slow_matmul")):
+        with pytest.raises(ValueError, match=f"^{who}: .*{needle}"):
+            fn(a, b, c, **SCALED, **kw)
+    good = dict(a_scales=TWO, b_scales=np.full((1, 2), 127, np.uint8), scale_format="e8m0", block_size=32)
+    assert slow_matmul(a, b, **SCALED, **good).tolist() == matmul(a, b, **SCALED, **good).tolist() == [[64.0, 64.0]]
 
 
 # ---------------------------------------------------------------- integer quantization: subnormal scales
@@ -172,6 +308,13 @@ def test_intq_scale_that_underflows_to_zero_still_refused():
         intq.quantize(np.array([1e-12]), 8, scale_dtype=np.float16)
 
 
+def test_intq_scale_that_overflows_refused_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered in cast" was printed first
+        with pytest.raises(ValueError, match="does not fit in float16"):
+            intq.quantize(np.array([65504.0 * 127 + 1e6, 1.0]), 8, scale_dtype=np.float16)
+
+
 # ---------------------------------------------------------------- arrays and keywords
 
 
@@ -184,6 +327,22 @@ def test_other_byte_order_floats_read_exactly(dt):
     assert fmtsim.encode(swapped, "e4m3").tolist() == native.tolist()
     assert fmtsim.quantize(swapped, "e5m2").tolist() == fmtsim.quantize(x, "e5m2").tolist()
     assert fmtsim.decode(np.array([0x38, 0xFE], ">u2"), "e4m3").tolist() == [1.0, -448.0]
+
+
+@pytest.mark.parametrize("dt", [">f2", ">f4", ">f8"])
+def test_other_byte_order_float_dtypes_written_exactly(dt):
+    """decode/quantize to '>f4' (float32 in the other byte order) were refused as not float32."""
+    codes = np.arange(256, dtype=np.uint8)
+    native = np.dtype(dt).newbyteorder("=")
+    swapped = fmtsim.decode(codes, "e4m3", dtype=dt)
+    assert swapped.dtype.str == dt
+    bits = f"u{native.itemsize}"
+    assert swapped.astype(native).view(bits).tolist() == fmtsim.decode(codes, "e4m3", dtype=native).view(bits).tolist()
+    x = np.array([0.3, -1e-3, 500.0, -np.inf])
+    q = fmtsim.quantize(x, "e5m2", dtype=dt)
+    assert q.dtype.str == dt and q.tolist() == fmtsim.quantize(x, "e5m2", dtype=native).tolist()
+    with pytest.raises(TypeError, match="not >i4"):
+        fmtsim.decode(codes, "e4m3", dtype=">i4")
 
 
 def test_quantize_names_itself():
@@ -325,6 +484,10 @@ def test_ver_names_a_corrupt_vector_file(tmp_path, capsys):
     (d / "manifest.json").write_text(json.dumps(m))
     rc, out, _ = cli(capsys, "ver", str(d / name), str(device))
     assert rc == 1 and "1 failed" in out
+    del m["files"][name]["sha256"]  # an entry without its hash: nothing to check against, so refused
+    (d / "manifest.json").write_text(json.dumps(m))
+    rc, _, err = cli(capsys, "ver", str(d / name), str(device))
+    assert_usage_error(rc, err, f"{d / name}: its manifest.json entry records no sha256")
 
 
 # ---------------------------------------------------------------- checkpoint summaries: counts in words

@@ -718,8 +718,9 @@ def check_sha256(data: bytes, meta: dict[str, Any], path: Any) -> None:
     """ValueError naming ``path`` when the vector file's bytes do not hash to the sha256 its manifest
     entry records: a vector file changed after it was written, whose verdicts would blame the device."""
     want = meta.get("sha256")
-    if want is None:
-        return
+    if want is None:  # every manifest fmtsim writes records one: an entry without it was edited
+        raise ValueError(f"{path}: its manifest.json entry records no sha256, so the file cannot be checked "
+                         "(restore manifest.json, or regenerate the directory with 'fmtsim gen -o DIR')")
     if not isinstance(want, str) or len(want) != 64:
         raise ValueError(f"{path}: its manifest.json entry's sha256 is not a 64-digit hex string: {want!r}")
     got = hashlib.sha256(data).hexdigest()

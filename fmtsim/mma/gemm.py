@@ -338,12 +338,19 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
     (Prepared's arguments, epilogue alpha)."""
     u = get_unit(unit)
     alpha = 1.0
+    a_operand = a  # named in errors after a becomes its codes
     for which, q, given in (("a", a, (a_format, a_scales)), ("b", b, (b_format, b_scales))):
         if not isinstance(q, np.ndarray) and hasattr(q, "codes") and any(x is not None for x in given):
             raise ValueError(f"matmul: {which} is a {type(q).__name__}, which carries its own format and scales; "
                              f"{which}_format and {which}_scales are for code arrays only")
     if not isinstance(a, np.ndarray) and hasattr(a, "codes"):
-        a, a_scales, a_format, scale_format, block_size, ga = _from_tensor(a, "a")
+        a, a_scales, a_format, sf, bs, ga = _from_tensor(a, "a")
+        # the caller's scale_format/block_size must be the tensor's own (they were dropped silently)
+        for name, asked, own in (("scale_format", scale_format, sf), ("block_size", block_size, bs)):
+            if asked is not None and asked != own:
+                raise ValueError(f"matmul: a is a {type(a_operand).__name__} with {name} {own!r}; {name}={asked!r} "
+                                 "contradicts it (leave it out: the tensor carries it)")
+        scale_format, block_size = sf, bs
         alpha *= ga
     if not isinstance(b, np.ndarray) and hasattr(b, "codes"):
         b, b_scales, b_format, sf, bs, gb = _from_tensor(b, "b")
@@ -434,6 +441,23 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
+def check_like_matmul(a: Any, b: Any, c: Any, *, unit: str | Unit, a_format: str | None, b_format: str | None,
+                      a_scales: Any, b_scales: Any, scale_format: str | None, block_size: int | None,
+                      promote_every: int | None, split_k: int | Sequence[int] | None, who: str) -> None:
+    """matmul's checks of code operands, scales, C and chaining, the errors named for ``who`` (the
+    Fraction twin takes exactly what matmul takes: it ignored scales without scale_format, narrowed
+    C, and summed split_k=[-1] to 65 ones of 64)."""
+    try:
+        checked, _ = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
+                              b_scales=b_scales, scale_format=scale_format, block_size=block_size)
+        _chaining(Prepared(*checked), promote_every, split_k)
+        if c is not None:
+            _to_f32(c, np.shape(a)[0], np.shape(b)[1], get_unit(unit).out_dtype)
+    except (TypeError, ValueError) as e:
+        msg = str(e).replace(" (or MXTensor / NVFP4Tensor operands)", "")  # the twin takes codes only
+        raise type(e)(who + msg[len("matmul"):] if msg.startswith("matmul:") else msg) from None
+
+
 def check_chaining(promote_every: Any, split_k: Any, who: str = "matmul") -> None:
     """TypeError unless promote_every is None or an integer and split_k None, an integer or a
     sequence of integers (32.5 is not a K boundary; 2.0 is not a slice count)."""
@@ -520,6 +544,9 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     """
     check_chaining(promote_every, split_k)
     check_engine(engine)
+    _check_tile(tile)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"matmul: progress must be a function (done, total) or None, not {type(progress).__name__}")
     checked, alpha = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
                               b_scales=b_scales, scale_format=scale_format, block_size=block_size)
     u, A, B, af, bf, SA, SB, sf, bs = checked
@@ -532,7 +559,10 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     one = (u, A[:1], B[:, :1], af, bf, None if SA is None else SA[:1], None if SB is None else SB[:, :1], sf, bs)
     _chaining(Prepared(*one), promote_every, split_k)
     if jobs is None and scheduler is None or 0 in c32.shape:
-        return _compute(Prepared(*checked, engine=engine), alpha, c32, promote_every, split_k)
+        d = _compute(Prepared(*checked, engine=engine), alpha, c32, promote_every, split_k)
+        if progress is not None:  # one pass in this process: all of it done at once
+            progress(c32.size * A.shape[1], c32.size * A.shape[1])
+        return d
     from ..executor import check_jobs, get_executor
 
     check_jobs(jobs)
@@ -552,14 +582,24 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     return out
 
 
+def _check_tile(tile: Any) -> tuple[int, int] | None:
+    """tile as (rows, columns): None, a positive integer or a pair of them."""
+    if tile is None:
+        return None
+    pair = (tile, tile) if _is_int(tile) else tuple(tile) if isinstance(tile, (tuple, list)) else ()
+    if len(pair) != 2 or not all(_is_int(t) for t in pair):
+        raise TypeError(f"matmul: tile must be an integer or a pair of integers (rows, columns), not {tile!r}")
+    if min(pair) < 1:
+        raise ValueError(f"matmul: tile must be positive, got {tile}")
+    return int(pair[0]), int(pair[1])
+
+
 def _tile_shape(tile: int | tuple[int, int] | None, m: int, n: int, jobs: int | None) -> tuple[int, int]:
     """Rows x columns of an output tile: as given, or up to 256 x 256, halved (down to 16)
     until every worker has at least two tiles."""
-    if tile is not None:
-        tm, tn = (tile, tile) if isinstance(tile, (int, np.integer)) else tile
-        if int(tm) < 1 or int(tn) < 1:
-            raise ValueError(f"matmul: tile must be positive, got {tile}")
-        return int(tm), int(tn)
+    given = _check_tile(tile)
+    if given is not None:
+        return given
     tm, tn = min(256, m), min(256, n)
     want = 2 * (jobs or 2)
     while -(-m // tm) * -(-n // tn) < want and max(tm, tn) > 16:

@@ -346,7 +346,7 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
                 outputs: list[tuple[int, int]] | None = None) -> np.ndarray:
     """The twin of :func:`fmtsim.mma.matmul` over codes (no tensor objects, no global
     scale), one output at a time; ``outputs`` limits it to those (i, j) (others NaN)."""
-    from .gemm import check_chaining
+    from .gemm import check_chaining, check_like_matmul
 
     u = get_unit(unit)
     af, bf = canonical_operand_format(a_format), canonical_operand_format(b_format)
@@ -369,6 +369,9 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
                 or not all(isinstance(t, (int, np.integer)) and 0 <= t < d for t, d in zip(ij, (m, n), strict=True))):
             raise ValueError(f"slow_matmul: outputs must hold (i, j) pairs with 0 <= i < {m} and 0 <= j < {n}; "
                              f"got {ij!r}")
+    check_like_matmul(a, b, c, unit=u, a_format=a_format, b_format=b_format, a_scales=a_scales, b_scales=b_scales,
+                      scale_format=scale_format, block_size=block_size, promote_every=promote_every,
+                      split_k=split_k, who="slow_matmul")
     step = u.k or k or 1
     if block_size:
         step = math.lcm(step, block_size)

@@ -171,6 +171,12 @@ _INT_FIELDS = ("k", "fraction_bits", "e_zero", "group", "fraction_bits2")
 _BOOL_FIELDS = ("even_odd", "drop_small_c", "product_overflow_inf", "tf32_inputs")
 _SCALE_FORMATS = ("e8m0", "ue4m3")
 _E_ZERO_LIMIT = 1 << 16  # far below any product exponent, far above mma.arith.ZERO_EXP (-2^20)
+# the families whose steps (fast and Fraction twin alike) read a field; elsewhere it keeps its default,
+# so that a record cannot carry a setting one of the two paths would honour and the other ignore
+_READ_BY = {"fraction_bits": ("nv", "nv_grouped", "amd"), "e_zero": ("nv", "nv_grouped"), "group": ("nv_grouped",),
+            "fraction_bits2": ("amd",), "even_odd": ("amd",), "drop_small_c": ("amd",),
+            "product_overflow_inf": ("amd",)}
+_DEFAULTS = {f.name: f.default for f in fields(Unit)}
 
 
 def _validate(u: Unit) -> None:
@@ -239,6 +245,9 @@ def _validate(u: Unit) -> None:
             raise bad("scale_formats", "must name the block scales: the nv_grouped family scales each group")
         if any(bs % u.group for bs in u.block_sizes):
             raise bad("block_sizes", f"must be multiples of group={u.group}")
+        # a step holds whole scale blocks (k=48 or k=16 with blocks of 32 failed inside numpy)
+        if any(u.k % bs for bs in u.block_sizes):
+            raise bad("block_sizes", f"must divide k={u.k} for the nv_grouped family (a step holds whole blocks)")
         # a group's term is |sum| * scale product << (F - fraction bits): below 2^(F + bit_length(group * 144))
         if f + (u.group * 144).bit_length() + (u.k // u.group + 1).bit_length() > 63:
             raise bad("fraction_bits", f"is too wide for k={u.k}, group={u.group}: the group terms' sum must "
@@ -257,11 +266,25 @@ def _validate(u: Unit) -> None:
     else:
         if "fp64" in (u.output[-4:], u.c_format) or any(f in _FMA_FORMATS for f in u.formats):
             raise bad("family", "takes fp32 / fp64 operands or output only as 'fma' (tf32 units: tf32_inputs)")
+    if u.family == "ftz" and u.k not in (2, 4):  # pairs, or pairs of pairs (k=8 dropped six products of eight)
+        raise bad("k", "must be 2 or 4 for the ftz family (products added in pairs, or pairs of pairs)")
     if u.family == "amd":
         if u.even_odd and u.k < 2:
             raise bad("k", "must be at least 2 with even_odd (one even and one odd product per group)")
         if u.fraction_bits2 + 4 + terms > 63:
             raise bad("fraction_bits2", f"is too wide for k={u.k}: the sum must fit in 64 bits")
+        # the products' sum joins C on the F2 + 1 grid; F beyond it would shift right by a negative count
+        if u.fraction_bits > u.fraction_bits2 + 1:
+            raise bad("fraction_bits", f"is wider than fraction_bits2 + 1 = {u.fraction_bits2 + 1} (the grid the "
+                      "products' sum joins C on)")
+        # each of a group's at most k terms is an integer below 2^(F + 2), summed in float64
+        if u.fraction_bits + 2 + u.k.bit_length() > 53:
+            raise bad("fraction_bits", f"is too wide for k={u.k}: each aligned term is an integer below 2^(F + 2) and "
+                      "the step sums them exactly in float64 (F + 2 + bit_length(k) <= 53)")
+    for name, readers in _READ_BY.items():
+        if u.family not in readers and getattr(u, name) != _DEFAULTS[name]:
+            raise bad(name, f"is not read by the {u.family} family (only by {', '.join(readers)}); leave it at "
+                      f"{_DEFAULTS[name]!r}")
     for name in u.formats:
         if name != "*":
             u.check_operands(name, name)
