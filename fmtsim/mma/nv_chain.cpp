@@ -1,8 +1,11 @@
-// The NVIDIA fused dot-product step (fmtsim.mma.step.nv_step), chained along K, one output
-// at a time, in 64-bit integers. Compiled on the user's machine by fmtsim.mma.compiled and
-// held bit for bit to the numpy step by tests/test_mma_compiled.py.
+// The NVIDIA fused dot-product step (fmtsim.mma.step.nv_step) and the CDNA3 FP8 step
+// (fmtsim.mma.step.amd_step), chained along K: one row of A against up to kTile columns of B
+// at a time, every loop running along the outputs so that the compiler vectorises it; exact
+// integer terms, and C's term and the roundings in doubles where they are exact. Compiled on
+// the user's machine by fmtsim.mma.compiled and held bit for bit to the numpy step by
+// tests/test_mma_compiled.py.
 //
-// Per output and per step of L products: e_max = the largest a.exp + b.exp of a nonzero
+// NVIDIA, per output and per step of L products: e_max = the largest a.exp + b.exp of a nonzero
 // product, of C's exponent (clamped at c_emin) when C is nonzero, and e_zero when some
 // product or C is zero; every product sgn * mag_a * mag_b * 2^(exp_a + exp_b - man_a - man_b)
 // and C are truncated toward zero to the grid 2^(e_max - F) and summed exactly; the sum is
@@ -41,7 +44,7 @@ void row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_t s,
     alignas(64) double rounded[kTile];
     float* o = out + i * n + j0;
     uint8_t* bl = bail + i * n + j0;
-    {
+    {  // one step: C's alignment, the largest exponent, the terms, the rounding
         const int32_t c_floor = c_emin > -126 ? c_emin : -126;
         for (int64_t j = 0; j < w; ++j) {
             uint32_t cb;
