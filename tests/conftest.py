@@ -41,6 +41,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: exhaustive or peer-heavy; run by `pytest --full` and CI")
     if config.getoption("--full", default=False):
         os.environ[FULL_ENV] = "1"
+    # pytest-xdist (CI: -n 2 on 2 cores): each worker's torch would start one OpenMP thread per
+    # core, oversubscribing the cores the workers share, and the idle threads' spinning takes CPU
+    # from the other worker (the full mmasim comparison took ~3x the CPU time on 2 cores). Each
+    # worker gets its share of the cores; set here, before any test module imports torch, and
+    # inherited by the subprocesses the tests start.
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(workers))))
     why = _tree_stands_in_for_install()
     if why:
         raise pytest.UsageError(
