@@ -146,12 +146,9 @@ SIM_UNITS = {"mma_sync_e4m3_e4m3": "sm89_mma_fp8", "wgmma_e4m3_e4m3": "sm90_wgmm
 # The driver's work on it, in pieces xdist can run side by side, one kit.py run each: the conversions
 # (--only cvt), and the matrix steps (layout self-check, probes, GEMM files) on these groups of kernels
 # (--kernel), which together hold every kernel of the kit once.
-_SM8X_9X = ("mma_sync_", "wgmma_")
-_UNMAPPED = [name for name in dict.fromkeys(k.name for k in kit.KERNELS) if name not in SIM_UNITS]
 MATRIX_PIECES = {"fp8": ["mma_sync_e4m3_e4m3", "wgmma_e4m3_e4m3"], "nvfp4": ["mma_mxf4nvf4_ue4m3x16"],
-                 "fp16_f16": ["mma_sync_f16_f16"], "tf32": ["mma_sync_tf32"],
-                 "unmapped sm_80-sm_90a": [n for n in _UNMAPPED if n.startswith(_SM8X_9X)],
-                 "unmapped sm_120a": [n for n in _UNMAPPED if not n.startswith(_SM8X_9X)]}
+                 "fp16 C and tf32": ["mma_sync_f16_f16", "mma_sync_tf32"],
+                 "unmapped": [name for name in dict.fromkeys(k.name for k in kit.KERNELS) if name not in SIM_UNITS]}
 
 
 def test_driver_pieces_hold_every_kernel_once():
@@ -216,24 +213,25 @@ def test_driver_nvfp4_kernel_on_a_simulated_device(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kern,unit,pset,gemm_file", [
-    ("mma_sync_f16_f16[fp16xfp16]", "sm80_mma_fp16_f16", "fp16_f16", "sm80_mma_fp16_f16.fp16xfp16.gemm.bin"),
-    ("mma_sync_tf32[tf32xtf32]", "sm80_mma_tf32", "tf32", "sm80_mma_tf32.tf32xtf32.gemm.bin")])
-def test_driver_fp16_c_and_tf32_kernels_on_a_simulated_device(tmp_path, kern, unit, pset, gemm_file):
-    layout, probes, gemm = _matrix_report(tmp_path, pset)
-    assert layout[kern]["verdict"] == "pass", layout[kern]
-    assert unit in probes[f"{pset} on {kern}"]["output"], probes[f"{pset} on {kern}"]
-    assert gemm[f"{gemm_file} on {kern}"] == f"bit-exact vs {unit}"
-    if pset == "fp16_f16":
-        assert not any(w.startswith("sm80_mma_fp16.") and "mma_sync_f16_f16" in w for w in gemm)  # fp32 C: not taken
+def test_driver_fp16_c_and_tf32_kernels_on_a_simulated_device(tmp_path):
+    layout, probes, gemm = _matrix_report(tmp_path, "fp16 C and tf32")
+    for kern, unit, pset in [("mma_sync_f16_f16[fp16xfp16]", "sm80_mma_fp16_f16", "fp16_f16"),
+                             ("mma_sync_tf32[tf32xtf32]", "sm80_mma_tf32", "tf32")]:
+        assert layout[kern]["verdict"] == "pass", layout[kern]
+        assert unit in probes[f"{pset} on {kern}"]["output"], probes[f"{pset} on {kern}"]
+    f16_file = "sm80_mma_fp16_f16.fp16xfp16.gemm.bin on mma_sync_f16_f16[fp16xfp16]"
+    assert gemm[f16_file] == "bit-exact vs sm80_mma_fp16_f16"
+    assert gemm["sm80_mma_tf32.tf32xtf32.gemm.bin on mma_sync_tf32[tf32xtf32]"] == "bit-exact vs sm80_mma_tf32"
+    assert not any(w.startswith("sm80_mma_fp16.") and "mma_sync_f16_f16" in w for w in gemm)  # fp32 C: not taken
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("piece", [p for p in MATRIX_PIECES if p.startswith("unmapped")])
-def test_driver_unmapped_kernels_on_a_simulated_device(tmp_path, piece):
+def test_driver_unmapped_kernels_on_a_simulated_device(tmp_path):
     """The kernels the stand-in has no unit for (mma_sync_f16 and mma_sync_e4m3_e4m3_f16 among them)."""
-    layout, _, _ = _matrix_report(tmp_path, piece)
+    layout, _, _ = _matrix_report(tmp_path, "unmapped")
     assert all(row["verdict"] == "unsupported on this GPU" for row in layout.values()), layout
+    assert layout["mma_sync_f16[fp16xfp16]"]["verdict"] == "unsupported on this GPU"
+    assert layout["mma_sync_e4m3_e4m3_f16[e4m3xe4m3]"]["verdict"] == "unsupported on this GPU"
 
 
 def test_fp16_c_and_tf32_operands_are_checked(tmp_path):
