@@ -41,14 +41,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: exhaustive or peer-heavy; run by `pytest --full` and CI")
     if config.getoption("--full", default=False):
         os.environ[FULL_ENV] = "1"
-    # pytest-xdist (CI: -n 2 on 2 cores): each worker's torch would start one OpenMP thread per
-    # core, oversubscribing the cores the workers share, and the idle threads' spinning takes CPU
-    # from the other worker (the full mmasim comparison took ~3x the CPU time on 2 cores). Each
-    # worker gets its share of the cores; set here, before any test module imports torch, and
-    # inherited by the subprocesses the tests start.
-    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
-    if workers:
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(workers))))
     why = _tree_stands_in_for_install()
     if why:
         raise pytest.UsageError(
@@ -113,6 +105,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(
             f"fmtsim: {left} tests marked slow were not run (exhaustive/peer-heavy); "
             f"`pytest --full` runs them, as CI does")
+
+
+# pytest-xdist (CI: -n 2 on 2 cores): each worker's torch would run one OpenMP thread per core,
+# oversubscribing the cores the workers share, and the waiting threads' spinning takes CPU from the
+# other worker (the full MMA-Sim comparison of tests/test_mma_peers.py took ~3x the time). Each
+# worker's torch gets its share of the cores, set once the tests have imported torch; numpy's BLAS
+# threads are left alone (one thread each made the numpy-heavy probe tests slower).
+_XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+
+
+def pytest_runtest_setup(item):
+    torch = sys.modules.get("torch")
+    if _XDIST_WORKERS and torch is not None:
+        share = max(1, (os.cpu_count() or 1) // _XDIST_WORKERS)
+        if torch.get_num_threads() != share:
+            torch.set_num_threads(share)
 
 
 # numpy warns when NaN bit patterns pass through casts; the tests build such inputs on purpose
