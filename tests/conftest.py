@@ -107,6 +107,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"`pytest --full` runs them, as CI does")
 
 
+# pytest-xdist (CI: -n 2 on 2 cores): each worker's torch would run one OpenMP thread per core,
+# oversubscribing the cores the workers share, and the waiting threads' spinning takes CPU from the
+# other worker (the full MMA-Sim comparison of tests/test_mma_peers.py took ~3x the time). Each
+# worker's torch gets its share of the cores, set once the tests have imported torch; numpy's BLAS
+# threads are left alone (one thread each made the numpy-heavy probe tests slower).
+_XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+
+
+def pytest_runtest_setup(item):
+    torch = sys.modules.get("torch")
+    if _XDIST_WORKERS and torch is not None:
+        share = max(1, (os.cpu_count() or 1) // _XDIST_WORKERS)
+        if torch.get_num_threads() != share:
+            torch.set_num_threads(share)
+
+
 # numpy warns when NaN bit patterns pass through casts; the tests build such inputs on purpose
 warnings.filterwarnings("ignore", message="invalid value encountered in cast", category=RuntimeWarning)
 

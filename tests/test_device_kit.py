@@ -2,6 +2,7 @@
 target it belongs to, the layout self-check's premise holds on every modelled unit, and the driver
 runs end to end against a simulated device."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -134,50 +135,103 @@ def _simulated_binary(tmp_path: Path, cc: str, units: dict[str, str]) -> Path:
     return exe
 
 
-@pytest.mark.slow
-def test_driver_end_to_end_on_a_simulated_device(tmp_path):
-    """kit.py against a CPU stand-in (fmtsim's own models, wrong for all but the last packing
-    candidate): it keeps the right candidate, its conversions pass ver, probe infer names the
-    simulated unit, and the GEMM files of that unit are bit-exact. Evidence about kit.py only."""
-    units = {"mma_sync_e4m3_e4m3": "sm89_mma_fp8", "wgmma_e4m3_e4m3": "sm90_wgmma_fp8",
+# kit.py against a CPU stand-in (fmtsim's own models, wrong for all but the last packing candidate):
+# it keeps the right candidate, its conversions pass ver, probe infer names the simulated unit, and
+# the GEMM files of that unit are bit-exact. Evidence about kit.py only. The stand-in is an sm_90 with
+# these kernels (kit name -> the fmtsim unit answering for it); every other kernel is "unsupported".
+SIM_UNITS = {"mma_sync_e4m3_e4m3": "sm89_mma_fp8", "wgmma_e4m3_e4m3": "sm90_wgmma_fp8",
              "mma_mxf4nvf4_ue4m3x16": "sm100_mxf4nvf4",
              # fp16 C/D (float32 in and out of the binary) and tf32 (fp32 patterns into it)
              "mma_sync_f16_f16": "sm80_mma_fp16_f16", "mma_sync_tf32": "sm80_mma_tf32"}
-    exe = _simulated_binary(tmp_path, "9.0", units)
-    out = tmp_path / "report"
-    env = dict(os.environ)
-    # --quick (one vector file per conversion, one GEMM file per kernel): the driver's logic is
-    # the same, and the stand-in's conversions and GEMMs are fmtsim's own, so more files add no evidence
-    r = subprocess.run([sys.executable, str(KIT / "kit.py"), "--bin", str(exe), "--out", str(out), "--quick"],
-                       capture_output=True, text=True, timeout=1800, env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    import json
+# The driver's work on it, in pieces xdist can run side by side, one kit.py run each: the conversions
+# (--only cvt), and the matrix steps (layout self-check, probes, GEMM files) on these groups of kernels
+# (--kernel), which together hold every kernel of the kit once.
+MATRIX_PIECES = {"fp8": ["mma_sync_e4m3_e4m3", "wgmma_e4m3_e4m3"], "nvfp4": ["mma_mxf4nvf4_ue4m3x16"],
+                 "fp16 C and tf32": ["mma_sync_f16_f16", "mma_sync_tf32"],
+                 "unmapped": [name for name in dict.fromkeys(k.name for k in kit.KERNELS) if name not in SIM_UNITS]}
 
-    rep = json.loads((out / "report.json").read_text())["sections"]
-    conv = rep["conversions"]
+
+def test_driver_pieces_hold_every_kernel_once():
+    names = [n for piece in MATRIX_PIECES.values() for n in piece]
+    assert sorted(names) == sorted({k.name for k in kit.KERNELS})
+
+
+def test_driver_refuses_an_unknown_kernel(capsys):
+    with pytest.raises(SystemExit) as e:
+        kit.main(["--bin", "no-binary", "--out", "no-report", "--kernel", "mma_sync_e4m3_e4m3", "--kernel", "nope"])
+    assert e.value.code == 2 and "--kernel: no kernel named nope" in capsys.readouterr().err
+
+
+def _driver_report(tmp_path: Path, *args: str) -> dict:
+    """The sections of the report of one kit.py run against the stand-in, which must exit 0 and write
+    report.md too. --quick (one vector file per conversion, one GEMM file per kernel): the driver's
+    logic is the same, and the stand-in's conversions and GEMMs are fmtsim's own, so more files add
+    no evidence."""
+    exe = _simulated_binary(tmp_path, "9.0", SIM_UNITS)
+    out = tmp_path / "report"
+    r = subprocess.run([sys.executable, str(KIT / "kit.py"), "--bin", str(exe), "--out", str(out), "--quick", *args],
+                       capture_output=True, text=True, timeout=1800, env=dict(os.environ))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (out / "report.md").read_text().startswith("# fmtsim device kit report")
+    return json.loads((out / "report.json").read_text())["sections"]
+
+
+def _matrix_report(tmp_path: Path, piece: str) -> tuple[dict, dict, dict]:
+    """Layout, probe and GEMM-file rows by what they name, for one piece of MATRIX_PIECES."""
+    names = MATRIX_PIECES[piece]
+    rep = _driver_report(tmp_path, "--only", "layout", "--only", "probe", "--only", "gemm",
+                         *(a for n in names for a in ("--kernel", n)))
+    layout = {row["what"]: row for row in rep["layout self-check"]}
+    assert set(layout) == {k.label() for k in kit.KERNELS if k.name in names}  # those kernels, all of them
+    probes = {row["what"]: row for row in rep["probes"]}
+    assert "fp16_f16" not in probes and probes["fp8fnuz"]["verdict"] == "no kernel in the kit yet"
+    gemm = {row["what"]: row["verdict"] for row in rep.get("gemm files", [])}
+    return layout, probes, gemm
+
+
+@pytest.mark.slow
+def test_driver_conversions_on_a_simulated_device(tmp_path):
+    conv = _driver_report(tmp_path, "--only", "cvt")["conversions"]
     assert conv and all(row["verdict"] in ("pass", "unsupported on this GPU") for row in conv), conv
     assert sum(row["verdict"] == "pass" for row in conv) >= 8  # --quick: one file for each of sm_90's cvts
-    layout = {row["what"]: row for row in rep["layout self-check"]}
+
+
+@pytest.mark.slow
+def test_driver_fp8_kernels_on_a_simulated_device(tmp_path):
+    layout, probes, gemm = _matrix_report(tmp_path, "fp8")
     assert layout["wgmma_e4m3_e4m3[e4m3xe4m3]"]["verdict"] == "pass"
     assert "variant 0x1" in layout["wgmma_e4m3_e4m3[e4m3xe4m3]"]["detail"]  # the last candidate
-    assert layout["mma_sync_f16[fp16xfp16]"]["verdict"] == "unsupported on this GPU"
-    probes = {row["what"]: row for row in rep["probes"]}
     assert "sm90_wgmma_fp8" in probes["fp8 on wgmma_e4m3_e4m3[e4m3xe4m3]"]["output"]
+    assert gemm["sm90_wgmma_fp8.e4m3xe4m3.gemm.bin on wgmma_e4m3_e4m3[e4m3xe4m3]"] == "bit-exact vs sm90_wgmma_fp8"
+    assert sum(w.endswith("on wgmma_e4m3_e4m3[e4m3xe4m3]") for w in gemm) == 1  # --quick: one file per kernel
+
+
+@pytest.mark.slow
+def test_driver_nvfp4_kernel_on_a_simulated_device(tmp_path):
+    _, probes, _ = _matrix_report(tmp_path, "nvfp4")
     assert "sm100_mxf4nvf4" in probes["nvfp4 on mma_mxf4nvf4_ue4m3x16[e2m1xe2m1, ue4m3x16]"]["output"]
+
+
+@pytest.mark.slow
+def test_driver_fp16_c_and_tf32_kernels_on_a_simulated_device(tmp_path):
+    layout, probes, gemm = _matrix_report(tmp_path, "fp16 C and tf32")
     for kern, unit, pset in [("mma_sync_f16_f16[fp16xfp16]", "sm80_mma_fp16_f16", "fp16_f16"),
                              ("mma_sync_tf32[tf32xtf32]", "sm80_mma_tf32", "tf32")]:
         assert layout[kern]["verdict"] == "pass", layout[kern]
         assert unit in probes[f"{pset} on {kern}"]["output"], probes[f"{pset} on {kern}"]
-    assert layout["mma_sync_e4m3_e4m3_f16[e4m3xe4m3]"]["verdict"] == "unsupported on this GPU"
-    assert "fp16_f16" not in probes and probes["fp8fnuz"]["verdict"] == "no kernel in the kit yet"
-    gemm = {row["what"]: row["verdict"] for row in rep["gemm files"]}
-    assert gemm["sm90_wgmma_fp8.e4m3xe4m3.gemm.bin on wgmma_e4m3_e4m3[e4m3xe4m3]"] == "bit-exact vs sm90_wgmma_fp8"
     f16_file = "sm80_mma_fp16_f16.fp16xfp16.gemm.bin on mma_sync_f16_f16[fp16xfp16]"
     assert gemm[f16_file] == "bit-exact vs sm80_mma_fp16_f16"
     assert gemm["sm80_mma_tf32.tf32xtf32.gemm.bin on mma_sync_tf32[tf32xtf32]"] == "bit-exact vs sm80_mma_tf32"
     assert not any(w.startswith("sm80_mma_fp16.") and "mma_sync_f16_f16" in w for w in gemm)  # fp32 C: not taken
-    assert sum(w.endswith("on wgmma_e4m3_e4m3[e4m3xe4m3]") for w in gemm) == 1  # --quick: one file per kernel
-    assert (out / "report.md").read_text().startswith("# fmtsim device kit report")
+
+
+@pytest.mark.slow
+def test_driver_unmapped_kernels_on_a_simulated_device(tmp_path):
+    """The kernels the stand-in has no unit for (mma_sync_f16 and mma_sync_e4m3_e4m3_f16 among them)."""
+    layout, _, _ = _matrix_report(tmp_path, "unmapped")
+    assert all(row["verdict"] == "unsupported on this GPU" for row in layout.values()), layout
+    assert layout["mma_sync_f16[fp16xfp16]"]["verdict"] == "unsupported on this GPU"
+    assert layout["mma_sync_e4m3_e4m3_f16[e4m3xe4m3]"]["verdict"] == "unsupported on this GPU"
 
 
 def test_fp16_c_and_tf32_operands_are_checked(tmp_path):

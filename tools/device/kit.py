@@ -3,6 +3,7 @@ compiled ``fmtsim_kit`` binary (tools/device/fmtsim_kit.cu) on the GPU, hands th
 ``fmtsim ver`` and ``fmtsim probe infer``, and writes one report.
 
     python tools/device/kit.py --bin BUILD/fmtsim_kit --out REPORT_DIR [--only cvt|layout|probe|gemm] [--quick]
+                               [--kernel NAME ...]
 
 run.sh builds the binary for the GPU it finds and calls this. Steps, in order:
 
@@ -29,6 +30,10 @@ run.sh builds the binary for the GPU it finds and calls this. Steps, in order:
 first, in name order) and one GEMM file per kernel (the first made for a unit modelling it);
 the layout self-check and the probes run in full, since the probes are the evidence about the
 unit.
+
+``--kernel NAME`` (repeatable) runs steps 3 to 5 on the kernels of those binary names only (every
+operand combination of that name), e.g. to re-run one kernel after a fix; the conversions are not
+affected.
 
 The report (report.md, report.json) lists every step's verdict and the tools' own output.
 """
@@ -366,10 +371,11 @@ def expected_single_product(kern: Kernel, ops: dict[str, np.ndarray]) -> np.ndar
     return d
 
 
-def layout_check(binary: Path, work: Path, rep: Report) -> dict[str, tuple[Kernel, int]]:
-    """kernel label -> (kernel, the variant whose packing passed)."""
+def layout_check(binary: Path, work: Path, rep: Report, kernels: list[Kernel] | None = None
+                 ) -> dict[str, tuple[Kernel, int]]:
+    """kernel label -> (kernel, the variant whose packing passed), for ``kernels`` (default: every kernel)."""
     good: dict[str, tuple[Kernel, int]] = {}
-    for kern in KERNELS:
+    for kern in KERNELS if kernels is None else kernels:
         ops = layout_operands(kern)
         want = expected_single_product(kern, ops)
         tried = []
@@ -484,8 +490,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only these steps (repeatable; default all)")
     ap.add_argument("--quick", action="store_true",
                     help="one vector file per conversion and one GEMM file per kernel (probes in full)")
+    ap.add_argument("--kernel", action="append", metavar="NAME",
+                    help="run the layout self-check, probes and GEMM files on the kernels of this binary name "
+                         "only (repeatable; default all)")
     args = ap.parse_args(argv)
     steps = set(args.only or ["cvt", "layout", "probe", "gemm"])
+    names = {k.name for k in KERNELS}
+    unknown = sorted(set(args.kernel or ()) - names)
+    if unknown:
+        ap.error(f"--kernel: no kernel named {', '.join(unknown)} (the kit has {', '.join(sorted(names))})")
+    kernels = None if args.kernel is None else [k for k in KERNELS if k.name in args.kernel]
     rep = Report(args.out)
     info = _kit(args.bin, "info")
     if info.returncode != 0:
@@ -493,12 +507,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rep.info = json.loads(info.stdout)
     rep.info["fmtsim"] = fmtsim.__version__
+    if args.kernel is not None:  # a partial report says so
+        rep.info["kernels"] = ", ".join(sorted(set(args.kernel)))
     with tempfile.TemporaryDirectory(prefix="fmtsim-kit-") as tmp:
         work = Path(tmp)
         try:
             if "cvt" in steps:
                 run_conversions(args.bin, work, rep, args.quick)
-            good = layout_check(args.bin, work, rep) if steps & {"layout", "probe", "gemm"} else {}
+            good = layout_check(args.bin, work, rep, kernels) if steps & {"layout", "probe", "gemm"} else {}
             if "probe" in steps:
                 run_probes(args.bin, work, good, rep, rep.info.get("cc", ""))
             if "gemm" in steps:
