@@ -163,3 +163,15 @@ def test_engine_argument_is_checked(monkeypatch):
         assert bits(out).tolist() == [[0]]
     finally:
         compiled._load.cache_clear()
+
+
+def test_both_term_widths_are_exercised():
+    """The int32-lane terms (F = 13 FP8, CDNA3 FP8 groups) and the int64 ones (F = 25) are both
+    what the units above take, so both code paths are held to numpy."""
+    def narrow(unit, fmt):
+        t = operand_table(fmt)
+        sig = (t.sign * t.sig)[t.cls == 0]
+        return compiled.narrow_terms(UNITS[unit], sig, sig, t.man_bits, t.man_bits)
+    assert narrow("sm90_wgmma_fp8", "e4m3") and narrow("sm89_mma_fp8", "e5m2")
+    assert narrow("cdna3_mfma_fp8", "e4m3fnuz")
+    assert not narrow("sm100_f8f6f4", "e4m3") and not narrow("sm90_wgmma_fp16", "fp16")

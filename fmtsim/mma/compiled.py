@@ -27,7 +27,7 @@ import numpy as np
 from .units import Unit
 
 __all__ = ["ENGINES", "available", "unavailable_reason", "chain", "covers", "check_engine", "uses_compiled",
-           "operands_fit"]
+           "operands_fit", "narrow_terms"]
 
 ENGINES = ("auto", "compiled", "numpy")
 _OUT = {"rz_fp32": (23, -126, False, 2.0**128), "rz_e8m13": (13, -126, False, 2.0**128),
@@ -83,8 +83,8 @@ def _library() -> Any:
     i64, i32 = ctypes.c_int64, ctypes.c_int32
     nv, amd = lib.fmtsim_nv_chain, lib.fmtsim_amd_chain
     nv.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, i32, i32, i32,
-                   ctypes.c_double, p, p, p]
-    amd.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, p, p, p]
+                   ctypes.c_double, i32, p, p, p]
+    amd.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, i32, p, p, p]
     nv.restype = amd.restype = None
     return {"nv": nv, "amd": amd}
 
@@ -124,13 +124,13 @@ def uses_compiled(unit: Unit, engine: str) -> bool:
 
 
 def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b_exp: np.ndarray,
-          man_a: int, man_b: int, row_bad: np.ndarray, col_bad: np.ndarray, c: np.ndarray,
+          man_a: int, man_b: int, narrow: bool, row_bad: np.ndarray, col_bad: np.ndarray, c: np.ndarray,
           k0: int, k1: int, c_emin: int) -> tuple[np.ndarray, np.ndarray]:
     """(D, bail): C chained through the unit's steps over K columns k0 .. k1 (multiples of
     the unit's K). a_sig, a_exp: (m, K) int32 signed significands and exponents of A; b_sig,
-    b_exp: (K, n) of B. row_bad / col_bad: rows of A / columns of B to leave (NaN or Inf
-    among k0 .. k1). bail (m, n) bool marks the outputs left to the numpy step (their D entry
-    is meaningless)."""
+    b_exp: (K, n) of B. narrow: :func:`narrow_terms` of them. row_bad / col_bad: rows of A /
+    columns of B to leave (NaN or Inf among k0 .. k1). bail (m, n) bool marks the outputs
+    left to the numpy step (their D entry is meaningless)."""
     step = unit.k
     m, k = a_sig.shape
     n = b_sig.shape[1]
@@ -143,7 +143,7 @@ def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b
     bail = np.empty((m, n), np.uint8)
     head = (m, n, k, k0 // step, k1 // step, step, a_sig.ctypes.data, a_exp.ctypes.data, b_sig.ctypes.data,
             b_exp.ctypes.data, rb.ctypes.data, cb.ctypes.data, man_a, man_b, unit.fraction_bits)
-    tail = (c32.ctypes.data, out.ctypes.data, bail.ctypes.data)
+    tail = (int(narrow), c32.ctypes.data, out.ctypes.data, bail.ctypes.data)
     if unit.family == "nv":
         man, emin, rne, top = _OUT[unit.output]
         _load()[0]["nv"](*head, unit.e_zero, c_emin, unit.out_emin, man, emin, int(rne), top, *tail)
@@ -153,13 +153,22 @@ def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b
     return out, bail.astype(bool)
 
 
+def _term_bound(unit: Unit, sig_a: np.ndarray, sig_b: np.ndarray, man_a: int, man_b: int) -> float:
+    """A bound on a step's terms: |trunc(p 2^(F - e_max))| <= max|sig_a| max|sig_b| 2^(F - man_a - man_b)."""
+    top_a, top_b = int(np.abs(sig_a).max(initial=0)), int(np.abs(sig_b).max(initial=0))
+    return top_a * top_b * 2.0 ** (unit.fraction_bits - man_a - man_b)
+
+
+def narrow_terms(unit: Unit, sig_a: np.ndarray, sig_b: np.ndarray, man_a: int, man_b: int) -> bool:
+    """Whether a step's terms and their sum fit int32 (F = 13 FP8, CDNA3 FP8 groups): the C++
+    code then sums 32-bit lanes, twice as many per instruction."""
+    return unit.k * _term_bound(unit, sig_a, sig_b, man_a, man_b) < 2.0**31
+
+
 def operands_fit(unit: Unit, sig_a: np.ndarray, sig_b: np.ndarray, man_a: int, man_b: int) -> bool:
     """Whether the C++ code's arithmetic holds these operands exactly: each product of
     significands in int32, and a step's sum (every term is below max|sig_a| max|sig_b|
     2^(F - man_a - man_b), C's below 2^(F + 1)) below 2^53, where doubles hold it exactly."""
-    top_a, top_b = int(np.abs(sig_a).max(initial=0)), int(np.abs(sig_b).max(initial=0))
-    if top_a >= _SIG_LIMIT or top_b >= _SIG_LIMIT:
+    if max(int(np.abs(sig_a).max(initial=0)), int(np.abs(sig_b).max(initial=0))) >= _SIG_LIMIT:
         return False
-    f = unit.fraction_bits
-    term = top_a * top_b * 2.0 ** (f - man_a - man_b)
-    return unit.k * term + 2.0 ** (f + 1) < 2.0**53
+    return unit.k * _term_bound(unit, sig_a, sig_b, man_a, man_b) + 2.0 ** (unit.fraction_bits + 1) < 2.0**53

@@ -23,7 +23,7 @@ from ..arrays import as_numpy
 from ..formats import get_format
 from .arith import IEEE_FORMATS, NAN, ZERO_EXP, canonical_operand_format, operand_table
 from .compiled import chain as compiled_chain
-from .compiled import check_engine, operands_fit, uses_compiled
+from .compiled import check_engine, narrow_terms, operands_fit, uses_compiled
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
@@ -108,7 +108,7 @@ class Prepared:
 
     def _compiled(self) -> tuple[np.ndarray, ...] | None:
         """A and B for the compiled engine, split once (block scales folded in over all of K):
-        (a_sig, a_exp, a_special, b_sig, b_exp, b_special, man_a, man_b); None when the C++
+        (a_sig, a_exp, a_special, b_sig, b_exp, b_special, [man_a, man_b, narrow]); None when the C++
         arithmetic would not hold them exactly (:func:`operands_fit`; the numpy step runs)."""
         if self._compiled_operands is None:
             a, b = self.a.slice_k(0, self.k_padded), self.b.slice_k(0, self.k_padded)
@@ -121,16 +121,17 @@ class Prepared:
                 def i32(x: np.ndarray) -> np.ndarray:
                     return np.ascontiguousarray(x, np.int32)
 
+                narrow = narrow_terms(self.unit, sig_a, sig_b, a.man, b.man)
                 self._compiled_operands = (i32(sig_a), i32(a.exp), a.cls != 0, i32(sig_b.T), i32(b.exp.T), b.cls != 0,
-                                           np.array([a.man, b.man]))
+                                           np.array([a.man, b.man, narrow]))
         return self._compiled_operands or None
 
     def _compiled_chain(self, operands: tuple[np.ndarray, ...], c: np.ndarray, k0: int, k1: int) -> np.ndarray:
         """The chain in C++; outputs it leaves (NaN / Inf operands, a non-finite C, an
         overflow) recomputed by the numpy step on the rows and columns that hold them."""
-        a_sig, a_exp, a_sp, b_sig, b_exp, b_sp, mans = operands
+        a_sig, a_exp, a_sp, b_sig, b_exp, b_sp, fields = operands
         u = self.unit
-        out, bail = compiled_chain(u, a_sig, a_exp, b_sig, b_exp, int(mans[0]), int(mans[1]),
+        out, bail = compiled_chain(u, a_sig, a_exp, b_sig, b_exp, int(fields[0]), int(fields[1]), bool(fields[2]),
                              np.asarray(a_sp[:, k0:k1].any(1)), np.asarray(b_sp[:, k0:k1].any(1)), c, k0, k1,
                              u.c_emin)
         if bail.any():

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <cmath>
+#include <type_traits>
 
 namespace {
 
@@ -27,11 +28,23 @@ inline double pow2(int32_t x) {
     return __builtin_bit_cast(double, uint64_t(int64_t(x) + 1023) << 52);
 }
 
+// trunc(p * 2^sh) toward zero, p = the product of two significands; T = int32_t when the caller
+// has checked that every term and a step's sum fit it (narrow units: twice the lanes), else int64_t
+template <typename T>
+inline T term(int32_t p, int32_t sh) {
+    using U = std::make_unsigned_t<T>;
+    constexpr int32_t kTop = int32_t(sizeof(T)) * 8 - 1;
+    const U mag = U(uint32_t(p < 0 ? -p : p));
+    const int32_t rs = -sh < kTop ? -sh : kTop;
+    const U t = sh >= 0 ? U(mag << (sh & kTop)) : U(mag >> rs);
+    return p < 0 ? T(-T(t)) : T(t);
+}
+
 constexpr int kTile = 128;  // outputs of a row handled together: one step of B's columns stays in L1
 
 // Step s (K columns s * step ..) of row i of A against columns j0 .. j0 + w of B (w <= kTile).
 // The loops run along the outputs (j), so that the compiler vectorises every one of them.
-template <int STEP>
+template <int STEP, typename T>
 void row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_t s, int64_t step_rt,
               const int32_t* a_sig, const int32_t* a_exp, const int32_t* b_sig, const int32_t* b_exp,
               int32_t man_a, int32_t man_b, int32_t f, int32_t e_zero, int32_t c_emin,
@@ -40,7 +53,7 @@ void row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_t s,
     const int32_t shift0 = f - man_a - man_b;
     alignas(64) int32_t emax[kTile];
     alignas(64) int32_t zeros[kTile];
-    alignas(64) int64_t sum[kTile];
+    alignas(64) T sum[kTile];
     alignas(64) double rounded[kTile];
     float* o = out + i * n + j0;
     uint8_t* bl = bail + i * n + j0;
@@ -83,10 +96,7 @@ void row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_t s,
             for (int64_t j = 0; j < w; ++j) {
                 const int32_t p = as * bs[j];
                 const int32_t sh = ae + be[j] - emax[j];  // <= F - man_a - man_b
-                const uint64_t mag = uint64_t(uint32_t(p < 0 ? -p : p));
-                const int32_t rs = -sh < 63 ? -sh : 63;
-                const uint64_t term = sh >= 0 ? mag << (sh & 63) : mag >> rs;
-                sum[j] += p < 0 ? -int64_t(term) : int64_t(term);
+                sum[j] += term<T>(p, sh);
             }
         }
         // C aligned like a product, the sum rounded to the output: the next step's C. In double,
@@ -126,7 +136,7 @@ void row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_t s,
 // the groups combined by rounding down (arithmetic shifts), C joined rounding down (C below
 // e_max - F - 1 dropped when drop_small_c), the sum rounded down to F2 bits and then to
 // nearest even fp32.
-template <int STEP, int G>
+template <int STEP, int G, typename T>
 void amd_row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_t s, int64_t step_rt,
                   const int32_t* a_sig, const int32_t* a_exp, const int32_t* b_sig, const int32_t* b_exp,
                   int32_t man_a, int32_t man_b, int32_t f, int32_t f2, bool drop_small_c, float* out,
@@ -135,7 +145,7 @@ void amd_row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_
     const int32_t shift0 = f - man_a - man_b;
     constexpr int32_t kNone = -(1 << 30);  // a group with no nonzero product
     alignas(64) int32_t gmax[G][kTile];
-    alignas(64) int64_t sum[G][kTile];
+    alignas(64) T sum[G][kTile];
     float* o = out + i * n + j0;
     uint8_t* bl = bail + i * n + j0;
     for (int g = 0; g < G; ++g) {
@@ -163,14 +173,11 @@ void amd_row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_
         const int32_t* bs = b_sig + (kk + t) * n + j0;
         const int32_t* be = b_exp + (kk + t) * n + j0;
         const int32_t* gm = gmax[t % G];
-        int64_t* sm = sum[t % G];
+        T* sm = sum[t % G];
         for (int64_t j = 0; j < w; ++j) {
             const int32_t p = as * bs[j];
             const int32_t sh = ae + be[j] - gm[j];  // <= F - man_a - man_b where p != 0
-            const uint64_t mag = uint64_t(uint32_t(p < 0 ? -p : p));
-            const int32_t rs = -sh < 63 ? -sh : 63;
-            const uint64_t term = sh >= 0 ? mag << (sh & 63) : mag >> rs;
-            sm[j] += p < 0 ? -int64_t(term) : int64_t(term);
+            sm[j] += term<T>(p, sh);
         }
     }
     for (int64_t j = 0; j < w; ++j) {
@@ -179,7 +186,7 @@ void amd_row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_
         int64_t sdot = 0;
         for (int g = 0; g < G; ++g) {
             const int32_t d = edot - gmax[g][j];
-            sdot += sum[g][j] >> (d < 63 ? d : 63);  // arithmetic: rounds down
+            sdot += int64_t(sum[g][j]) >> (d < 63 ? d : 63);  // arithmetic: rounds down
         }
         uint32_t cb;
         std::memcpy(&cb, &o[j], 4);
@@ -226,7 +233,7 @@ void fmtsim_nv_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, in
                      const uint8_t* row_bad, const uint8_t* col_bad,
                      int32_t man_a, int32_t man_b, int32_t f, int32_t e_zero, int32_t c_emin_first,
                      int32_t c_emin_rest, int32_t out_man, int32_t out_emin, int32_t out_rne,
-                     double out_top, const float* c, float* out, uint8_t* bail) {
+                     double out_top, int32_t narrow, const float* c, float* out, uint8_t* bail) {
     for (int64_t i = 0; i < m * n; ++i) {
         out[i] = c[i];
         bail[i] = row_bad[i / n] | col_bad[i % n];
@@ -241,12 +248,20 @@ void fmtsim_nv_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, in
                     fn(i, j0, w, n, k, s, step, a_sig, a_exp, b_sig, b_exp, man_a, man_b, f, e_zero, c_emin,
                        out_man, out_emin, out_rne != 0, out_top, out, bail);
                 };
-                switch (step) {  // the units' step lengths, unrolled
-                    case 4: run(row_step<4>); break;
-                    case 8: run(row_step<8>); break;
-                    case 16: run(row_step<16>); break;
-                    case 32: run(row_step<32>); break;
-                    default: run(row_step<0>); break;
+                if (narrow) {
+                    switch (step) {  // the units' step lengths, unrolled
+                        case 16: run(row_step<16, int32_t>); break;
+                        case 32: run(row_step<32, int32_t>); break;
+                        default: run(row_step<0, int32_t>); break;
+                    }
+                } else {
+                    switch (step) {
+                        case 4: run(row_step<4, int64_t>); break;
+                        case 8: run(row_step<8, int64_t>); break;
+                        case 16: run(row_step<16, int64_t>); break;
+                        case 32: run(row_step<32, int64_t>); break;
+                        default: run(row_step<0, int64_t>); break;
+                    }
                 }
             }
         }
@@ -262,7 +277,8 @@ extern "C" {
 void fmtsim_amd_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, int64_t step,
                       const int32_t* a_sig, const int32_t* a_exp, const int32_t* b_sig, const int32_t* b_exp,
                       const uint8_t* row_bad, const uint8_t* col_bad, int32_t man_a, int32_t man_b, int32_t f,
-                      int32_t f2, int32_t groups, int32_t drop_small_c, const float* c, float* out, uint8_t* bail) {
+                      int32_t f2, int32_t groups, int32_t drop_small_c, int32_t narrow, const float* c, float* out,
+                      uint8_t* bail) {
     for (int64_t i = 0; i < m * n; ++i) {
         out[i] = c[i];
         bail[i] = row_bad[i / n] | col_bad[i % n];
@@ -276,16 +292,18 @@ void fmtsim_amd_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, i
                        out, bail);
                 };
                 if (groups == 2) {
-                    switch (step) {
-                        case 16: run(amd_row_step<16, 2>); break;
-                        default: run(amd_row_step<0, 2>); break;
+                    if (narrow) {
+                        switch (step) {
+                            case 16: run(amd_row_step<16, 2, int32_t>); break;
+                            default: run(amd_row_step<0, 2, int32_t>); break;
+                        }
+                    } else {
+                        run(amd_row_step<0, 2, int64_t>);
                     }
                 } else {
                     switch (step) {
-                        case 4: run(amd_row_step<4, 1>); break;
-                        case 8: run(amd_row_step<8, 1>); break;
-                        case 16: run(amd_row_step<16, 1>); break;
-                        default: run(amd_row_step<0, 1>); break;
+                        case 16: run(amd_row_step<16, 1, int64_t>); break;
+                        default: run(amd_row_step<0, 1, int64_t>); break;
                     }
                 }
             }
