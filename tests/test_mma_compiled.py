@@ -174,4 +174,20 @@ def test_both_term_widths_are_exercised():
         return compiled.narrow_terms(UNITS[unit], sig, sig, t.man_bits, t.man_bits)
     assert narrow("sm90_wgmma_fp8", "e4m3") and narrow("sm89_mma_fp8", "e5m2")
     assert narrow("cdna3_mfma_fp8", "e4m3fnuz")
-    assert not narrow("sm100_f8f6f4", "e4m3") and not narrow("sm90_wgmma_fp16", "fp16")
+    assert narrow("sm90_wgmma_fp16", "fp16")  # 16 * 2047^2 * 2^5 < 2^31, just
+    assert not narrow("sm100_f8f6f4", "e4m3") and not narrow("sm100_f8f6f4", "e2m1")
+
+
+@pytest.mark.parametrize("unit,fmt", [("sm90_wgmma_fp16", "fp16"), ("sm90_wgmma_fp8", "e4m3"),
+                                      ("cdna3_mfma_fp8", "e4m3fnuz"), ("sm100_f8f6f4", "e4m3")])
+def test_terms_at_the_bound_of_their_width(unit, fmt, rng):
+    """Every product the largest significand, one sign: a step's terms sum to the bound the
+    width was chosen by (int32 for the first three)."""
+    t = operand_table(fmt)
+    fin = np.nonzero(t.cls == 0)[0]
+    top = fin[np.argmax(np.where(t.sign[fin] > 0, t.values[fin], -np.inf))]
+    L = UNITS[unit].k
+    a, b = np.full((3, 4 * L), top), np.full((4 * L, 2), top)
+    a[1, ::3] = fin[np.argmax(t.sig[fin] * (t.exp[fin] == t.exp[top]) * (t.sign[fin] > 0))]  # same exponent
+    engines(a, b, None, unit=unit, a_format=fmt, b_format=fmt)
+    engines(a, b, np.full((3, 2), -1.0, np.float32), unit=unit, a_format=fmt, b_format=fmt)
