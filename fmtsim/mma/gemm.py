@@ -215,8 +215,13 @@ class _Split:
 
     def take(self, idx: np.ndarray) -> _Split:
         """These rows (of A; columns of B, which is held transposed)."""
+        def same_layout(x: np.ndarray) -> np.ndarray:  # B's split is column-major: the step is faster so
+            y = x[idx]
+            return np.asfortranarray(y) if x.flags.f_contiguous and not x.flags.c_contiguous else y
+
         t = copy.copy(self)
-        t.sgn, t.mag, t.exp, t.cls = self.sgn[idx], self.mag[idx], self.exp[idx], self.cls[idx]
+        t.sgn, t.mag, t.exp, t.cls = same_layout(self.sgn), same_layout(self.mag), same_layout(self.exp), \
+            same_layout(self.cls)
         return t
 
     def rows(self, r0: int, r1: int | None) -> Side:
