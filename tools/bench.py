@@ -215,7 +215,7 @@ def _load() -> str:
         return "?"
 
 
-def bench_mma_scale(repeat: int, rng: np.random.Generator, m: int = 256, n: int = 256, k: int = 2048,
+def bench_mma_scale(repeat: int, rng: np.random.Generator, m: int = 512, n: int = 512, k: int = 2048,
                     cores: int = 64) -> list[list[str]]:
     """The FP8 units per core against numpy's float64 BLAS on the decoded operands: the numpy
     engine and the compiled one (nv units; the AMD unit has only numpy) on one process, the
