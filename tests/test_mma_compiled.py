@@ -170,8 +170,8 @@ def test_both_term_widths_are_exercised():
     what the units above take, so both code paths are held to numpy."""
     def narrow(unit, fmt):
         t = operand_table(fmt)
-        sig = (t.sign * t.sig)[t.cls == 0]
-        return compiled.narrow_terms(UNITS[unit], sig, sig, t.man_bits, t.man_bits)
+        top = int(t.sig[t.cls == 0].max())
+        return compiled.narrow_terms(UNITS[unit], top, top, t.man_bits, t.man_bits)
     assert narrow("sm90_wgmma_fp8", "e4m3") and narrow("sm89_mma_fp8", "e5m2")
     assert narrow("cdna3_mfma_fp8", "e4m3fnuz")
     assert narrow("sm90_wgmma_fp16", "fp16")  # 16 * 2047^2 * 2^5 < 2^31, just
@@ -191,3 +191,23 @@ def test_terms_at_the_bound_of_their_width(unit, fmt, rng):
     a[1, ::3] = fin[np.argmax(t.sig[fin] * (t.exp[fin] == t.exp[top]) * (t.sign[fin] > 0))]  # same exponent
     engines(a, b, None, unit=unit, a_format=fmt, b_format=fmt)
     engines(a, b, np.full((3, 2), -1.0, np.float32), unit=unit, a_format=fmt, b_format=fmt)
+
+
+def test_one_split_under_several_units(rng):
+    """Probe inference runs one Prepared under many candidate units (prep.unit = u): the
+    compiled engine's term width and fit are the unit's, not the first unit's (an F = 8 unit's
+    int32 lanes once overflowed under F = 35)."""
+    from dataclasses import replace
+
+    from fmtsim.mma.gemm import prepare
+
+    a, b = finite("e4m3", rng, (6, 128)), finite("e4m3", rng, (128, 5))
+    c = c_values("sm100_f8f6f4", rng, (6, 5))
+    prep, _ = prepare(a, b, unit="sm100_f8f6f4", a_format="e4m3", b_format="e4m3")
+    for f in (8, 13, 35, 25):
+        u = replace(UNITS["sm100_f8f6f4"], name=f"f{f}", fraction_bits=f)
+        prep.unit = u
+        got = bits(prep.chain(c, 0, prep.k_padded))
+        fresh, _ = prepare(a, b, unit=u, a_format="e4m3", b_format="e4m3")
+        fresh.engine = "numpy"
+        assert np.array_equal(got, bits(fresh.chain(c, 0, fresh.k_padded))), f

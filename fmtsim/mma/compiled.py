@@ -153,22 +153,23 @@ def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b
     return out, bail.astype(bool)
 
 
-def _term_bound(unit: Unit, sig_a: np.ndarray, sig_b: np.ndarray, man_a: int, man_b: int) -> float:
-    """A bound on a step's terms: |trunc(p 2^(F - e_max))| <= max|sig_a| max|sig_b| 2^(F - man_a - man_b)."""
-    top_a, top_b = int(np.abs(sig_a).max(initial=0)), int(np.abs(sig_b).max(initial=0))
+def _term_bound(unit: Unit, top_a: int, top_b: int, man_a: int, man_b: int) -> float:
+    """A bound on a step's terms: |trunc(p 2^(F - e_max))| <= top_a top_b 2^(F - man_a - man_b),
+    top_a, top_b: the largest significand magnitudes of A and B."""
     return top_a * top_b * 2.0 ** (unit.fraction_bits - man_a - man_b)
 
 
-def narrow_terms(unit: Unit, sig_a: np.ndarray, sig_b: np.ndarray, man_a: int, man_b: int) -> bool:
+def narrow_terms(unit: Unit, top_a: int, top_b: int, man_a: int, man_b: int) -> bool:
     """Whether a step's terms and their sum fit int32 (F = 13 FP8, CDNA3 FP8 groups): the C++
     code then sums 32-bit lanes, twice as many per instruction."""
-    return unit.k * _term_bound(unit, sig_a, sig_b, man_a, man_b) < 2.0**31
+    return unit.k * _term_bound(unit, top_a, top_b, man_a, man_b) < 2.0**31
 
 
-def operands_fit(unit: Unit, sig_a: np.ndarray, sig_b: np.ndarray, man_a: int, man_b: int) -> bool:
-    """Whether the C++ code's arithmetic holds these operands exactly: each product of
-    significands in int32, and a step's sum (every term is below max|sig_a| max|sig_b|
-    2^(F - man_a - man_b), C's below 2^(F + 1)) below 2^53, where doubles hold it exactly."""
-    if max(int(np.abs(sig_a).max(initial=0)), int(np.abs(sig_b).max(initial=0))) >= _SIG_LIMIT:
+def operands_fit(unit: Unit, top_a: int, top_b: int, man_a: int, man_b: int) -> bool:
+    """Whether the C++ code's arithmetic holds operands whose largest significand magnitudes
+    are top_a and top_b exactly: each product of significands in int32, and a step's sum
+    (every term below :func:`_term_bound`, C's below 2^(F + 1)) below 2^53, where doubles
+    hold it exactly. Both depend on the unit, so they are asked for each unit run."""
+    if max(top_a, top_b) >= _SIG_LIMIT:
         return False
-    return unit.k * _term_bound(unit, sig_a, sig_b, man_a, man_b) + 2.0 ** (unit.fraction_bits + 1) < 2.0**53
+    return unit.k * _term_bound(unit, top_a, top_b, man_a, man_b) + 2.0 ** (unit.fraction_bits + 1) < 2.0**53

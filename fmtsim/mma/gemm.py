@@ -41,7 +41,7 @@ class Prepared:
                  block_size: int | None, *, engine: str = "auto") -> None:
         self.unit = unit
         self.engine = engine
-        self._compiled_operands: tuple[np.ndarray, ...] | None = None
+        self._compiled_operands: tuple[Any, ...] | None = None
         self.a_format, self.b_format = a_format, b_format
         self.scale_format, self.block_size = scale_format, block_size
         m, k = a.shape
@@ -106,32 +106,43 @@ class Prepared:
             out = self._step(out, s, s + L, u.c_emin if s == k0 else u.out_emin)
         return out
 
-    def _compiled(self) -> tuple[np.ndarray, ...] | None:
+    def _compiled(self) -> tuple[Any, ...] | None:
         """A and B for the compiled engine, split once (block scales folded in over all of K):
-        (a_sig, a_exp, a_special, b_sig, b_exp, b_special, [man_a, man_b, narrow]); None when the C++
-        arithmetic would not hold them exactly (:func:`operands_fit`; the numpy step runs)."""
+        (a_sig, a_exp, a_special, b_sig, b_exp, b_special, (man_a, man_b, top_a, top_b)), the
+        tops being the largest significand magnitudes. None when the C++ arithmetic would not
+        hold them exactly for this unit (:func:`operands_fit`; the numpy step runs). The split
+        does not depend on the unit, the fit does: probe inference runs one Prepared under
+        many candidate units."""
         if self._compiled_operands is None:
             a, b = self.a.slice_k(0, self.k_padded), self.b.slice_k(0, self.k_padded)
             if self.sa is not None:
                 a, b = self._fold_scales(a, b, 0, self.k_padded, 0, self.m)
             sig_a, sig_b = a.sgn * a.mag, b.sgn * b.mag
-            if not operands_fit(self.unit, sig_a, sig_b, a.man, b.man):
+            tops = (int(np.abs(sig_a).max(initial=0)), int(np.abs(sig_b).max(initial=0)))
+            if max(tops) >= 1 << 31:  # no unit's C++ arithmetic holds such significands
                 self._compiled_operands = ()
             else:
                 def i32(x: np.ndarray) -> np.ndarray:
                     return np.ascontiguousarray(x, np.int32)
 
-                narrow = narrow_terms(self.unit, sig_a, sig_b, a.man, b.man)
-                self._compiled_operands = (i32(sig_a), i32(a.exp), a.cls != 0, i32(sig_b.T), i32(b.exp.T), b.cls != 0,
-                                           np.array([a.man, b.man, narrow]))
-        return self._compiled_operands or None
+                self._compiled_operands = (i32(sig_a), i32(a.exp), a.cls != 0, i32(sig_b.T), i32(b.exp.T),
+                                           b.cls != 0, (a.man, b.man, *tops))
+        ops = self._compiled_operands
+        return ops if ops and operands_fit(self.unit, *self._fields(ops)) else None
 
-    def _compiled_chain(self, operands: tuple[np.ndarray, ...], c: np.ndarray, k0: int, k1: int) -> np.ndarray:
+    @staticmethod
+    def _fields(ops: tuple[Any, ...]) -> tuple[int, int, int, int]:
+        """(top_a, top_b, man_a, man_b) of the compiled operands, as operands_fit takes them."""
+        man_a, man_b, top_a, top_b = ops[6]
+        return top_a, top_b, man_a, man_b
+
+    def _compiled_chain(self, operands: tuple[Any, ...], c: np.ndarray, k0: int, k1: int) -> np.ndarray:
         """The chain in C++; outputs it leaves (NaN / Inf operands, a non-finite C, an
         overflow) recomputed by the numpy step on the rows and columns that hold them."""
-        a_sig, a_exp, a_sp, b_sig, b_exp, b_sp, fields = operands
+        a_sig, a_exp, a_sp, b_sig, b_exp, b_sp, (man_a, man_b, _, _) = operands
         u = self.unit
-        out, bail = compiled_chain(u, a_sig, a_exp, b_sig, b_exp, int(fields[0]), int(fields[1]), bool(fields[2]),
+        narrow = narrow_terms(u, *self._fields(operands))
+        out, bail = compiled_chain(u, a_sig, a_exp, b_sig, b_exp, man_a, man_b, narrow,
                              np.asarray(a_sp[:, k0:k1].any(1)), np.asarray(b_sp[:, k0:k1].any(1)), c, k0, k1,
                              u.c_emin)
         if bail.any():
