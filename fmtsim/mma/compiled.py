@@ -27,12 +27,12 @@ import numpy as np
 from .units import Unit
 
 __all__ = ["ENGINES", "available", "unavailable_reason", "chain", "covers", "check_engine", "uses_compiled",
-           "operands_fit", "narrow_terms"]
+           "operands_fit", "narrow_terms", "SIG_LIMIT"]
 
 ENGINES = ("auto", "compiled", "numpy")
 _OUT = {"rz_fp32": (23, -126, False, 2.0**128), "rz_e8m13": (13, -126, False, 2.0**128),
         "rne_fp32": (23, -126, True, 2.0**128), "rne_fp16": (10, -14, True, 2.0**16)}
-_SIG_LIMIT = 1 << 15  # |sig_a * sig_b| < 2^30: the C++ product is an int32
+SIG_LIMIT = 1 << 15  # |sig_a * sig_b| < 2^30: the C++ product is an int32
 
 
 def _cpu_identity() -> str:
@@ -170,6 +170,6 @@ def operands_fit(unit: Unit, top_a: int, top_b: int, man_a: int, man_b: int) -> 
     are top_a and top_b exactly: each product of significands in int32, and a step's sum
     (every term below :func:`_term_bound`, C's below 2^(F + 1)) below 2^53, where doubles
     hold it exactly. Both depend on the unit, so they are asked for each unit run."""
-    if max(top_a, top_b) >= _SIG_LIMIT:
+    if max(top_a, top_b) >= SIG_LIMIT:
         return False
     return unit.k * _term_bound(unit, top_a, top_b, man_a, man_b) + 2.0 ** (unit.fraction_bits + 1) < 2.0**53

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..exactfloat import two_product
+
 __all__ = ["fma32", "fma64", "fma"]
 
-_SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's splitting constant for binary64
 _LO, _HI, _C_HI = 2.0**-960, 2.0**995, 2.0**1020
 
 
@@ -111,15 +112,9 @@ def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     a, b, c = (np.asarray(x, np.float64) for x in (a, b, c))
     shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        t = _SPLIT * a
-        ah = t - (t - a)
-        al = a - ah
-        t = _SPLIT * b
-        bh = t - (t - b)
-        bl = b - bh
-        uh = a * b
-        # Dekker's TwoProduct: uh + ul = a * b exactly where the operands are safe (below)
-        ul = ((ah * bh - uh) + ah * bl + al * bh) + al * bl
+        # Dekker's TwoProduct: uh + ul = a * b exactly where the operands are safe (below); its
+        # splits of a and b run on their own shapes
+        uh, ul = two_product(a, b)
         th, tl = _two_sum(c, uh)
         out = np.broadcast_to(th + _round_odd(*_two_sum(tl, ul)), shape).copy()
         ok_a = (np.abs(a) >= _LO) & (np.abs(a) < _HI)  # finite, nonzero, split and product exact

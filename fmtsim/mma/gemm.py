@@ -22,8 +22,8 @@ import numpy as np
 from ..arrays import as_numpy
 from ..formats import get_format
 from .arith import IEEE_FORMATS, NAN, ZERO_EXP, canonical_operand_format, operand_table
+from .compiled import SIG_LIMIT, check_engine, narrow_terms, operands_fit, uses_compiled
 from .compiled import chain as compiled_chain
-from .compiled import check_engine, narrow_terms, operands_fit, uses_compiled
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
@@ -119,7 +119,7 @@ class Prepared:
                 a, b = self._fold_scales(a, b, 0, self.k_padded, 0, self.m)
             sig_a, sig_b = a.sgn * a.mag, b.sgn * b.mag
             tops = (int(np.abs(sig_a).max(initial=0)), int(np.abs(sig_b).max(initial=0)))
-            if max(tops) >= 1 << 31:  # no unit's C++ arithmetic holds such significands
+            if max(tops) >= SIG_LIMIT:  # no unit's C++ arithmetic holds such significands
                 self._compiled_operands = ()
             else:
                 def i32(x: np.ndarray) -> np.ndarray:
