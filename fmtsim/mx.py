@@ -35,6 +35,14 @@ exponent (``frexp``). Special cases (each tested):
 
 Rounding: ``rne`` (default; gfloat, torchao, cuDNN) or ``rna`` (microxcaling's default),
 or any fmtsim mode incl. ``sr`` with ``rbits`` of x's shape.
+
+Two engines give the same bits (tests/test_mx_compiled.py holds them equal on every scheme,
+rule, rounding and special case): the numpy passes below, and a one-pass C++ kernel
+(``mx_blocks.cpp``, built on first use for this CPU by :mod:`fmtsim.native`) that runs the
+same steps on each block while it is in cache. ``engine="auto"`` (the default) uses the
+kernel where it applies (float16/bfloat16/float32 input, every rounding but ``sr``) and
+builds; ``"numpy"`` never compiles; ``"compiled"`` requires the kernel (ValueError saying why
+it cannot be used).
 """
 
 from __future__ import annotations
@@ -51,8 +59,9 @@ from .arrays import as_numpy
 from .block import Blocks, merge, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import as_float_array, decode
 from .formats import Format, get_format
-from .policy import resolve
-from .rounding import CHUNK, encode_f64, encode_fast
+from .native import Library
+from .policy import Resolved, resolve
+from .rounding import CHUNK, encode_f64, encode_fast, table_f32
 
 __all__ = ["SCHEMES", "SCALE_RULES", "MXTensor", "quantize", "dequantize", "scale_codes", "check_tensor"]
 
@@ -182,6 +191,32 @@ def _magnitude_max(m: np.ndarray) -> np.ndarray:
     return x.view(m.dtype)
 
 
+def _bind(lib: Any) -> Any:
+    import ctypes
+
+    fn = lib.fmtsim_mx_f32
+    p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
+    fn.argtypes = [i64, i64, p, p, i32, i32, i32, ctypes.c_uint32, ctypes.c_float, i32, p, p]
+    fn.restype = None
+    return fn
+
+
+_LIBRARY = Library("fmtsim", "mx_blocks", "the compiled MX quantizer", _bind)
+
+
+def _quantize_compiled(data: np.ndarray, elem: Format, scale_rule: str, pol: Resolved, flush: bool,
+                       codes: np.ndarray, scales: np.ndarray) -> None:
+    """The C++ kernel over float32 blocks (rows of ``data``): the numpy loop of :func:`quantize`
+    (with :func:`_flush` and :func:`scale_codes`) in one pass per block."""
+    data = np.ascontiguousarray(data, np.float32)
+    table, shift = table_f32(pol)
+    n_blocks, blen = data.shape
+    mbits = elem.precision - 1
+    recip = float(np.float32(1.0 / float(elem.max_finite)))  # rceil's factor, in float32 as scale_codes has it
+    _LIBRARY.entry()(n_blocks, blen, data.ctypes.data, table.ctypes.data, shift, SCALE_RULES.index(scale_rule),
+                     elem.emax, 1 << (23 - mbits - 1), recip, int(flush), codes.ctypes.data, scales.ctypes.data)
+
+
 def _flush(x: np.ndarray) -> np.ndarray:
     """Subnormals -> zero of the same sign, judged in float32 (microxcaling's behaviour)."""
     tiny = np.finfo(np.float32).tiny
@@ -199,6 +234,7 @@ def quantize(
     rbits: Any = None,
     pad: bool = False,
     flush_subnormals: bool = False,
+    engine: str = "auto",
 ) -> MXTensor:
     """MX-quantize ``x`` along ``axis`` (see the module docstring for every rule).
 
@@ -210,6 +246,7 @@ def quantize(
     scale_rule: one of SCALE_RULES. rounding: an fmtsim rounding mode; 'sr' needs
     ``rbits``, non-negative integers of x's shape (and rbits is refused otherwise).
     pad, flush_subnormals: True or False.
+    engine: 'auto', 'compiled' or 'numpy' (see the module docstring; the same bits).
     Bad arguments raise TypeError or ValueError naming them.
     """
     key = _scheme(scheme)
@@ -220,15 +257,13 @@ def quantize(
     rounding_name(rounding)
     pad = flag(pad, "pad")
     flush_subnormals = flag(flush_subnormals, "flush_subnormals")
+    engine = _LIBRARY.check_engine(engine, "mx.quantize")
     arr, src = as_float_array(x)
     work = arr.astype(np.float64 if src == "float64" else np.float32, copy=False)
-    if flush_subnormals:
-        work = _flush(work)
-    b = split(work, axis=axis, block=block_size, pad=pad, what=key)
-    pol_rounding = resolve(elem, rounding, "satsym" if elem.kind == "int" else "satfinite",
-                           "zero" if not elem.has_nan else None).rounding
+    pol = resolve(elem, rounding, "satsym" if elem.kind == "int" else "satfinite",
+                  "zero" if not elem.has_nan else None)
     r = None
-    if pol_rounding == "sr":
+    if pol.rounding == "sr":
         if rbits is None:
             raise ValueError("rounding='sr' needs rbits: one non-negative random integer per element of x, "
                              f"shape {arr.shape}")
@@ -240,16 +275,25 @@ def quantize(
             raise ValueError(f"rbits must be non-negative; {where(ra.shape, i)} holds {ra.reshape(-1)[i]}")
         r = split(ra.astype(np.uint64), axis=axis, block=block_size, pad=pad, what="rbits").data
     elif rbits is not None:
-        raise ValueError(f"rbits is only used with rounding='sr' (rounding is {pol_rounding!r})")
-    pol = resolve(elem, rounding, "satsym" if elem.kind == "int" else "satfinite",
-                  "zero" if not elem.has_nan else None)
+        raise ValueError(f"rbits is only used with rounding='sr' (rounding is {pol.rounding!r})")
+    compiled = work.dtype == np.float32 and r is None
+    if engine == "compiled" and not compiled:
+        raise ValueError("mx.quantize: engine='compiled' takes float16, bfloat16 or float32 input and a rounding "
+                         f"other than 'sr' (here {src} input, rounding {pol.rounding!r}); use engine='auto' or "
+                         "'numpy'")
+    compiled = compiled and _LIBRARY.used(engine)
+    if flush_subnormals and not compiled:  # the kernel flushes as it reads
+        work = _flush(work)
+    b = split(work, axis=axis, block=block_size, pad=pad, what=key)
     n_rows, blen = b.data.shape
     codes = np.empty((n_rows, blen), dtype=np.uint8)
     codes_x = np.empty(n_rows, dtype=np.uint8)
+    if compiled:
+        _quantize_compiled(b.data, elem, scale_rule, pol, flush_subnormals, codes, codes_x)
     rows_per = max(1, _MX_CHUNK // max(blen, 1))
     tiny = np.nextafter(work.dtype.type(0), work.dtype.type(1))
     mag = np.empty((min(rows_per, n_rows), blen), dtype=work.dtype)
-    for r0 in range(0, n_rows, rows_per):
+    for r0 in range(0, 0 if compiled else n_rows, rows_per):
         d = b.data[r0 : r0 + rows_per]
         m = np.abs(d, out=mag[: d.shape[0]])
         sc = scale_codes(_magnitude_max(m), elem, scale_rule)

@@ -154,7 +154,7 @@ def test_engine_argument_is_checked(monkeypatch):
     with pytest.raises(ValueError, match="engine must be one of auto, compiled, numpy, got 'fast'"):
         matmul(a, a.T, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", engine="fast")
     monkeypatch.setenv("CXX", "/nonexistent/c++")
-    compiled._load.cache_clear()
+    compiled._LIBRARY.forget()
     try:
         with pytest.raises(ValueError, match="engine='compiled' is unavailable: .*no C\\+\\+ compiler"):
             matmul(a, a.T, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", engine="compiled")
@@ -162,7 +162,7 @@ def test_engine_argument_is_checked(monkeypatch):
         out = matmul(a, a.T, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
         assert bits(out).tolist() == [[0]]
     finally:
-        compiled._load.cache_clear()
+        compiled._LIBRARY.forget()
 
 
 def test_both_term_widths_are_exercised():

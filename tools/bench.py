@@ -176,6 +176,9 @@ def bench_block(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]
         t_ours = best(lambda: mx.quantize(x, scheme), repeat)
         t_np = best(lambda: _numpy_mx(x, elem, dt), repeat)
         rows.append(row(f"mx.quantize {scheme} (floor)", t_ours, t_np, n, "numpy+ml_dtypes, float log2"))
+        t_numpy_engine = best(lambda: mx.quantize(x, scheme, engine="numpy"), repeat)
+        rows.append(row(f"mx.quantize {scheme} (floor)", t_ours, t_numpy_engine, n,
+                        "fmtsim's own numpy engine (the compiled kernel's twin)"))
         if torch is not None:
             xt = torch.from_numpy(x)
             tdt = torch.float8_e4m3fn if elem == "e4m3" else torch.float4_e2m1fn_x2

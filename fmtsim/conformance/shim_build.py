@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from importlib import resources
@@ -81,12 +82,13 @@ def unavailable(load: Callable[[], Any]) -> str | None:
 
 def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tuple[str, ...] = (),
           what: str = "shim", source: bytes | None = None, compile_flags: tuple[str, ...] = (),
-          link_flags: tuple[str, ...] = (), identity_text: str = "") -> ctypes.CDLL:
+          link_flags: tuple[str, ...] = (), identity_text: str = "", announce: bool = False) -> ctypes.CDLL:
     """The shim ``shims/<shim>.cpp`` (or ``source``) compiled against ``include_dirs`` and loaded.
 
     ``identity``: the header files whose change must trigger a rebuild; ``identity_text``: more
     of the same (a toolchain's version); ``compile_flags`` go before the source, ``link_flags``
-    after it (libraries)."""
+    after it (libraries). ``announce``: say on stderr, before compiling, that it is compiling
+    (when stderr is a terminal: a pipe or a log stays clean)."""
     cxx = find_compiler()
     if cxx is None:
         raise ShimUnavailable(f"{what}: no C++ compiler found (set CXX, or install g++)")
@@ -103,6 +105,8 @@ def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tu
     lib = out_dir / f"{shim}-{h.hexdigest()[:16]}.so"
     if not lib.exists():
         out_dir.mkdir(parents=True, exist_ok=True)
+        if announce and sys.stderr is not None and sys.stderr.isatty():
+            print(f"fmtsim: compiling {what} (once; cached in {out_dir})", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
             src = Path(tmp) / f"{shim}.cpp"
             src.write_bytes(source)

@@ -17,68 +17,22 @@ the C++ code and computed by the numpy step.
 from __future__ import annotations
 
 import ctypes
-import platform
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from ..native import ENGINES, Library
 from .units import Unit
 
 __all__ = ["ENGINES", "available", "unavailable_reason", "chain", "covers", "check_engine", "uses_compiled",
            "operands_fit", "narrow_terms", "SIG_LIMIT"]
 
-ENGINES = ("auto", "compiled", "numpy")
 _OUT = {"rz_fp32": (23, -126, False, 2.0**128), "rz_e8m13": (13, -126, False, 2.0**128),
         "rne_fp32": (23, -126, True, 2.0**128), "rne_fp16": (10, -14, True, 2.0**16)}
 SIG_LIMIT = 1 << 15  # |sig_a * sig_b| < 2^30: the C++ product is an int32
 
 
-def _cpu_identity() -> str:
-    """What -march=native compiles for: a cached library must not travel to another CPU."""
-    flags = ""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith(("flags", "model name", "Features")):
-                    flags += line
-                if line.strip() == "":
-                    break
-    except OSError:
-        pass
-    return f"{platform.machine()}|{platform.processor()}|{flags}"
-
-
-@cache
-def _load() -> tuple[Any, str | None]:
-    """(the entry point, None), or (None, why not): a failed build is remembered, not retried
-    on every matmul."""
-    from ..conformance.shim_build import ShimUnavailable
-
-    try:
-        return _library(), None
-    except ShimUnavailable as e:
-        return None, str(e)
-
-
-# tuned for the machine it runs on (the library's cache name carries the CPU's identity);
-# -fno-trapping-math lets the compiler vectorise the selects (nothing reads the FP flags)
-_PORTABLE = ("-O3", "-fno-trapping-math", "-ffp-contract=off")
-_NATIVE = {"x86_64": ("-march=native", "-mprefer-vector-width=512"), "AMD64": ("-march=native",
-           "-mprefer-vector-width=512")}.get(platform.machine(), ("-mcpu=native",))
-
-
-def _library() -> Any:
-    from ..conformance.shim_build import ShimUnavailable, build
-
-    source = resources.files("fmtsim.mma").joinpath("nv_chain.cpp").read_bytes()
-    try:  # tuned for this CPU, else (a compiler without those flags) portable
-        lib = build("nv_chain", [], [], what="the compiled matmul engine", source=source,
-                    compile_flags=(*_PORTABLE, *_NATIVE), identity_text=_cpu_identity())
-    except ShimUnavailable:
-        lib = build("nv_chain", [], [], what="the compiled matmul engine", source=source,
-                    compile_flags=_PORTABLE, identity_text=_cpu_identity())
+def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
     p = ctypes.c_void_p
     i64, i32 = ctypes.c_int64, ctypes.c_int32
     nv, amd = lib.fmtsim_nv_chain, lib.fmtsim_amd_chain
@@ -89,9 +43,12 @@ def _library() -> Any:
     return {"nv": nv, "amd": amd}
 
 
+_LIBRARY = Library("fmtsim.mma", "nv_chain", "the compiled matmul engine", _bind)
+
+
 def unavailable_reason() -> str | None:
     """Why the compiled engine cannot be used here (no compiler, a failed build), or None."""
-    return _load()[1]
+    return _LIBRARY.unavailable_reason()
 
 
 def available() -> bool:
@@ -99,13 +56,7 @@ def available() -> bool:
 
 
 def check_engine(engine: Any) -> str:
-    if not isinstance(engine, str) or engine not in ENGINES:
-        raise ValueError(f"matmul: engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if engine == "compiled":
-        why = unavailable_reason()
-        if why is not None:
-            raise ValueError(f"matmul: engine='compiled' is unavailable: {why}")
-    return engine
+    return _LIBRARY.check_engine(engine, "matmul")
 
 
 def covers(unit: Unit) -> bool:
@@ -118,9 +69,7 @@ def covers(unit: Unit) -> bool:
 
 def uses_compiled(unit: Unit, engine: str) -> bool:
     """Whether ``engine`` runs ``unit``'s steps in C++ ('auto': when it builds)."""
-    if engine == "numpy" or not covers(unit):
-        return False
-    return engine == "compiled" or available()
+    return covers(unit) and _LIBRARY.used(engine)
 
 
 def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b_exp: np.ndarray,
@@ -146,10 +95,10 @@ def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b
     tail = (int(narrow), c32.ctypes.data, out.ctypes.data, bail.ctypes.data)
     if unit.family == "nv":
         man, emin, rne, top = _OUT[unit.output]
-        _load()[0]["nv"](*head, unit.e_zero, c_emin, unit.out_emin, man, emin, int(rne), top, *tail)
+        _LIBRARY.entry()["nv"](*head, unit.e_zero, c_emin, unit.out_emin, man, emin, int(rne), top, *tail)
     else:
         assert unit.fraction_bits >= man_a + man_b
-        _load()[0]["amd"](*head, unit.fraction_bits2, 2 if unit.even_odd else 1, int(unit.drop_small_c), *tail)
+        _LIBRARY.entry()["amd"](*head, unit.fraction_bits2, 2 if unit.even_odd else 1, int(unit.drop_small_c), *tail)
     return out, bail.astype(bool)
 
 
