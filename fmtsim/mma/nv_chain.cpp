@@ -181,12 +181,15 @@ void amd_row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_
         }
     }
     for (int64_t j = 0; j < w; ++j) {
+        // the groups written out (G is 1 or 2): a loop nest with inner loops is not vectorised
+        static_assert(G == 1 || G == 2, "one group, or even and odd");
         int32_t edot = gmax[0][j];
-        for (int g = 1; g < G; ++g) edot = gmax[g][j] > edot ? gmax[g][j] : edot;
-        int64_t sdot = 0;
-        for (int g = 0; g < G; ++g) {
-            const int32_t d = edot - gmax[g][j];
-            sdot += int64_t(sum[g][j]) >> (d < 63 ? d : 63);  // arithmetic: rounds down
+        if constexpr (G == 2) edot = gmax[1][j] > edot ? gmax[1][j] : edot;
+        const int32_t d0 = edot - gmax[0][j];
+        int64_t sdot = int64_t(sum[0][j]) >> (d0 < 63 ? d0 : 63);  // arithmetic: rounds down
+        if constexpr (G == 2) {
+            const int32_t d1 = edot - gmax[1][j];
+            sdot += int64_t(sum[1][j]) >> (d1 < 63 ? d1 : 63);
         }
         uint32_t cb;
         std::memcpy(&cb, &o[j], 4);
