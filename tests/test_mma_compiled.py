@@ -1,8 +1,9 @@
 """The compiled engine (fmtsim.mma.compiled, nv_chain.cpp) against the numpy step, bit for
 bit, and both against the Fraction twin (fmtsim.mma.slow) on small cases: every unit it
-covers (the nv family, CDNA3 FP8) and every operand format it takes, wide exponent ranges, zeros, block
-scales, split_k and promote_every, NaN / Inf operands, non-finite C and overflow (the
-outputs the C++ code leaves to the numpy step), and tiles over processes."""
+covers (the nv family, the block-scaled FP4 units, CDNA3 FP8) and every operand format it
+takes, wide exponent ranges, zeros, block scales, split_k and promote_every, NaN / Inf
+operands, non-finite C and overflow (the outputs the C++ code leaves to the numpy step),
+subnormal results, and tiles over processes."""
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ UNIT_FORMATS = [(n, f) for n in COVERED for f in UNITS[n].formats]
 def test_covered_units():
     """Every nv unit and CDNA3's FP8 ones; the rest (fp16/bf16 CDNA3 with their product-overflow
     rule, the exact, ftz, grouped and fma families) stay with numpy."""
-    assert set(COVERED) == {n for n, u in UNITS.items() if u.family == "nv"} | {"cdna3_mfma_fp8"}
+    assert set(COVERED) == {n for n, u in UNITS.items() if u.family in ("nv", "nv_grouped")} | {"cdna3_mfma_fp8"}
 
 
 def bits(x):
@@ -211,3 +212,111 @@ def test_one_split_under_several_units(rng):
         fresh, _ = prepare(a, b, unit=u, a_format="e4m3", b_format="e4m3")
         fresh.engine = "numpy"
         assert np.array_equal(got, bits(fresh.chain(c, 0, fresh.k_padded))), f
+
+
+GROUPED = [n for n, u in UNITS.items() if u.family == "nv_grouped"]
+# the pairs the units take: E8M0 per 32 (mxf4 and mxf4nvf4), UE4M3 per 16 (mxf4nvf4)
+GROUPED_SCALES = [(n, sf, bs) for n in GROUPED for sf in UNITS[n].scale_formats for bs in UNITS[n].block_sizes
+                  if (sf, bs) in (("e8m0", 32), ("ue4m3", 16))]
+
+
+def grouped_scales(rng, sf, shape, lo=None, hi=None):
+    """Scale codes: E8M0 around 2^0 (or lo..hi), UE4M3 finite codes with zeros among them."""
+    if sf == "e8m0":
+        return rng.integers(120 if lo is None else lo, 134 if hi is None else hi, shape)
+    out = rng.integers(0x01, 0x7F, shape)
+    out.flat[::5] = 0  # a zero scale: its groups are zero groups (e_zero)
+    return out
+
+
+@pytest.mark.parametrize("unit,sf,bs", slow_unless(GROUPED_SCALES, keep={("sm100_mxf4", "e8m0", 32),
+                                                                       ("sm100_mxf4nvf4", "ue4m3", 16)}))
+def test_grouped_units_equal_numpy(unit, sf, bs, rng):
+    """The block-scaled FP4 units on the compiled engine against the numpy step: zero rows and
+    groups, zero scales, C over float32's range, split-K and promotion."""
+    u = UNITS[unit]
+    m, n, k = 9, 11, 4 * u.k
+    a, b = finite("e2m1", rng, (m, k)), finite("e2m1", rng, (k, n))
+    a[2] = 0
+    b[: u.group, 3] = 0  # one zero group in column 3
+    kw = dict(unit=unit, a_format="e2m1", b_format="e2m1", scale_format=sf, block_size=bs,
+              a_scales=grouped_scales(rng, sf, (m, k // bs)), b_scales=grouped_scales(rng, sf, (k // bs, n)))
+    engines(a, b, c_values(unit, rng, (m, n)), **kw)
+    engines(a, b, None, promote_every=2 * u.k, **kw)
+    engines(a, b, c_values(unit, rng, (m, n)), split_k=[2 * u.k], **kw)
+
+
+@pytest.mark.parametrize("unit,sf,bs", [("sm100_mxf4", "e8m0", 32), ("sm120_mxf4nvf4", "ue4m3", 16)])
+def test_grouped_compiled_equals_the_fraction_twin(unit, sf, bs, rng):
+    u = UNITS[unit]
+    m, n, k = 4, 5, 2 * u.k
+    a, b = finite("e2m1", rng, (m, k)), finite("e2m1", rng, (k, n))
+    kw = dict(unit=unit, a_format="e2m1", b_format="e2m1", scale_format=sf, block_size=bs,
+              a_scales=grouped_scales(rng, sf, (m, k // bs)), b_scales=grouped_scales(rng, sf, (k // bs, n)))
+    c = c_values(unit, rng, (m, n))
+    fast = bits(matmul(a, b, c, engine="compiled", **kw))
+    assert np.array_equal(fast, bits(slow_matmul(a, b, c, **kw)))
+
+
+def test_grouped_subnormal_results_overflow_and_specials(rng):
+    """E8M0 scales near 2^-127 (results in fp32's subnormal range, rounded toward zero in the
+    C++ integers), scales near 2^127 with a large C (overflow: left to numpy), NaN scales,
+    and NaN / Inf C; against the numpy step and the Fraction twin."""
+    unit, k = "sm100_mxf4", 128
+    m, n = 6, 7
+    a, b = finite("e2m1", rng, (m, k)), finite("e2m1", rng, (k, n))
+    sa = grouped_scales(rng, "e8m0", (m, k // 32), 0, 12)  # tiny: products near 2^-254
+    sb = grouped_scales(rng, "e8m0", (k // 32, n), 60, 80)  # together near 2^-190 .. 2^-130
+    sa[4], sb[:, 6] = 250, 254  # row 4 x column 6: products near 2^250: overflow
+    sa[5, 1] = 0xFF  # a NaN scale
+    c = np.zeros((m, n), np.float32)
+    c[0] = (rng.standard_normal(n) * 2.0**-140).astype(np.float32)  # subnormal C
+    c[1, 1], c[2, 2] = np.inf, np.nan
+    c[3] = 3e38
+    kw = dict(unit=unit, a_format="e2m1", b_format="e2m1", scale_format="e8m0", block_size=32, a_scales=sa,
+              b_scales=sb)
+    fast = engines(a, b, c, **kw)
+    assert np.array_equal(fast, bits(slow_matmul(a, b, c, **kw)))
+    sub = (fast & 0x7F800000) == 0
+    assert sub[:4].sum() > 5 and (fast[sub] & 0x7FFFFF).any()  # subnormal results, not only zeros
+    # at the edge of the range: 64 products 1 x 1 under scales 2^61 x 2^60 are 2^127, and C adds
+    # 1.5 * 2^127 (the sum 1.25 * 2^128: Inf), 2^127 (2^128: Inf), the float below 2^127 (the
+    # sum rounds toward zero to the largest finite) or 0
+    ones_a, ones_b = np.full((4, 64), 2), np.full((64, 1), 2)  # E2M1 code 2 is 1.0
+    edge = np.array([[1.5 * 2.0**127], [2.0**127], [np.float32(2.0**127) - np.float32(2.0**103)], [0.0]],
+                    np.float32)
+    kw.update(a_scales=np.full((4, 2), 127 + 61), b_scales=np.full((2, 1), 127 + 60))
+    got = engines(ones_a, ones_b, edge, **kw)
+    assert got[:, 0].tolist() == [0x7F800000, 0x7F800000, 0x7F7FFFFF, 0x7F000000]
+
+
+def test_grouped_fit_bounds():
+    """The grouped step's integer bounds: every real unit's operands fit (E2M1 elements, E8M0
+    or UE4M3 scales: the unit check bounds F for them); wider values or shifts do not, and
+    the numpy step then runs."""
+    u = UNITS["sm100_mxf4nvf4"]
+    e2m1_top, ue4m3_top = 12, 15  # 6 in units of 0.5; 15 * 2^-3 the largest UE4M3 significand
+    assert compiled.grouped_fit(u, e2m1_top, e2m1_top, ue4m3_top, ue4m3_top, 35 - 8)
+    assert compiled.grouped_fit(u, e2m1_top, e2m1_top, 1, 1, 35 - 2)
+    # 4 terms of 16 * 144 * 225 * 2^43: past 2^63
+    assert not compiled.grouped_fit(u, e2m1_top, e2m1_top, ue4m3_top, ue4m3_top, 43)
+    assert not compiled.grouped_fit(u, 1 << 14, 1 << 14, 1, 1, 0)  # 16 * 2^28: a group's sum past int32
+    assert not compiled.grouped_fit(u, e2m1_top, e2m1_top, 1, 1, -1)
+
+
+def test_one_split_under_grouped_and_fused_units(rng):
+    """One Prepared of E2M1 operands with E8M0 scales per 32, run under an nv unit and an
+    nv_grouped one in turn (as probe inference does): each gets its own operands."""
+    from fmtsim.mma.gemm import prepare
+
+    a, b = finite("e2m1", rng, (5, 128)), finite("e2m1", rng, (128, 6))
+    kw = dict(a_format="e2m1", b_format="e2m1", scale_format="e8m0", block_size=32,
+              a_scales=grouped_scales(rng, "e8m0", (5, 4)), b_scales=grouped_scales(rng, "e8m0", (4, 6)))
+    c = c_values("sm100_mxf4", rng, (5, 6))
+    prep, _ = prepare(a, b, unit="sm100_mxf8f6f4", **kw)
+    for name in ("sm100_mxf8f6f4", "sm100_mxf4", "sm100_mxf8f6f4", "sm120_mxf4"):
+        prep.unit = UNITS[name]
+        got = bits(prep.chain(c, 0, prep.k_padded))
+        fresh, _ = prepare(a, b, unit=name, **kw)
+        fresh.engine = "numpy"
+        assert np.array_equal(got, bits(fresh.chain(c, 0, fresh.k_padded))), name

@@ -1,14 +1,16 @@
-"""The compiled engine of the matrix units: the NVIDIA units' fused steps (family ``nv``)
-and AMD CDNA3's FP8 steps chained along K in C++ (``nv_chain.cpp``), built on first use
-with the system compiler and cached like the conformance shims.
+"""The compiled engine of the matrix units: the NVIDIA units' fused steps (family ``nv``), their
+block-scaled FP4 steps (``nv_grouped``) and AMD CDNA3's FP8 steps chained along K in C++
+(``nv_chain.cpp``), built on first use with the system compiler (:mod:`fmtsim.native`) and
+cached like the conformance shims.
 
-It computes exactly what :func:`fmtsim.mma.step.nv_step` and :func:`~fmtsim.mma.step.amd_step`
-compute, in integers (and doubles where they are exact) with the loops running along the
-outputs, so that the compiler vectorises them, instead of numpy passes over (rows, cols, K)
-slabs. tests/test_mma_compiled.py holds it to the numpy step bit for bit (the numpy step is
-held to the Fraction twin in turn). Outputs whose row or column holds a NaN or Inf, whose C
-is not finite, or whose result overflows (or, CDNA3, whose sum reaches 2^53) are flagged by
-the C++ code and computed by the numpy step.
+It computes exactly what :func:`fmtsim.mma.step.nv_step`, :func:`~fmtsim.mma.step.grouped_step`
+and :func:`~fmtsim.mma.step.amd_step` compute, in integers (and doubles where they are exact)
+with the loops running along the outputs, so that the compiler vectorises them, instead of
+numpy passes over (rows, cols, K) slabs. tests/test_mma_compiled.py holds it to the numpy step
+bit for bit (the numpy step is held to the Fraction twin in turn). Outputs whose row or
+column holds a NaN or Inf (a NaN block scale included), whose C is not finite, or whose
+result overflows (or, CDNA3, whose sum reaches 2^53) are flagged by the C++ code and
+computed by the numpy step.
 
 ``matmul(engine=...)`` chooses: "numpy" never compiles, "compiled" requires this engine
 (an error says why it is unavailable), "auto" (the default) uses it when it builds.
@@ -24,12 +26,13 @@ import numpy as np
 from ..native import ENGINES, Library
 from .units import Unit
 
-__all__ = ["ENGINES", "available", "unavailable_reason", "chain", "covers", "check_engine", "uses_compiled",
-           "operands_fit", "narrow_terms", "SIG_LIMIT"]
+__all__ = ["ENGINES", "available", "unavailable_reason", "chain", "grouped_chain", "grouped_fit", "covers",
+           "check_engine", "uses_compiled", "operands_fit", "narrow_terms", "SIG_LIMIT"]
 
 _OUT = {"rz_fp32": (23, -126, False, 2.0**128), "rz_e8m13": (13, -126, False, 2.0**128),
         "rne_fp32": (23, -126, True, 2.0**128), "rne_fp16": (10, -14, True, 2.0**16)}
 SIG_LIMIT = 1 << 15  # |sig_a * sig_b| < 2^30: the C++ product is an int32
+_MAX_GROUPS = 8  # nv_chain.cpp's grouped step holds at most 8 groups of one step
 
 
 def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
@@ -39,8 +42,10 @@ def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
     nv.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, i32, i32, i32,
                    ctypes.c_double, i32, p, p, p]
     amd.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, i32, p, p, p]
-    nv.restype = amd.restype = None
-    return {"nv": nv, "amd": amd}
+    grouped = lib.fmtsim_grouped_chain
+    grouped.argtypes = [i64, i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i64, i64, p, p, i32, i32, i32, p, p, p]
+    nv.restype = amd.restype = grouped.restype = None
+    return {"nv": nv, "amd": amd, "grouped": grouped}
 
 
 _LIBRARY = Library("fmtsim.mma", "nv_chain", "the compiled matmul engine", _bind)
@@ -60,10 +65,13 @@ def check_engine(engine: Any) -> str:
 
 
 def covers(unit: Unit) -> bool:
-    """Whether the compiled engine has ``unit``'s steps: the nv family, and CDNA3's FP8 units
-    (the amd family without the fp16/bf16 product-overflow rule)."""
+    """Whether the compiled engine has ``unit``'s steps: the nv family, the block-scaled FP4
+    units (nv_grouped, rounding toward zero), and CDNA3's FP8 units (the amd family without
+    the fp16/bf16 product-overflow rule)."""
     if unit.family == "nv":
         return unit.output in _OUT
+    if unit.family == "nv_grouped":  # rounded toward zero in integers; the groups of a step fit its buffers
+        return unit.output == "rz_fp32" and unit.k // unit.group <= _MAX_GROUPS
     return unit.family == "amd" and not unit.product_overflow_inf and unit.output == "rne_fp32"
 
 
@@ -100,6 +108,42 @@ def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b
         assert unit.fraction_bits >= man_a + man_b
         _LIBRARY.entry()["amd"](*head, unit.fraction_bits2, 2 if unit.even_odd else 1, int(unit.drop_small_c), *tail)
     return out, bail.astype(bool)
+
+
+def grouped_chain(unit: Unit, a_val: np.ndarray, b_val: np.ndarray, sa_mag: np.ndarray, sa_exp: np.ndarray,
+                  sb_mag: np.ndarray, sb_exp: np.ndarray, block: int, shift: int, row_bad: np.ndarray,
+                  col_bad: np.ndarray, c: np.ndarray, k0: int, k1: int) -> tuple[np.ndarray, np.ndarray]:
+    """(D, bail) of an nv_grouped unit over K columns k0 .. k1 (multiples of its K). a_val (m, K),
+    b_val (K, n): each element's signed value in units of its format's smallest step; sa_* (m,
+    K / block), sb_* (K / block, n): the scales' significands and exponents; shift: F minus the
+    fraction bits of a group sum times its scale product (:func:`grouped_fit` checked)."""
+    m, k = a_val.shape
+    n = b_val.shape[1]
+    for x in (a_val, b_val, sa_mag, sa_exp, sb_mag, sb_exp):
+        assert x.dtype == np.int32 and x.flags.c_contiguous
+    rb = np.ascontiguousarray(row_bad, np.uint8)
+    cb = np.ascontiguousarray(col_bad, np.uint8)
+    c32 = np.ascontiguousarray(c, np.float32)
+    out = np.empty((m, n), np.float32)
+    bail = np.empty((m, n), np.uint8)
+    _LIBRARY.entry()["grouped"](m, n, k, k0 // unit.k, k1 // unit.k, unit.k, unit.group, a_val.ctypes.data,
+                                b_val.ctypes.data, sa_mag.ctypes.data, sa_exp.ctypes.data, sb_mag.ctypes.data,
+                                sb_exp.ctypes.data, sa_mag.shape[1], block, rb.ctypes.data, cb.ctypes.data,
+                                unit.fraction_bits, shift, unit.e_zero, c32.ctypes.data, out.ctypes.data,
+                                bail.ctypes.data)
+    return out, bail.astype(bool)
+
+
+def grouped_fit(unit: Unit, top_a: int, top_b: int, top_sa: int, top_sb: int, shift: int) -> bool:
+    """Whether the grouped C++ step holds operands exactly: top_a, top_b, top_sa, top_sb the largest
+    element values and scale significands. A group's sum (G products) in int32, its term
+    |sum| * scale product << shift in int64, and a step's sum of K / G terms and C's (below
+    2^(F + 1)) below 2^63."""
+    if shift < 0 or max(top_a, top_b) >= SIG_LIMIT or max(top_sa, top_sb) >= SIG_LIMIT:
+        return False
+    group_sum = unit.group * top_a * top_b
+    term = group_sum * top_sa * top_sb << shift
+    return group_sum < 2**31 and (unit.k // unit.group) * term + 2 ** (unit.fraction_bits + 1) < 2**63
 
 
 def _term_bound(unit: Unit, top_a: int, top_b: int, man_a: int, man_b: int) -> float:

@@ -22,7 +22,7 @@ import numpy as np
 from ..arrays import as_numpy
 from ..formats import get_format
 from .arith import IEEE_FORMATS, NAN, ZERO_EXP, canonical_operand_format, operand_table
-from .compiled import SIG_LIMIT, check_engine, narrow_terms, operands_fit, uses_compiled
+from .compiled import SIG_LIMIT, check_engine, grouped_chain, grouped_fit, narrow_terms, operands_fit, uses_compiled
 from .compiled import chain as compiled_chain
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
@@ -41,7 +41,10 @@ class Prepared:
                  block_size: int | None, *, engine: str = "auto") -> None:
         self.unit = unit
         self.engine = engine
+        # the split operands of the compiled engine, made on first use: the nv/amd steps', the
+        # nv_grouped one's (probe inference runs one Prepared under units of both families)
         self._compiled_operands: tuple[Any, ...] | None = None
+        self._grouped_ops: tuple[Any, ...] | None = None
         self.a_format, self.b_format = a_format, b_format
         self.scale_format, self.block_size = scale_format, block_size
         m, k = a.shape
@@ -93,10 +96,15 @@ class Prepared:
                 out = exact_range(self, out, s, s + L)
             return out
         out = np.asarray(c, dtype=np.float32)
-        if u.family in ("nv", "amd") and self.m and self.n and uses_compiled(u, self.engine):
-            operands = self._compiled()
-            if operands is not None:
-                return self._compiled_chain(operands, out, k0, k1)
+        if self.m and self.n and uses_compiled(u, self.engine):
+            if u.family == "nv_grouped":
+                grouped = self._grouped_operands()
+                if grouped is not None:
+                    return self._grouped_chain(grouped, out, k0, k1)
+            else:
+                operands = self._compiled()
+                if operands is not None:
+                    return self._compiled_chain(operands, out, k0, k1)
         return self._numpy_chain(out, k0, k1)
 
     def _numpy_chain(self, out: np.ndarray, k0: int, k1: int) -> np.ndarray:
@@ -145,6 +153,53 @@ class Prepared:
         row_bad, col_bad = np.asarray(a_sp[:, k0:k1].any(1)), np.asarray(b_sp[:, k0:k1].any(1))
         out, bail = compiled_chain(u, a_sig, a_exp, b_sig, b_exp, man_a, man_b, narrow, row_bad, col_bad, c, k0, k1,
                                    u.c_emin)
+        return self._hand_back(out, bail, c, k0, k1)
+
+    def _grouped_operands(self) -> tuple[Any, ...] | None:
+        """The nv_grouped units' operands for the compiled engine, made once: (a_val, b_val,
+        sa_mag, sa_exp, sb_mag, sb_exp, a_special, b_special, sa_special, sb_special, tops,
+        fraction bits): element values in units of their format's smallest step (as the numpy
+        step sums them), B and its scales K-major. None when the C++ arithmetic would not hold
+        them exactly for this unit (:func:`grouped_fit`)."""
+        assert self.sa is not None and self.sb is not None
+        if self._grouped_ops is None:
+            def values(side: _Split) -> np.ndarray:
+                v = side.sgn * (side.mag.astype(np.int64) << np.clip(side.exp - side.emin, 0, 31))
+                return np.where(side.mag == 0, 0, v)
+
+            av, bv = values(self.a), values(self.b)
+            tops = tuple(int(np.abs(x).max(initial=0)) for x in (av, bv, self.sa.mag, self.sb.mag))
+            if max(tops) >= SIG_LIMIT:
+                self._grouped_ops = ()
+            else:
+                def i32(x: np.ndarray) -> np.ndarray:
+                    return np.ascontiguousarray(x, np.int32)
+
+                frac = (self.a.man - self.a.emin) + (self.b.man - self.b.emin) + self.sa.man + self.sb.man
+                self._grouped_ops = (i32(av), i32(bv.T), i32(self.sa.mag), i32(self.sa.exp),
+                                           i32(self.sb.mag.T), i32(self.sb.exp.T), self.a.cls != 0, self.b.cls != 0,
+                                           self.sa.cls != 0, self.sb.cls != 0, tops, frac)
+        ops = self._grouped_ops
+        if not ops:
+            return None
+        top_a, top_b, top_sa, top_sb = ops[10]
+        return ops if grouped_fit(self.unit, top_a, top_b, top_sa, top_sb, self.unit.fraction_bits - ops[11]) else None
+
+    def _grouped_chain(self, operands: tuple[Any, ...], c: np.ndarray, k0: int, k1: int) -> np.ndarray:
+        """The nv_grouped chain in C++, its bail-outs (NaN / Inf elements or NaN scales among the
+        row's or column's K, a non-finite C, an overflow) recomputed by the numpy step."""
+        av, bv, sam, sae, sbm, sbe, a_sp, b_sp, sa_sp, sb_sp, _, frac = operands
+        u, block = self.unit, self.block_size
+        assert block
+        b0, b1 = k0 // block, k1 // block
+        row_bad = np.asarray(a_sp[:, k0:k1].any(1) | sa_sp[:, b0:b1].any(1))
+        col_bad = np.asarray(b_sp[:, k0:k1].any(1) | sb_sp[:, b0:b1].any(1))
+        out, bail = grouped_chain(u, av, bv, sam, sae, sbm, sbe, block, u.fraction_bits - frac, row_bad, col_bad, c,
+                                  k0, k1)
+        return self._hand_back(out, bail, c, k0, k1)
+
+    def _hand_back(self, out: np.ndarray, bail: np.ndarray, c: np.ndarray, k0: int, k1: int) -> np.ndarray:
+        """The outputs the C++ code left, recomputed by the numpy step on their rows and columns."""
         if bail.any():
             rows, cols = np.flatnonzero(bail.any(1)), np.flatnonzero(bail.any(0))
             ix = np.ix_(rows, cols)
@@ -159,7 +214,7 @@ class Prepared:
         if self.sa is not None and self.sb is not None:
             p.sa, p.sb = self.sa.take(rows), self.sb.take(cols)
         p.m, p.n = len(rows), len(cols)
-        p._compiled_operands = None
+        p._compiled_operands = p._grouped_ops = None
         return p
 
     def _step(self, c: np.ndarray, k0: int, k1: int, c_emin: int = -126) -> np.ndarray:

@@ -315,3 +315,140 @@ void fmtsim_amd_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, i
 }
 
 }  // extern "C"
+
+namespace {
+
+// NVIDIA block-scaled FP4 (fmtsim.mma.step.grouped_step, family nv_grouped): step s of row i
+// against columns j0 .. j0 + w. Each group of G products is summed exactly (the elements are
+// small integers in units of their format's smallest step), multiplied by its scale product and
+// aligned on the scale product's exponent (e_zero for a group whose products are all zero or
+// whose scale is zero); the groups and C are truncated toward zero to 2^(e_max - F), summed in
+// int64 (the caller checks that the sum fits), and the sum is rounded toward zero to fp32 in
+// integers (it can pass 2^53, so not through a double). A result of 2^128 or more is left.
+template <int STEP, int G>
+void grouped_row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_t s, int64_t step_rt,
+                      int64_t group_rt, const int32_t* a_val, const int32_t* b_val, const int32_t* sa_mag,
+                      const int32_t* sa_exp, const int32_t* sb_mag, const int32_t* sb_exp, int64_t n_blocks,
+                      int64_t block, int32_t f, int32_t shift, int32_t e_zero, float* out, uint8_t* bail) {
+    const int64_t step = STEP ? STEP : step_rt;
+    const int64_t group = G ? G : group_rt;
+    const int64_t n_groups = step / group;
+    constexpr int kMaxGroups = 8;  // the caller keeps step / group <= 8
+    alignas(64) int32_t emax[kTile];
+    alignas(64) int32_t ge[kMaxGroups][kTile];
+    alignas(64) int64_t gt[kMaxGroups][kTile];
+    alignas(64) int64_t sum[kTile];
+    float* o = out + i * n + j0;
+    uint8_t* bl = bail + i * n + j0;
+    const int64_t kk = s * step;
+    for (int64_t j = 0; j < w; ++j) {
+        uint32_t cb;
+        std::memcpy(&cb, &o[j], 4);
+        const int32_t cef = int32_t((cb >> 23) & 0xFF);
+        emax[j] = (cb & 0x7FFFFFFF) && cef != 0xFF ? (cef ? cef - 127 : -126) : e_zero;
+    }
+    for (int64_t g = 0; g < n_groups; ++g) {
+        alignas(64) int32_t psum[kTile];
+        alignas(64) int32_t nz[kTile];
+        for (int64_t j = 0; j < w; ++j) {
+            psum[j] = 0;
+            nz[j] = 0;
+        }
+        for (int64_t t = 0; t < group; ++t) {
+            const int64_t kt = kk + g * group + t;
+            const int32_t av = a_val[i * k + kt];
+            const int32_t* bv = b_val + kt * n + j0;
+            for (int64_t j = 0; j < w; ++j) {
+                psum[j] += av * bv[j];
+                nz[j] |= (av != 0) & (bv[j] != 0);
+            }
+        }
+        const int64_t blk = (kk + g * group) / block;
+        const int32_t am = sa_mag[i * n_blocks + blk], ae = sa_exp[i * n_blocks + blk];
+        const int32_t* bm = sb_mag + blk * n + j0;
+        const int32_t* be = sb_exp + blk * n + j0;
+        for (int64_t j = 0; j < w; ++j) {
+            const int32_t smag = am * bm[j];
+            const bool zero = nz[j] == 0 || smag == 0;
+            const int32_t e = zero ? e_zero : ae + be[j];
+            ge[g][j] = e;
+            emax[j] = e > emax[j] ? e : emax[j];
+            const int64_t p = psum[j];
+            gt[g][j] = (p < 0 ? -p : p) * int64_t(smag);  // |group sum| * scale product, signed below
+            gt[g][j] = p < 0 ? -gt[g][j] : gt[g][j];
+        }
+    }
+    for (int64_t j = 0; j < w; ++j) sum[j] = 0;
+    for (int64_t g = 0; g < n_groups; ++g) {
+        for (int64_t j = 0; j < w; ++j) {
+            const int64_t t = gt[g][j];
+            const uint64_t mag = uint64_t(t < 0 ? -t : t) << shift;
+            const int32_t d = emax[j] - ge[g][j];  // >= 0
+            const uint64_t tr = mag >> (d < 63 ? d : 63);
+            sum[j] += t < 0 ? -int64_t(tr) : int64_t(tr);
+        }
+    }
+    for (int64_t j = 0; j < w; ++j) {
+        uint32_t cb;
+        std::memcpy(&cb, &o[j], 4);
+        const int32_t cef = int32_t((cb >> 23) & 0xFF);
+        const bool c_finite = cef != 0xFF;
+        // C aligned like a product: trunc(c_sig * 2^(c_exp - e_max + F - 23)), signed
+        const int64_t c_sig = c_finite ? (cef ? ((cb & 0x7FFFFF) | (1u << 23)) : (cb & 0x7FFFFF)) : 0;
+        const int32_t c_exp = cef ? cef - 127 : -126;
+        const int32_t sh = c_exp - emax[j] + (f - 23);
+        const int64_t ct = sh >= 0 ? c_sig << (sh < 63 ? sh : 63) : c_sig >> (-sh < 63 ? -sh : 63);
+        const int64_t total = sum[j] + ((cb >> 31) ? -ct : ct);
+        // toward zero onto fp32's grid: 24 bits below the leading one, none below 2^-149
+        const uint64_t mag = uint64_t(total < 0 ? -total : total);
+        const int32_t x = emax[j] - f;  // the exponent of the sum's last bit
+        const int32_t top = mag ? x + 63 - __builtin_clzll(mag | 1) : -1000;  // exponent of the leading one
+        const int32_t lsb = top - 23 > -149 ? top - 23 : -149;
+        const int32_t drop = lsb - x;
+        const uint64_t q = drop >= 64 ? 0 : drop >= 0 ? mag >> drop : mag << (-drop < 63 ? -drop : 63);
+        // q * 2^lsb: normal when q has 24 bits (lsb > -149 or q >= 2^23), else subnormal
+        const uint32_t bits = q >= (1u << 23) ? (uint32_t(lsb + 23 + 127) << 23) | uint32_t(q & 0x7FFFFF)
+                                              : uint32_t(q);
+        const uint32_t rb = (total < 0 && q ? 0x80000000u : 0u) | bits;
+        const uint8_t left = uint8_t(bl[j] | !c_finite | (q && top > 127));
+        bl[j] = left;
+        o[j] = __builtin_bit_cast(float, left ? cb : rb);
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// As fmtsim_nv_chain, for the nv_grouped units: a_val (m, k), b_val (k, n): each element's
+// signed value in units of its format's smallest step; sa_mag / sa_exp (m, n_blocks) and
+// sb_mag / sb_exp (n_blocks, n): the block scales' significands and exponents; shift: F minus
+// the fraction bits of a group's value times its scale product.
+void fmtsim_grouped_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, int64_t step, int64_t group,
+                          const int32_t* a_val, const int32_t* b_val, const int32_t* sa_mag,
+                          const int32_t* sa_exp, const int32_t* sb_mag, const int32_t* sb_exp, int64_t n_blocks,
+                          int64_t block, const uint8_t* row_bad, const uint8_t* col_bad, int32_t f, int32_t shift,
+                          int32_t e_zero, const float* c, float* out, uint8_t* bail) {
+    for (int64_t i = 0; i < m * n; ++i) {
+        out[i] = c[i];
+        bail[i] = row_bad[i / n] | col_bad[i % n];
+    }
+    for (int64_t s = s0; s < s1; ++s) {
+        for (int64_t j0 = 0; j0 < n; j0 += kTile) {
+            const int64_t w = n - j0 < kTile ? n - j0 : kTile;
+            for (int64_t i = 0; i < m; ++i) {
+                auto run = [&](auto fn) {
+                    fn(i, j0, w, n, k, s, step, group, a_val, b_val, sa_mag, sa_exp, sb_mag, sb_exp, n_blocks,
+                       block, f, shift, e_zero, out, bail);
+                };
+                if (step == 64 && group == 16) {
+                    run(grouped_row_step<64, 16>);  // every nv_grouped unit's shape
+                } else {
+                    run(grouped_row_step<0, 0>);
+                }
+            }
+        }
+    }
+}
+
+}  // extern "C"
