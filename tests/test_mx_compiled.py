@@ -153,3 +153,41 @@ def test_engine_argument(monkeypatch, rng):
         assert np.array_equal(fallback.codes, mx.quantize(x, engine="numpy").codes)
     finally:
         mx._LIBRARY.forget()
+
+
+_SILENT_COMPILER = "#!/bin/sh\nexit 3\n"
+# "succeeds" and writes a file that is no library (as a cache on a noexec mount reads)
+_JUNK_COMPILER = '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && echo junk > "$2"; shift; done\n'
+
+
+@pytest.mark.parametrize("case", ["cache_is_not_a_directory", "compiler_cannot_run", "compiler_fails_silently",
+                                  "library_does_not_load"])
+def test_a_build_that_cannot_happen_falls_back(case, monkeypatch, tmp_path, rng):
+    """Whatever stops the kernel's build or load, 'auto' gives the numpy path's bits and
+    'compiled' a ValueError saying why (never an OSError out of mx.quantize)."""
+    x = wide(rng, (2, 32))
+    monkeypatch.setenv("FMTSIM_CACHE", str(tmp_path / "cache"))
+    cxx = tmp_path / "c++"
+    if case == "cache_is_not_a_directory":
+        (tmp_path / "file").write_text("")
+        monkeypatch.setenv("FMTSIM_CACHE", str(tmp_path / "file" / "cache"))
+        reason = "cannot create the cache directory .*file/cache: Not a directory .*FMTSIM_CACHE"
+    elif case == "compiler_cannot_run":
+        cxx.write_text("not a program")
+        cxx.chmod(0o644)
+        monkeypatch.setenv("CXX", str(cxx))
+        reason = "cannot run the compiler .*c\\+\\+: Permission denied"
+    else:
+        cxx.write_text(_SILENT_COMPILER if case == "compiler_fails_silently" else _JUNK_COMPILER)
+        cxx.chmod(0o755)
+        monkeypatch.setenv("CXX", str(cxx))
+        reason = ("compiling mx_blocks.cpp with .*c\\+\\+ failed: exit status 3, no message"
+                  if case == "compiler_fails_silently" else "cannot load the library .*mx_blocks-")
+    mx._LIBRARY.forget()
+    try:
+        with pytest.raises(ValueError, match="engine='compiled' is unavailable: the compiled MX quantizer: " + reason):
+            mx.quantize(x, engine="compiled")
+        fallback = mx.quantize(x, "mxfp4")
+        assert np.array_equal(fallback.codes, mx.quantize(x, "mxfp4", engine="numpy").codes)
+    finally:
+        mx._LIBRARY.forget()

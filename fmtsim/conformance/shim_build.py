@@ -104,17 +104,33 @@ def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tu
     out_dir = cache_dir()
     lib = out_dir / f"{shim}-{h.hexdigest()[:16]}.so"
     if not lib.exists():
-        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ShimUnavailable(f"{what}: cannot create the cache directory {out_dir}: {e.strerror or e} "
+                                  "(set FMTSIM_CACHE to a writable directory)") from e
         if announce and sys.stderr is not None and sys.stderr.isatty():
             print(f"fmtsim: compiling {what} (once; cached in {out_dir})", file=sys.stderr, flush=True)
-        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-            src = Path(tmp) / f"{shim}.cpp"
-            src.write_bytes(source)
-            tmp_lib = Path(tmp) / "shim.so"
-            r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp_lib), *link_flags], capture_output=True,
-                               text=True)
-            if r.returncode != 0:
-                first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:300])
-                raise ShimUnavailable(f"{what}: compiling the shim with {cxx} failed: {first}")
-            os.replace(tmp_lib, lib)
-    return ctypes.CDLL(str(lib))
+        try:
+            with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+                src = Path(tmp) / f"{shim}.cpp"
+                src.write_bytes(source)
+                tmp_lib = Path(tmp) / "shim.so"
+                try:
+                    r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp_lib), *link_flags],
+                                       capture_output=True, text=True)
+                except OSError as e:  # not executable, not a program for this machine
+                    raise ShimUnavailable(f"{what}: cannot run the compiler {cxx}: {e.strerror or e}") from e
+                if r.returncode != 0:
+                    first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:300])
+                    raise ShimUnavailable(f"{what}: compiling {shim}.cpp with {cxx} failed: "
+                                          f"{first or f'exit status {r.returncode}, no message'}")
+                os.replace(tmp_lib, lib)
+        except OSError as e:  # a cache directory that cannot be written (permissions, a full disk)
+            raise ShimUnavailable(f"{what}: cannot write to the cache directory {out_dir}: {e} "
+                                  "(set FMTSIM_CACHE to a writable directory)") from e
+    try:
+        return ctypes.CDLL(str(lib))
+    except OSError as e:  # a cache on a noexec mount, a damaged file
+        raise ShimUnavailable(f"{what}: cannot load the library {lib}: {e} (a cache directory mounted "
+                              "noexec cannot hold it: set FMTSIM_CACHE; a damaged file: delete it)") from e
