@@ -5,11 +5,15 @@ exponent with the mantissas where the rules turn, NaN/Inf/zero blocks, underflow
 engine argument. The numpy path is held to the exact oracle, the spec's numbers and torchao
 by the other MX tests (which run the compiled path by default)."""
 
+import io
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 from fmtsim import mx
+from fmtsim.conformance.shim_build import find_compiler
 from fmtsim.formats import get_format
 from fmtsim.policy import ROUNDING_MODES
 
@@ -191,3 +195,41 @@ def test_a_build_that_cannot_happen_falls_back(case, monkeypatch, tmp_path, rng)
         assert np.array_equal(fallback.codes, mx.quantize(x, "mxfp4", engine="numpy").codes)
     finally:
         mx._LIBRARY.forget()
+
+
+# refuses the CPU-tuning flags (as some compilers do), compiles everything else; logs each call
+_NO_NATIVE_COMPILER = """#!/bin/sh
+echo "$@" >> '{log}'
+for a in "$@"; do case "$a" in -march=native|-mcpu=native) echo "error: unsupported '$a'" >&2; exit 1;; esac; done
+exec '{cxx}' "$@"
+"""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_refused_native_flags_are_remembered(monkeypatch, tmp_path, rng):
+    """Where the compiler refuses -march=native the portable build runs (the same bits), the
+    refusal is remembered in the cache so that a later process does not compile again, and
+    the first build's notice on a terminal is one line."""
+    real = find_compiler()
+    log, cxx = tmp_path / "calls", tmp_path / "c++"
+    cxx.write_text(_NO_NATIVE_COMPILER.format(log=log, cxx=real))
+    cxx.chmod(0o755)
+    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setenv("FMTSIM_CACHE", str(tmp_path / "cache"))
+    err = _Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    x = wide(rng, (4, 64))
+    try:
+        for _ in range(2):  # the second as a new process finds the cache: nothing held in memory
+            mx._LIBRARY.forget()
+            same(x, "mxfp8_e4m3")
+    finally:
+        mx._LIBRARY.forget()
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and "=native" in calls[0], calls
+    assert "=native" not in calls[1], calls
+    assert err.getvalue().count("fmtsim: compiling the compiled MX quantizer") == 1, err.getvalue()

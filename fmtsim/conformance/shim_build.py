@@ -32,6 +32,9 @@ SOURCE_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
 _SOURCE_BITS = {"float32": np.float32, "float64": np.float64, "float16": np.uint16, "bfloat16": np.uint16}
 
 
+_ANNOUNCED: set[str] = set()  # the builds that said so on stderr in this process
+
+
 class ShimUnavailable(RuntimeError):
     """No compiler, no headers, or the compile failed: the reason is the message."""
 
@@ -82,13 +85,17 @@ def unavailable(load: Callable[[], Any]) -> str | None:
 
 def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tuple[str, ...] = (),
           what: str = "shim", source: bytes | None = None, compile_flags: tuple[str, ...] = (),
-          link_flags: tuple[str, ...] = (), identity_text: str = "", announce: bool = False) -> ctypes.CDLL:
+          link_flags: tuple[str, ...] = (), identity_text: str = "", announce: bool = False,
+          remember_failure: bool = False) -> ctypes.CDLL:
     """The shim ``shims/<shim>.cpp`` (or ``source``) compiled against ``include_dirs`` and loaded.
 
     ``identity``: the header files whose change must trigger a rebuild; ``identity_text``: more
     of the same (a toolchain's version); ``compile_flags`` go before the source, ``link_flags``
     after it (libraries). ``announce``: say on stderr, before compiling, that it is compiling
-    (when stderr is a terminal: a pipe or a log stays clean)."""
+    (when stderr is a terminal: a pipe or a log stays clean; once per ``what`` and process).
+    ``remember_failure``: a compile that fails is remembered in the cache (keyed as the
+    library, and by the compiler's size and time), not run again by later processes: for a
+    build with a fallback (flags the compiler may refuse)."""
     cxx = find_compiler()
     if cxx is None:
         raise ShimUnavailable(f"{what}: no C++ compiler found (set CXX, or install g++)")
@@ -103,13 +110,21 @@ def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tu
         h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
     out_dir = cache_dir()
     lib = out_dir / f"{shim}-{h.hexdigest()[:16]}.so"
+    failed = None
+    if remember_failure and not lib.exists():
+        st = Path(cxx).stat()
+        h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+        failed = out_dir / f"{shim}-{h.hexdigest()[:16]}.failed"
+        if failed.exists():
+            raise ShimUnavailable(failed.read_text(errors="replace"))
     if not lib.exists():
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ShimUnavailable(f"{what}: cannot create the cache directory {out_dir}: {e.strerror or e} "
                                   "(set FMTSIM_CACHE to a writable directory)") from e
-        if announce and sys.stderr is not None and sys.stderr.isatty():
+        if announce and what not in _ANNOUNCED and sys.stderr is not None and sys.stderr.isatty():
+            _ANNOUNCED.add(what)  # a fallback build after a refused one is the same wait
             print(f"fmtsim: compiling {what} (once; cached in {out_dir})", file=sys.stderr, flush=True)
         try:
             with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
@@ -123,8 +138,12 @@ def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tu
                     raise ShimUnavailable(f"{what}: cannot run the compiler {cxx}: {e.strerror or e}") from e
                 if r.returncode != 0:
                     first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:300])
-                    raise ShimUnavailable(f"{what}: compiling {shim}.cpp with {cxx} failed: "
-                                          f"{first or f'exit status {r.returncode}, no message'}")
+                    why = f"{what}: compiling {shim}.cpp with {cxx} failed: " \
+                          f"{first or f'exit status {r.returncode}, no message'}"
+                    if failed is not None:
+                        (Path(tmp) / "failed").write_text(why)
+                        os.replace(Path(tmp) / "failed", failed)
+                    raise ShimUnavailable(why)
                 os.replace(tmp_lib, lib)
         except OSError as e:  # a cache directory that cannot be written (permissions, a full disk)
             raise ShimUnavailable(f"{what}: cannot write to the cache directory {out_dir}: {e} "
