@@ -2,8 +2,9 @@
 bit: every scheme, scale rule and deterministic rounding, flushing or not, block lengths with
 and without a compiled specialisation, float16/bfloat16/float32 input, every float32 amax
 exponent with the mantissas where the rules turn, NaN/Inf/zero blocks, underflow, and the
-engine argument. The numpy path is held to the exact oracle, the spec's numbers and torchao
-by the other MX tests (which run the compiled path by default)."""
+engine argument, and the builds that cannot happen. The other MX tests hold mx.quantize's
+default engine (the kernel, where it builds) to the exact oracle, the spec's numbers and
+torchao; this file holds the numpy passes to it."""
 
 import io
 import sys
