@@ -196,6 +196,8 @@ def test_a_build_that_cannot_happen_falls_back(case, monkeypatch, tmp_path, rng)
         assert np.array_equal(fallback.codes, mx.quantize(x, "mxfp4", engine="numpy").codes)
     finally:
         mx._LIBRARY.forget()
+    # a compiler that fails on every flag is not remembered as refusing the CPU's flags
+    assert not list(tmp_path.rglob("*.failed"))
 
 
 # refuses the CPU-tuning flags (as some compilers do), compiles everything else; logs each call

@@ -38,6 +38,8 @@ _ANNOUNCED: set[str] = set()  # the builds that said so on stderr in this proces
 class ShimUnavailable(RuntimeError):
     """No compiler, no headers, or the compile failed: the reason is the message."""
 
+    remembered: Path | None = None  # where build(remember_failure=True) keeps the failure
+
 
 def cache_dir() -> Path:
     env = os.environ.get("FMTSIM_CACHE")
@@ -140,10 +142,12 @@ def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tu
                     first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:300])
                     why = f"{what}: compiling {shim}.cpp with {cxx} failed: " \
                           f"{first or f'exit status {r.returncode}, no message'}"
+                    err = ShimUnavailable(why)
                     if failed is not None:
                         (Path(tmp) / "failed").write_text(why)
                         os.replace(Path(tmp) / "failed", failed)
-                    raise ShimUnavailable(why)
+                        err.remembered = failed
+                    raise err
                 os.replace(tmp_lib, lib)
         except OSError as e:  # a cache directory that cannot be written (permissions, a full disk)
             raise ShimUnavailable(f"{what}: cannot write to the cache directory {out_dir}: {e} "
