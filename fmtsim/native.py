@@ -4,7 +4,8 @@ matrix units' chain ``fmtsim/mma/nv_chain.cpp``) on the user's machine, tuned fo
 Each is compiled on first use with the system C++ compiler through
 :func:`fmtsim.conformance.shim_build.build` (cached per user; the cache name carries the
 source, the compiler, the flags and this CPU's identity, so a library never travels to
-another CPU), first with ``-march=native`` and, if that fails, with portable flags. The first
+another CPU), first with ``-march=native`` and, if that fails, with portable flags (where
+those build, the refusal is remembered in the cache: later processes do not compile again). The first
 build prints one line on stderr when stderr is a terminal (it takes a few seconds). A failed build is
 remembered by the caller and the numpy path is used instead (or, where the caller asked for
 the compiled path, an error gives the compiler's reason).
@@ -55,10 +56,15 @@ def build_tuned(package: str, name: str, what: str) -> ctypes.CDLL:
     identity = _cpu_identity()
     try:
         return build(name, [], [], what=what, source=source, compile_flags=(*_PORTABLE, *_NATIVE),
-                     identity_text=identity, announce=True)
-    except ShimUnavailable:  # a compiler without those flags
-        return build(name, [], [], what=what, source=source, compile_flags=_PORTABLE, identity_text=identity,
-                     announce=True)
+                     identity_text=identity, announce=True, remember_failure=True)
+    except ShimUnavailable as refused:  # a compiler without those flags (remembered: not tried again)
+        try:
+            return build(name, [], [], what=what, source=source, compile_flags=_PORTABLE,
+                         identity_text=identity, announce=True)
+        except ShimUnavailable:  # not the flags, then: try them again once the toolchain is mended
+            if refused.remembered is not None:
+                refused.remembered.unlink(missing_ok=True)
+            raise
 
 
 class Library:

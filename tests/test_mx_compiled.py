@@ -2,14 +2,19 @@
 bit: every scheme, scale rule and deterministic rounding, flushing or not, block lengths with
 and without a compiled specialisation, float16/bfloat16/float32 input, every float32 amax
 exponent with the mantissas where the rules turn, NaN/Inf/zero blocks, underflow, and the
-engine argument. The numpy path is held to the exact oracle, the spec's numbers and torchao
-by the other MX tests (which run the compiled path by default)."""
+engine argument, and the builds that cannot happen. The other MX tests hold mx.quantize's
+default engine (the kernel, where it builds) to the exact oracle, the spec's numbers and
+torchao; this file holds the numpy passes to it."""
+
+import io
+import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from fmtsim import mx
+from fmtsim.conformance.shim_build import find_compiler
 from fmtsim.formats import get_format
 from fmtsim.policy import ROUNDING_MODES
 
@@ -153,3 +158,81 @@ def test_engine_argument(monkeypatch, rng):
         assert np.array_equal(fallback.codes, mx.quantize(x, engine="numpy").codes)
     finally:
         mx._LIBRARY.forget()
+
+
+_SILENT_COMPILER = "#!/bin/sh\nexit 3\n"
+# "succeeds" and writes a file that is no library (as a cache on a noexec mount reads)
+_JUNK_COMPILER = '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && echo junk > "$2"; shift; done\n'
+
+
+@pytest.mark.parametrize("case", ["cache_is_not_a_directory", "compiler_cannot_run", "compiler_fails_silently",
+                                  "library_does_not_load"])
+def test_a_build_that_cannot_happen_falls_back(case, monkeypatch, tmp_path, rng):
+    """Whatever stops the kernel's build or load, 'auto' gives the numpy path's bits and
+    'compiled' a ValueError saying why (never an OSError out of mx.quantize)."""
+    x = wide(rng, (2, 32))
+    monkeypatch.setenv("FMTSIM_CACHE", str(tmp_path / "cache"))
+    cxx = tmp_path / "c++"
+    if case == "cache_is_not_a_directory":
+        (tmp_path / "file").write_text("")
+        monkeypatch.setenv("FMTSIM_CACHE", str(tmp_path / "file" / "cache"))
+        reason = "cannot create the cache directory .*file/cache: Not a directory .*FMTSIM_CACHE"
+    elif case == "compiler_cannot_run":
+        cxx.write_text("not a program")
+        cxx.chmod(0o644)
+        monkeypatch.setenv("CXX", str(cxx))
+        reason = "cannot run the compiler .*c\\+\\+: Permission denied"
+    else:
+        cxx.write_text(_SILENT_COMPILER if case == "compiler_fails_silently" else _JUNK_COMPILER)
+        cxx.chmod(0o755)
+        monkeypatch.setenv("CXX", str(cxx))
+        reason = ("compiling mx_blocks.cpp with .*c\\+\\+ failed: exit status 3, no message"
+                  if case == "compiler_fails_silently" else "cannot load the library .*mx_blocks-")
+    mx._LIBRARY.forget()
+    try:
+        with pytest.raises(ValueError, match="engine='compiled' is unavailable: the compiled MX quantizer: " + reason):
+            mx.quantize(x, engine="compiled")
+        fallback = mx.quantize(x, "mxfp4")
+        assert np.array_equal(fallback.codes, mx.quantize(x, "mxfp4", engine="numpy").codes)
+    finally:
+        mx._LIBRARY.forget()
+    # a compiler that fails on every flag is not remembered as refusing the CPU's flags
+    assert not list(tmp_path.rglob("*.failed"))
+
+
+# refuses the CPU-tuning flags (as some compilers do), compiles everything else; logs each call
+_NO_NATIVE_COMPILER = """#!/bin/sh
+echo "$@" >> '{log}'
+for a in "$@"; do case "$a" in -march=native|-mcpu=native) echo "error: unsupported '$a'" >&2; exit 1;; esac; done
+exec '{cxx}' "$@"
+"""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_refused_native_flags_are_remembered(monkeypatch, tmp_path, rng):
+    """Where the compiler refuses -march=native the portable build runs (the same bits), the
+    refusal is remembered in the cache so that a later process does not compile again, and
+    the first build's notice on a terminal is one line."""
+    real = find_compiler()
+    log, cxx = tmp_path / "calls", tmp_path / "c++"
+    cxx.write_text(_NO_NATIVE_COMPILER.format(log=log, cxx=real))
+    cxx.chmod(0o755)
+    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setenv("FMTSIM_CACHE", str(tmp_path / "cache"))
+    err = _Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    x = wide(rng, (4, 64))
+    try:
+        for _ in range(2):  # the second as a new process finds the cache: nothing held in memory
+            mx._LIBRARY.forget()
+            same(x, "mxfp8_e4m3")
+    finally:
+        mx._LIBRARY.forget()
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and "=native" in calls[0], calls
+    assert "=native" not in calls[1], calls
+    assert err.getvalue().count("fmtsim: compiling the compiled MX quantizer") == 1, err.getvalue()

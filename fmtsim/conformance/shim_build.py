@@ -32,8 +32,13 @@ SOURCE_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
 _SOURCE_BITS = {"float32": np.float32, "float64": np.float64, "float16": np.uint16, "bfloat16": np.uint16}
 
 
+_ANNOUNCED: set[str] = set()  # the builds that said so on stderr in this process
+
+
 class ShimUnavailable(RuntimeError):
     """No compiler, no headers, or the compile failed: the reason is the message."""
+
+    remembered: Path | None = None  # where build(remember_failure=True) keeps the failure
 
 
 def cache_dir() -> Path:
@@ -82,13 +87,17 @@ def unavailable(load: Callable[[], Any]) -> str | None:
 
 def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tuple[str, ...] = (),
           what: str = "shim", source: bytes | None = None, compile_flags: tuple[str, ...] = (),
-          link_flags: tuple[str, ...] = (), identity_text: str = "", announce: bool = False) -> ctypes.CDLL:
+          link_flags: tuple[str, ...] = (), identity_text: str = "", announce: bool = False,
+          remember_failure: bool = False) -> ctypes.CDLL:
     """The shim ``shims/<shim>.cpp`` (or ``source``) compiled against ``include_dirs`` and loaded.
 
     ``identity``: the header files whose change must trigger a rebuild; ``identity_text``: more
     of the same (a toolchain's version); ``compile_flags`` go before the source, ``link_flags``
     after it (libraries). ``announce``: say on stderr, before compiling, that it is compiling
-    (when stderr is a terminal: a pipe or a log stays clean)."""
+    (when stderr is a terminal: a pipe or a log stays clean; once per ``what`` and process).
+    ``remember_failure``: a compile that fails is remembered in the cache (keyed as the
+    library, and by the compiler's size and time), not run again by later processes: for a
+    build with a fallback (flags the compiler may refuse)."""
     cxx = find_compiler()
     if cxx is None:
         raise ShimUnavailable(f"{what}: no C++ compiler found (set CXX, or install g++)")
@@ -103,18 +112,48 @@ def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tu
         h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
     out_dir = cache_dir()
     lib = out_dir / f"{shim}-{h.hexdigest()[:16]}.so"
+    failed = None
+    if remember_failure and not lib.exists():
+        st = Path(cxx).stat()
+        h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+        failed = out_dir / f"{shim}-{h.hexdigest()[:16]}.failed"
+        if failed.exists():
+            raise ShimUnavailable(failed.read_text(errors="replace"))
     if not lib.exists():
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if announce and sys.stderr is not None and sys.stderr.isatty():
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ShimUnavailable(f"{what}: cannot create the cache directory {out_dir}: {e.strerror or e} "
+                                  "(set FMTSIM_CACHE to a writable directory)") from e
+        if announce and what not in _ANNOUNCED and sys.stderr is not None and sys.stderr.isatty():
+            _ANNOUNCED.add(what)  # a fallback build after a refused one is the same wait
             print(f"fmtsim: compiling {what} (once; cached in {out_dir})", file=sys.stderr, flush=True)
-        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-            src = Path(tmp) / f"{shim}.cpp"
-            src.write_bytes(source)
-            tmp_lib = Path(tmp) / "shim.so"
-            r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp_lib), *link_flags], capture_output=True,
-                               text=True)
-            if r.returncode != 0:
-                first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:300])
-                raise ShimUnavailable(f"{what}: compiling the shim with {cxx} failed: {first}")
-            os.replace(tmp_lib, lib)
-    return ctypes.CDLL(str(lib))
+        try:
+            with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+                src = Path(tmp) / f"{shim}.cpp"
+                src.write_bytes(source)
+                tmp_lib = Path(tmp) / "shim.so"
+                try:
+                    r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp_lib), *link_flags],
+                                       capture_output=True, text=True)
+                except OSError as e:  # not executable, not a program for this machine
+                    raise ShimUnavailable(f"{what}: cannot run the compiler {cxx}: {e.strerror or e}") from e
+                if r.returncode != 0:
+                    first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:300])
+                    why = f"{what}: compiling {shim}.cpp with {cxx} failed: " \
+                          f"{first or f'exit status {r.returncode}, no message'}"
+                    err = ShimUnavailable(why)
+                    if failed is not None:
+                        (Path(tmp) / "failed").write_text(why)
+                        os.replace(Path(tmp) / "failed", failed)
+                        err.remembered = failed
+                    raise err
+                os.replace(tmp_lib, lib)
+        except OSError as e:  # a cache directory that cannot be written (permissions, a full disk)
+            raise ShimUnavailable(f"{what}: cannot write to the cache directory {out_dir}: {e} "
+                                  "(set FMTSIM_CACHE to a writable directory)") from e
+    try:
+        return ctypes.CDLL(str(lib))
+    except OSError as e:  # a cache on a noexec mount, a damaged file
+        raise ShimUnavailable(f"{what}: cannot load the library {lib}: {e} (a cache directory mounted "
+                              "noexec cannot hold it: set FMTSIM_CACHE; a damaged file: delete it)") from e
