@@ -10,6 +10,11 @@ numpy arrays.
 Arrays in the other byte order (``>f4`` on a little-endian machine) are read value for value,
 converted to native order as numpy's arithmetic does.
 
+fmtsim's answers assume IEEE arithmetic with subnormals (every fast path scales, decodes and
+rounds with float32/float64 operations), so the intake also refuses to run while the calling
+thread's CPU flushes subnormals to zero (x86 FTZ/DAZ, as ``torch.set_flush_denormal(True)``
+sets them): a RuntimeError says so, instead of answers that are silently wrong.
+
 Refused with a message: tensors on another device (CUDA, MPS, meta: move them with ``.cpu()``),
 numpy masked arrays (their mask would be silently dropped: pass ``x.filled(v)`` or
 ``x.compressed()``), and tensor types fmtsim does not know.
@@ -23,7 +28,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["as_numpy"]
+__all__ = ["as_numpy", "check_subnormal_arithmetic"]
 
 # torch dtype name -> (integer view dtype name, numpy dtype) for the types numpy cannot hold
 _TORCH_REINTERPRET = {
@@ -67,8 +72,24 @@ def _torch_to_numpy(t: Any, what: str) -> np.ndarray:
         raise TypeError(f"{what}: torch tensor of dtype {t.dtype} cannot be read as a numpy array ({e})") from None
 
 
+_TINY32, _ONE32 = np.float32(2.0**-149), np.float32(1.0)
+_TINY64, _ONE64 = np.float64(2.0**-1074), np.float64(1.0)
+
+
+def check_subnormal_arithmetic() -> None:
+    """RuntimeError when this thread's float arithmetic flushes subnormals (inputs read as zero,
+    or results written as zero): the smallest subnormal times one must stay itself."""
+    if _TINY32 * _ONE32 == 0 or _TINY64 * _ONE64 == 0:
+        raise RuntimeError("this thread's CPU flushes subnormal numbers to zero (FTZ/DAZ, as "
+                           "torch.set_flush_denormal(True) or a library built with -ffast-math sets), so "
+                           "fmtsim's answers would not be exact; turn it off first "
+                           "(torch.set_flush_denormal(False))")
+
+
 def as_numpy(x: Any, what: str = "x") -> np.ndarray:
-    """``x`` as a numpy array, or TypeError naming ``what`` and the problem (see the module docstring)."""
+    """``x`` as a numpy array, or TypeError naming ``what`` and the problem (see the module
+    docstring); RuntimeError where the CPU flushes subnormals (:func:`check_subnormal_arithmetic`)."""
+    check_subnormal_arithmetic()
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError(f"{what}: masked arrays are not accepted (the mask would be ignored); pass "
                         f"{what}.filled(value) or {what}.compressed()")

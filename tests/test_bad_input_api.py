@@ -511,3 +511,26 @@ def test_diff_shares_never_round_to_zero():
         ["0.02%", "0%", "100%", "99.98%", "67.9%"]
     assert [_count(1, "tensor"), _count(2, "tensor"), _count(3, "eighth of a binade")] == \
         ["1 tensor", "2 tensors", "3 eighths of a binade"]
+
+
+def test_a_cpu_that_flushes_subnormals_is_refused():
+    """With FTZ/DAZ on (torch.set_flush_denormal(True)) float32 subnormals read as zero and both
+    MX engines gave wrong codes (and different ones under 'rup'); every array intake refuses
+    instead, and works again once it is off."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (it sets FTZ/DAZ here)")
+    from fmtsim import mma, mx
+
+    x = np.full((1, 32), np.float32(2.0**-149))
+    want = mx.quantize(x, rounding="rup").codes
+    assert torch.set_flush_denormal(True), "this CPU has no flush-to-zero mode to test"
+    try:
+        calls = [lambda: mx.quantize(x, rounding="rup"), lambda: fmtsim.encode(x, "e4m3"),
+                 lambda: fmtsim.decode(np.zeros(3, np.uint8), "e4m3"),
+                 lambda: mma.matmul(np.zeros((1, 32), np.uint8), np.zeros((32, 1), np.uint8), unit="sm90_wgmma_fp8",
+                                    a_format="e4m3", b_format="e4m3")]
+        for call in calls:
+            with pytest.raises(RuntimeError, match="flushes subnormal numbers to zero .*set_flush_denormal\\(False\\)"):
+                call()
+    finally:
+        torch.set_flush_denormal(False)
+    assert np.array_equal(mx.quantize(x, rounding="rup").codes, want) and want.any()
