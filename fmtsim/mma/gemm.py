@@ -609,8 +609,8 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     K = 0: there is no product and no instruction runs, so D is C (times alpha; a NaN
     as the canonical NaN), never C cut to the unit's fraction bits.
 
-    engine: how the steps of the NVIDIA units (family ``nv``) and of CDNA3's FP8 units are
-    computed, with the same bits either way: "compiled" (C++ built on first use with the
+    engine: how the steps of the NVIDIA units (families ``nv`` and ``nv_grouped``) and of
+    CDNA3's FP8 units are computed, with the same bits either way: "compiled" (C++ built on first use with the
     system compiler, :mod:`fmtsim.mma.compiled`; an error says why when it cannot be),
     "numpy", or "auto" (compiled when it builds, else numpy). The other units always run
     in numpy.
