@@ -182,3 +182,10 @@ def test_production_size_check_tool_at_a_small_size(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "D identical bit for bit across the runs: True" in r.stdout
     assert "numpy engine, 16 x 16 outputs: 0 differ" in r.stdout and "Fraction twin, 2 outputs: 0 differ" in r.stdout
+    # and an NVFP4 GEMM (UE4M3 scales per 16) on the block-scaled FP4 unit
+    r = subprocess.run([sys.executable, str(tool), "--dir", str(tmp_path / "fp4"), "--size", "64", "--jobs", "2",
+                        "--no-dask", "--spot", "16", "--twin", "2", "--unit", "sm100_mxf4nvf4", "--format", "e2m1"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ue4m3 scales per 16" in r.stdout and "D identical bit for bit across the runs: True" in r.stdout
+    assert "numpy engine, 16 x 16 outputs: 0 differ" in r.stdout and "Fraction twin, 2 outputs: 0 differ" in r.stdout
