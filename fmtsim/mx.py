@@ -201,7 +201,7 @@ def _bind(lib: Any) -> Any:
     return fn
 
 
-_LIBRARY = Library("fmtsim", "mx_blocks", "the compiled MX quantizer", _bind)
+_LIBRARY = Library("fmtsim", "mx_blocks", "the block quantizers' C++ kernel", _bind)
 
 
 def _quantize_compiled(data: np.ndarray, elem: Format, scale_rule: str, pol: Resolved, flush: bool,

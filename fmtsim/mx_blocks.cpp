@@ -1,16 +1,21 @@
-// OCP MX block conversion of float32 blocks (fmtsim.mx.quantize), one pass per block: the
-// block's amax, its E8M0 scale by the scale rule, and each element scaled by the power of two
-// and encoded through fmtsim's own encode table (rounding.table_f32: the code of every
-// round-to-odd index, built by the exact encoder). Compiled on the user's machine by
-// fmtsim.native and held bit for bit to the numpy path by tests/test_mx_compiled.py.
+// Block conversions of float32 blocks in one pass per block, each held bit for bit to its numpy
+// twin by a test (compiled on the user's machine by fmtsim.native):
 //
-// Every step is the numpy path's, on the same bits:
+// OCP MX (fmtsim.mx.quantize, tests/test_mx_compiled.py): the block's amax, its E8M0 scale by
+// the scale rule, and each element scaled by the power of two and encoded through fmtsim's own
+// encode table (rounding.table_f32: the code of every round-to-odd index, built by the exact
+// encoder). Every step is the numpy path's, on the same bits:
 //   amax         the largest |x| as an integer (magnitudes order as their bit patterns;
 //                NaN's above Inf's)
 //   scale code   mx.scale_codes' float32 branch for the four rules
 //   scaled       x * 2^(127 - code) in float32 (exact unless it underflows; a nonzero that
 //                underflows to zero keeps its sign and nonzero-ness as the smallest subnormal)
 //   code         table[(u | ((u & mask) + mask)) >> s]: u >> s with the sticky bit or-ed in
+//
+// NVIDIA NVFP4 (fmtsim.nvfp4.quantize, tests/test_nvfp4_compiled.py): the block's amax, its
+// UE4M3 scale by the recipe's float32 steps in their order (TransformerEngine's reference or
+// torchao's), encoded and decoded through tables, then each element times the recipe's
+// multiplier, clamped to +-6 and encoded to E2M1 through its table.
 
 #include <cstdint>
 
@@ -92,9 +97,86 @@ void blocks(int64_t n_blocks, int64_t blen_rt, const uint32_t* data, const uint8
     }
 }
 
+// the table's code for the float32 value with bits u (rounding.table_f32's index)
+inline uint8_t lookup(const uint8_t* table, uint32_t mask, int32_t shift, uint32_t u) {
+    return table[(u | ((u & mask) + mask)) >> shift];
+}
+
+// lo <= x <= hi by comparisons, as numpy's clip: a NaN stays NaN, -0.0 stays -0.0
+inline float clip(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+constexpr float kFltMax = 3.40282347e38f;
+
+// The NVFP4 blocks, BLEN elements each (0: the run-time blen; 16 or 256 for 16x16 tiles).
+template <int BLEN>
+void nvfp4_blocks(int64_t n_blocks, int64_t blen_rt, const uint32_t* data, int32_t torchao, float mult, float g,
+                  float inv_g, const uint8_t* s_table, int32_t s_shift, const float* s_values,
+                  const uint8_t* e_table, int32_t e_shift, uint8_t* codes, uint8_t* scales) {
+    const int64_t blen = BLEN ? BLEN : blen_rt;
+    const uint32_t s_mask = (1u << s_shift) - 1u, e_mask = (1u << e_shift) - 1u;
+    constexpr int64_t kChunk = 256;
+    alignas(64) uint32_t idx[kChunk];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const uint32_t* x = data + b * blen;
+        uint8_t* out = codes + b * blen;
+        uint32_t amax_bits = 0;  // the input is finite (checked by the caller)
+        for (int64_t i = 0; i < blen; ++i) {
+            const uint32_t m = x[i] & kMag;
+            amax_bits = m > amax_bits ? m : amax_bits;
+        }
+        const float bmax = from_bits(amax_bits);
+        uint8_t sc;
+        float factor;
+        if (!torchao) {  // te: s = clip(min(bmax * (S / 6), FLT_MAX)); m = min(1 / (s * G), FLT_MAX)
+            float s = bmax * mult;
+            s = s > kFltMax ? kFltMax : s;
+            s = clip(s, -448.0f, 448.0f);
+            sc = lookup(s_table, s_mask, s_shift, to_bits(s));
+            const float p = s_values[sc] * g;
+            factor = 1.0f / p;
+            factor = factor > kFltMax ? kFltMax : factor;
+        } else {  // torchao: s = clip((bmax / 6) / G, 2^-6, 448) (NaN for G = 0); r = (1 / G) / s
+            float s = (bmax / 6.0f) / g;
+            s = clip(s, 0.015625f, 448.0f);
+            sc = s != s ? uint8_t(0x7F) : lookup(s_table, s_mask, s_shift, to_bits(s));
+            factor = inv_g / s_values[sc];
+        }
+        scales[b] = sc;
+        for (int64_t i0 = 0; i0 < blen; i0 += kChunk) {
+            const int64_t w = blen - i0 < kChunk ? blen - i0 : kChunk;
+            for (int64_t i = 0; i < w; ++i) {
+                float y = clip(from_bits(x[i0 + i]) * factor, -6.0f, 6.0f);
+                y = y != y ? 0.0f : y;  // a NaN product (torchao, G = 0) is written as code 0
+                const uint32_t u = to_bits(y);
+                idx[i] = (u | ((u & e_mask) + e_mask)) >> e_shift;
+            }
+            for (int64_t i = 0; i < w; ++i) out[i0 + i] = e_table[idx[i]];
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" {
+
+// NVFP4: data n_blocks * blen float32 bit patterns; torchao: 0 for TE's recipe, 1 for torchao's;
+// mult (te: S * fl(1/6)), g (the global scale), inv_g (torchao: fl(1 / G)); s_table / s_shift:
+// the E4M3 encode table; s_values: the 128 UE4M3 values (0x7F: NaN); e_table / e_shift: the
+// E2M1 encode table. Writes blen E2M1 codes per block to codes and a UE4M3 code per block to scales.
+void fmtsim_nvfp4_f32(int64_t n_blocks, int64_t blen, const uint32_t* data, int32_t torchao, float mult, float g,
+                      float inv_g, const uint8_t* s_table, int32_t s_shift, const float* s_values,
+                      const uint8_t* e_table, int32_t e_shift, uint8_t* codes, uint8_t* scales) {
+    auto run = [&](auto kernel) {
+        kernel(n_blocks, blen, data, torchao, mult, g, inv_g, s_table, s_shift, s_values, e_table, e_shift, codes,
+               scales);
+    };
+    if (blen == 16) {
+        run(nvfp4_blocks<16>);
+    } else {
+        run(nvfp4_blocks<0>);
+    }
+}
+
 
 // data: n_blocks * blen float32 bit patterns, block after block; table / shift: the element's
 // encode table (rounding.table_f32); flush: subnormal inputs to signed zero first.

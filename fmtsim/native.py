@@ -1,5 +1,6 @@
-"""Building fmtsim's own C++ fast paths (the MX block quantizer ``fmtsim/mx_blocks.cpp``, the
-matrix units' chain ``fmtsim/mma/nv_chain.cpp``) on the user's machine, tuned for its CPU.
+"""Building fmtsim's own C++ fast paths (the MX and NVFP4 block quantizers
+``fmtsim/mx_blocks.cpp``, the matrix units' chains ``fmtsim/mma/nv_chain.cpp``) on the user's
+machine, tuned for its CPU.
 
 Each is compiled on first use with the system C++ compiler through
 :func:`fmtsim.conformance.shim_build.build` (cached per user; the cache name carries the

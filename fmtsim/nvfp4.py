@@ -37,6 +37,12 @@ the codes as 0; torchao's bytes there come from 0/0 and depend on the CPU's defa
 NaN or Inf in x: ValueError naming the first index (E2M1 cannot carry them and the
 tensor scale would not be finite). Stochastic rounding (``rounding='sr'`` with
 ``rbits``) applies to the elements, as used for gradients.
+
+Two engines give the same bits (tests/test_nvfp4_compiled.py): the numpy steps below and a
+C++ kernel (``mx_blocks.cpp``, shared with :mod:`fmtsim.mx`, built on first use by
+:mod:`fmtsim.native`) that runs the same float32 steps in the same order on each block, with
+the same encode tables; ``engine="auto"`` (the default) uses it for every rounding but
+``sr`` where it builds.
 """
 
 from __future__ import annotations
@@ -49,7 +55,11 @@ import numpy as np
 from .argcheck import choice, float_dtype, instance, integer, integer_array, round_to_dtype, rounding_name, where
 from .arrays import as_numpy
 from .block import block_amax, merge, scale_shape, scales_from_layout, scales_to_layout, split
-from .codec import as_float_array, decode, encode
+from .codec import _decode_table, as_float_array, decode, encode
+from .formats import get_format
+from .native import Library
+from .policy import resolve
+from .rounding import table_f32
 
 __all__ = ["NVFP4Tensor", "quantize", "dequantize", "RECIPES", "global_scale_to_stored",
            "global_scale_from_stored"]
@@ -99,17 +109,72 @@ def _tile(tile: Any) -> tuple[int, int]:
     return t
 
 
-def _check_finite(x: np.ndarray) -> None:
-    bad = ~np.isfinite(x)
-    if bad.any():
-        i = int(np.argmax(bad.reshape(-1)))
+def _finite_amax(x: np.ndarray) -> np.float32:
+    """max |x| of float32 ``x`` (0 when empty) as max(max x, -min x): two reductions and no
+    temporary; ValueError when x holds NaN or Inf (a NaN makes both reductions NaN)."""
+    if not x.size:
+        return F32(0)
+    hi, lo = x.max(), x.min()
+    if not (np.isfinite(hi) and np.isfinite(lo)):
+        i = int(np.argmax(~np.isfinite(x.reshape(-1))))
         raise ValueError(f"nvfp4: x holds NaN or Inf, or a value beyond float32's range (first at flat index "
                          f"{i}); NVFP4 cannot encode them")
+    return F32(max(hi, -lo))
 
 
 def _e4m3_value(v: np.ndarray) -> np.ndarray:
     """float32 -> E4M3 (RNE, satfinite) code and its float32 value."""
     return np.asarray(encode(v.astype(F32), "e4m3"))
+
+
+def _bind(lib: Any) -> Any:
+    import ctypes
+
+    fn = lib.fmtsim_nvfp4_f32
+    p, i64, i32, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
+    fn.argtypes = [i64, i64, p, i32, f32, f32, f32, p, i32, p, p, i32, p, p]
+    fn.restype = None
+    return fn
+
+
+# the same library as mx's kernel (mx_blocks.cpp holds both block conversions)
+_LIBRARY = Library("fmtsim", "mx_blocks", "the block quantizers' C++ kernel", _bind)
+
+
+def _tensor_scale(recipe: str, amax: np.float32, global_scale: float | None
+                  ) -> tuple[np.float32, np.float32, np.float32]:
+    """(G, te's block multiplier S * fl(1/6), torchao's fl(1/G)), each a float32 step of the
+    recipe (see the module docstring); G from amax unless ``global_scale`` is given."""
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        if recipe == "te":
+            if global_scale is None:
+                enc = F32(min(F32(2688.0) / amax, FLT_MAX)) if amax > 0 else FLT_MAX
+                enc = F32(1.0) if enc == 0 else enc
+                g = F32(F32(1.0) / enc)
+            else:
+                g = F32(global_scale)
+                enc = F32(F32(1.0) / g)
+            return g, F32(enc * F32(F32(1.0) / F32(6.0))), F32(F32(1.0) / g)
+        g = F32(amax / F32(2688.0)) if global_scale is None else F32(global_scale)
+        return g, F32(0.0), F32(F32(1.0) / g)
+
+
+def _quantize_compiled(data: np.ndarray, recipe: str, mult: np.float32, g: np.float32, inv_g: np.float32,
+                       rounding: str) -> tuple[np.ndarray, np.ndarray]:
+    """(E2M1 codes, UE4M3 codes) of float32 blocks (rows of ``data``) by the C++ kernel: the
+    numpy steps of :func:`quantize` in one pass per block."""
+    data = np.ascontiguousarray(data, F32)
+    s_table, s_shift = table_f32(resolve("e4m3", None, None, None).for_source("float32"))
+    e_pol = resolve("e2m1", rounding, None, "te" if recipe == "te" else "zero").for_source("float32")
+    e_table, e_shift = table_f32(e_pol)
+    assert e_pol.intermediate is None and e_pol.nan_signaling is None  # what encode's table path needs
+    s_values = np.ascontiguousarray(_decode_table(get_format("e4m3"), np.dtype(F32)))
+    codes = np.empty(data.shape, np.uint8)
+    scales = np.empty(data.shape[0], np.uint8)
+    _LIBRARY.entry()(data.shape[0], data.shape[1], data.ctypes.data, int(recipe == "torchao"), float(mult),
+                     float(g), float(inv_g), s_table.ctypes.data, s_shift, s_values.ctypes.data,
+                     e_table.ctypes.data, e_shift, codes.ctypes.data, scales.ctypes.data)
+    return codes, scales
 
 
 def quantize(
@@ -120,6 +185,7 @@ def quantize(
     global_scale: float | None = None,
     rounding: str = "rne",
     rbits: Any = None,
+    engine: str = "auto",
 ) -> NVFP4Tensor:
     """NVFP4-quantize ``x`` along its last axis; see the module docstring.
 
@@ -131,9 +197,13 @@ def quantize(
     positive, finite number (a scalar or a one-element array), kept as float32 (round
     to nearest), whose float32 reciprocal is finite (so at least about 2.9e-39).
     rounding: an fmtsim rounding mode for the elements; 'sr' needs ``rbits`` of x's shape.
+    engine: 'auto' (the default: a C++ kernel, built on first use, runs the same float32
+    steps in one pass per block, for every rounding but 'sr'), 'compiled' (requires it) or
+    'numpy'; the same bits either way (tests/test_nvfp4_compiled.py).
     Bad arguments raise TypeError or ValueError naming them.
     """
     recipe = choice(recipe, "recipe", RECIPES)
+    engine = _LIBRARY.check_engine(engine, "nvfp4.quantize")
     tile = _tile(tile)
     rounding_name(rounding)
     if global_scale is not None:
@@ -146,8 +216,8 @@ def quantize(
         global_scale = float(gs)
     arr, _ = as_float_array(x)
     with np.errstate(over="ignore"):
-        x32 = arr.astype(F32)
-    _check_finite(x32)
+        x32 = arr.astype(F32, copy=False)
+    amax = _finite_amax(x32)
     rows = tile[0]
     if x32.ndim == 0 or x32.shape[-1] % 16:
         n = x32.shape[-1] if x32.ndim else 1
@@ -163,18 +233,20 @@ def quantize(
             i = int(np.argmax(ra.reshape(-1) < 0))
             raise ValueError(f"rbits must be non-negative; {where(ra.shape, i)} holds {ra.reshape(-1)[i]}")
     b = split(x32, axis=-1, block=16, rows=rows, what="nvfp4", can_pad=False)
+    e_pol = resolve("e2m1", rounding, None, "te" if recipe == "te" else "zero")
+    compiled = e_pol.rounding != "sr" and rbits is None  # (rbits without 'sr': the encode below refuses them)
+    if engine == "compiled" and not compiled:
+        raise ValueError(f"nvfp4.quantize: engine='compiled' takes every rounding but 'sr' (rounding is "
+                         f"{e_pol.rounding!r}{', with rbits' if rbits is not None else ''}); use engine='auto' or "
+                         "'numpy'")
+    compiled = compiled and _LIBRARY.used(engine)
+    g, mult, inv_g = _tensor_scale(recipe, amax, global_scale)
+    if compiled:
+        codes, s_codes = _quantize_compiled(b.data, recipe, mult, g, inv_g, rounding)
+        return NVFP4Tensor(merge(codes, b), scales_to_layout(s_codes, b), g, (rows, 16), recipe, arr.shape)
     bmax = block_amax(b.data).astype(F32)
-    amax = F32(np.max(np.abs(x32))) if x32.size else F32(0)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         if recipe == "te":
-            if global_scale is None:
-                enc = F32(min(F32(2688.0) / amax, FLT_MAX)) if amax > 0 else FLT_MAX
-                enc = F32(1.0) if enc == 0 else enc
-                g = F32(F32(1.0) / enc)
-            else:
-                g = F32(global_scale)
-                enc = F32(F32(1.0) / g)
-            mult = F32(enc * F32(F32(1.0) / F32(6.0)))
             s = np.minimum((bmax * mult).astype(F32), FLT_MAX)
             s = np.clip(s, -448, 448).astype(F32)
             s_codes = _e4m3_value(s)
@@ -182,12 +254,11 @@ def quantize(
             m_b = np.minimum((F32(1.0) / (s_val * g).astype(F32)).astype(F32), FLT_MAX).astype(F32)
             scaled = (b.data * m_b[:, None]).astype(F32)
         else:
-            g = F32(amax / F32(2688.0)) if global_scale is None else F32(global_scale)
             s = ((bmax / F32(6.0)).astype(F32) / g).astype(F32)
             s = np.clip(s, F32(2.0**-6), F32(448.0)).astype(F32)  # NaN (amax 0) stays NaN
             s_codes = np.where(np.isnan(s), UE4M3_NAN, _e4m3_value(np.nan_to_num(s))).astype(np.uint8)
             s_val = decode(s_codes, "e4m3", np.float32)
-            recip = ((F32(1.0) / g) / s_val).astype(F32)
+            recip = (inv_g / s_val).astype(F32)
             scaled = (b.data * recip[:, None]).astype(F32)
     scaled = np.clip(scaled, F32(-6.0), F32(6.0))
     nan_el = np.isnan(scaled)

@@ -190,7 +190,8 @@ def test_a_build_that_cannot_happen_falls_back(case, monkeypatch, tmp_path, rng)
                   if case == "compiler_fails_silently" else "cannot load the library .*mx_blocks-")
     mx._LIBRARY.forget()
     try:
-        with pytest.raises(ValueError, match="engine='compiled' is unavailable: the compiled MX quantizer: " + reason):
+        with pytest.raises(ValueError, match="engine='compiled' is unavailable: the block quantizers' C\\+\\+ kernel: "
+                           + reason):
             mx.quantize(x, engine="compiled")
         fallback = mx.quantize(x, "mxfp4")
         assert np.array_equal(fallback.codes, mx.quantize(x, "mxfp4", engine="numpy").codes)
@@ -235,4 +236,4 @@ def test_refused_native_flags_are_remembered(monkeypatch, tmp_path, rng):
     calls = log.read_text().splitlines()
     assert len(calls) == 2 and "=native" in calls[0], calls
     assert "=native" not in calls[1], calls
-    assert err.getvalue().count("fmtsim: compiling the compiled MX quantizer") == 1, err.getvalue()
+    assert err.getvalue().count("fmtsim: compiling the block quantizers' C++ kernel") == 1, err.getvalue()

@@ -48,7 +48,7 @@ def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
     return {"nv": nv, "amd": amd, "grouped": grouped}
 
 
-_LIBRARY = Library("fmtsim.mma", "nv_chain", "the compiled matmul engine", _bind)
+_LIBRARY = Library("fmtsim.mma", "nv_chain", "the matrix units' C++ engine", _bind)
 
 
 def unavailable_reason() -> str | None:
