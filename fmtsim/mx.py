@@ -217,6 +217,48 @@ def _quantize_compiled(data: np.ndarray, elem: Format, scale_rule: str, pol: Res
                      elem.emax, 1 << (23 - mbits - 1), recip, int(flush), codes.ctypes.data, scales.ctypes.data)
 
 
+def _quantize_numpy(data: np.ndarray, elem: Format, scale_rule: str, pol: Resolved, r: np.ndarray | None,
+                    src: str, codes: np.ndarray, scales: np.ndarray) -> None:
+    """The numpy passes over blocks (rows of ``data``, already flushed where asked), a chunk of
+    blocks at a time: the kernel's twin, and the path of float64 input and ``sr``."""
+    n_rows, blen = data.shape
+    rows_per = max(1, _MX_CHUNK // max(blen, 1))
+    tiny = np.nextafter(data.dtype.type(0), data.dtype.type(1))
+    mag = np.empty((min(rows_per, n_rows), blen), dtype=data.dtype)
+    for r0 in range(0, n_rows, rows_per):
+        d = data[r0 : r0 + rows_per]
+        m = np.abs(d, out=mag[: d.shape[0]])
+        sc = scale_codes(_magnitude_max(m), elem, scale_rule)
+        scales[r0 : r0 + rows_per] = sc
+        nan_block = sc == E8M0_NAN
+        # X = 2^(code - 127) is a power of two, so x / X is exact unless it underflows
+        factor = np.ldexp(data.dtype.type(1), (127 - np.where(nan_block, 127, sc.astype(np.int32))))
+        try:
+            # the underflow flag is raised for every tiny inexact product: only then can a
+            # nonzero have become zero
+            with np.errstate(invalid="ignore", under="raise"):
+                scaled = np.multiply(d, factor[:, None].astype(data.dtype), out=m)
+            underflow = False
+        except FloatingPointError:
+            with np.errstate(invalid="ignore", under="ignore"):
+                scaled = np.multiply(d, factor[:, None].astype(data.dtype), out=m)
+            underflow = True
+        if underflow and np.count_nonzero(scaled) != np.count_nonzero(d):
+            # a nonzero that underflowed keeps its sign and its being nonzero, which is all
+            # that directed and stochastic rounding can see this far below the element grid
+            lost = (scaled == 0) & (d != 0)
+            scaled[lost] = np.copysign(tiny, d[lost])
+        if nan_block.any():
+            scaled[nan_block] = 0
+        flat = scaled.reshape(-1)
+        out = codes[r0 : r0 + rows_per].reshape(-1)
+        if r is None:
+            encode_fast(flat, pol, out)
+        else:
+            out[:] = encode_f64(flat.astype(np.float64), pol, rbits=r[r0 : r0 + rows_per].reshape(-1),
+                                src=src)[0]
+
+
 def _flush(x: np.ndarray) -> np.ndarray:
     """Subnormals -> zero of the same sign, judged in float32 (microxcaling's behaviour)."""
     tiny = np.finfo(np.float32).tiny
@@ -290,41 +332,8 @@ def quantize(
     codes_x = np.empty(n_rows, dtype=np.uint8)
     if compiled:
         _quantize_compiled(b.data, elem, scale_rule, pol, flush_subnormals, codes, codes_x)
-    rows_per = max(1, _MX_CHUNK // max(blen, 1))
-    tiny = np.nextafter(work.dtype.type(0), work.dtype.type(1))
-    mag = np.empty((min(rows_per, n_rows), blen), dtype=work.dtype)
-    for r0 in range(0, 0 if compiled else n_rows, rows_per):
-        d = b.data[r0 : r0 + rows_per]
-        m = np.abs(d, out=mag[: d.shape[0]])
-        sc = scale_codes(_magnitude_max(m), elem, scale_rule)
-        codes_x[r0 : r0 + rows_per] = sc
-        nan_block = sc == E8M0_NAN
-        # X = 2^(code - 127) is a power of two, so x / X is exact unless it underflows
-        factor = np.ldexp(work.dtype.type(1), (127 - np.where(nan_block, 127, sc.astype(np.int32))))
-        try:
-            # the underflow flag is raised for every tiny inexact product: only then can a
-            # nonzero have become zero
-            with np.errstate(invalid="ignore", under="raise"):
-                scaled = np.multiply(d, factor[:, None].astype(work.dtype), out=m)
-            underflow = False
-        except FloatingPointError:
-            with np.errstate(invalid="ignore", under="ignore"):
-                scaled = np.multiply(d, factor[:, None].astype(work.dtype), out=m)
-            underflow = True
-        if underflow and np.count_nonzero(scaled) != np.count_nonzero(d):
-            # a nonzero that underflowed keeps its sign and its being nonzero, which is all
-            # that directed and stochastic rounding can see this far below the element grid
-            lost = (scaled == 0) & (d != 0)
-            scaled[lost] = np.copysign(tiny, d[lost])
-        if nan_block.any():
-            scaled[nan_block] = 0
-        flat = scaled.reshape(-1)
-        out = codes[r0 : r0 + rows_per].reshape(-1)
-        if r is None:
-            encode_fast(flat, pol, out)
-        else:
-            out[:] = encode_f64(flat.astype(np.float64), pol, rbits=r[r0 : r0 + rows_per].reshape(-1),
-                                src=src)[0]
+    else:
+        _quantize_numpy(b.data, elem, scale_rule, pol, r, src, codes, codes_x)
     return MXTensor(
         codes=merge(codes, b, trim=False),
         scales=scales_to_layout(codes_x, b),
