@@ -101,9 +101,12 @@ class Library:
         return self._load()[1]
 
     def check_engine(self, engine: object, what: str) -> str:
-        """``engine`` checked (one of ENGINES); 'compiled' where the library does not build is a
-        ValueError giving the reason. ``what``: the caller's name for messages."""
-        if not isinstance(engine, str) or engine not in ENGINES:
+        """``engine`` checked: one of ENGINES (TypeError for a non-string, ValueError for another
+        name); 'compiled' where the library does not build is a ValueError giving the reason.
+        ``what``: the caller's name for messages."""
+        if not isinstance(engine, str):  # as argcheck.choice: the wrong type is a TypeError
+            raise TypeError(f"{what}: engine must be one of {', '.join(ENGINES)}, not {type(engine).__name__}")
+        if engine not in ENGINES:
             raise ValueError(f"{what}: engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         if engine == "compiled":
             why = self.unavailable_reason()

@@ -124,3 +124,16 @@ def test_torchao_reciprocal_then_divide_on_boundary_inputs():
     assert not np.array_equal(encode(block[0, 1:4] * r_torchao, "e2m1"), encode(block[0, 1:4] * r_other, "e2m1"))
     q = same(block, recipe="torchao", global_scale=g)
     assert np.array_equal(q.codes[0, 1:4], encode(block[0, 1:4] * r_torchao, "e2m1"))
+
+
+@pytest.mark.parametrize("call", ["nvfp4", "mx", "matmul"])
+def test_engine_of_the_wrong_type_is_a_type_error(call):
+    from fmtsim import mma, mx
+
+    x = np.zeros((1, 32), np.float32)
+    fn = {"nvfp4": lambda e: nvfp4.quantize(x, engine=e), "mx": lambda e: mx.quantize(x, engine=e),
+          "matmul": lambda e: mma.matmul(np.zeros((1, 32), np.uint8), np.zeros((32, 1), np.uint8),
+                                         unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", engine=e)}[call]
+    for bad in (None, 1, True):
+        with pytest.raises(TypeError, match="engine must be one of auto, compiled, numpy, not "):
+            fn(bad)
