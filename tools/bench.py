@@ -187,6 +187,8 @@ def bench_block(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]
             rows.append(mx_against_torchao(xt, tdt, scheme, n, repeat))
     t_nv = best(lambda: nvfp4.quantize(x), repeat)
     rows.append(row("nvfp4.quantize 1x16 (te)", t_nv, None, n, "no peer runs TE's recipe on the CPU"))
+    rows.append(row("nvfp4.quantize 1x16 (te)", t_nv, best(lambda: nvfp4.quantize(x, engine="numpy"), repeat), n,
+                    "fmtsim's own numpy engine (the compiled kernel's twin)"))
     if torch is not None:
         from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale
 
