@@ -176,9 +176,9 @@ class Prepared:
                     return np.ascontiguousarray(x, np.int32)
 
                 frac = (self.a.man - self.a.emin) + (self.b.man - self.b.emin) + self.sa.man + self.sb.man
-                self._grouped_ops = (i32(av), i32(bv.T), i32(self.sa.mag), i32(self.sa.exp),
-                                           i32(self.sb.mag.T), i32(self.sb.exp.T), self.a.cls != 0, self.b.cls != 0,
-                                           self.sa.cls != 0, self.sb.cls != 0, tops, frac)
+                self._grouped_ops = (i32(av), i32(bv.T), i32(self.sa.mag), i32(self.sa.exp), i32(self.sb.mag.T),
+                                     i32(self.sb.exp.T), self.a.cls != 0, self.b.cls != 0, self.sa.cls != 0,
+                                     self.sb.cls != 0, tops, frac)
         ops = self._grouped_ops
         if not ops:
             return None
@@ -610,10 +610,10 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     as the canonical NaN), never C cut to the unit's fraction bits.
 
     engine: how the steps of the NVIDIA units (families ``nv`` and ``nv_grouped``) and of
-    CDNA3's FP8 units are computed, with the same bits either way: "compiled" (C++ built on first use with the
-    system compiler, :mod:`fmtsim.mma.compiled`; an error says why when it cannot be),
-    "numpy", or "auto" (compiled when it builds, else numpy). The other units always run
-    in numpy.
+    CDNA3's FP8 units are computed, with the same bits either way: "compiled" (C++ built on
+    first use with the system compiler, :mod:`fmtsim.mma.compiled`; an error says why when it
+    cannot be), "numpy", or "auto" (compiled when it builds, else numpy). The other units
+    always run in numpy.
     """
     check_chaining(promote_every, split_k)
     check_engine(engine)
