@@ -17,13 +17,15 @@ why = compiled.unavailable_reason()
 pytestmark = pytest.mark.skipif(why is not None, reason=f"the compiled engine is unavailable: {why}")
 
 COVERED = [n for n, u in UNITS.items() if compiled.covers(u)]
-UNIT_FORMATS = [(n, f) for n in COVERED for f in UNITS[n].formats]
+# the code-table units (the fma family's fp32/fp64 operands have tests of their own below)
+UNIT_FORMATS = [(n, f) for n in COVERED for f in UNITS[n].formats if UNITS[n].family != "fma"]
 
 
 def test_covered_units():
-    """Every nv unit and CDNA3's FP8 ones; the rest (fp16/bf16 CDNA3 with their product-overflow
-    rule, the exact, ftz, grouped and fma families) stay with numpy."""
-    assert set(COVERED) == {n for n, u in UNITS.items() if u.family in ("nv", "nv_grouped")} | {"cdna3_mfma_fp8"}
+    """Every nv, nv_grouped and fma unit and CDNA3's FP8 ones; the rest (fp16/bf16 CDNA3 with their
+    product-overflow rule, the exact and ftz families) stay with numpy."""
+    assert set(COVERED) == {n for n, u in UNITS.items() if u.family in ("nv", "nv_grouped", "fma")} | \
+        {"cdna3_mfma_fp8"}
 
 
 def bits(x):
@@ -320,3 +322,55 @@ def test_one_split_under_grouped_and_fused_units(rng):
         fresh, _ = prepare(a, b, unit=name, **kw)
         fresh.engine = "numpy"
         assert np.array_equal(got, bits(fresh.chain(c, 0, fresh.k_padded))), name
+
+
+FMA_UNITS = [n for n, u in UNITS.items() if u.family == "fma"]
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "fp64"])
+def test_fma_chain_lane_by_lane(fmt, rng):
+    """The C++ chain's one FMA (std::fma) against the numpy emulation (fmtsim.mma.fma) and the
+    Fraction rounding of a b + c, on test_mma_fma's lanes: ties, cancellations, double-rounding
+    traps, subnormals, both ends of the range, signed zeros, Inf, NaN. Lane i is output (i, i)
+    of a K = 1 chain of 100 lanes at a time."""
+    from fmtsim.mma import fma as fma_mod
+
+    from .test_mma_fma import _exact, _pools, _same
+
+    a, b, c = _pools(rng, fmt, 2000)
+    want_numpy, want_exact = fma_mod.fma(a, b, c), _exact(a, b, c, fmt)
+    got = np.empty_like(c)
+    for i in range(0, a.size, 100):
+        sl = slice(i, i + 100)
+        d = compiled.fma_chain(a[sl, None], b[None, sl], np.diag(c[sl]), 0, 1)
+        got[sl] = np.diagonal(d)
+    assert _same(got, want_numpy).all() and _same(got, want_exact).all()
+
+
+@pytest.mark.parametrize("unit", FMA_UNITS)
+def test_fma_units_equal_numpy(unit, rng):
+    """Whole chains through matmul: the compiled engine against the numpy one (NaN results
+    canonical on both), with split-K and promotion, on operands mixing every kind of lane."""
+    from .test_mma_fma import SPEC, _pools
+
+    u = UNITS[unit]
+    fmt = u.formats[0]
+    udt, fdt = SPEC[fmt][:2]
+    m, n, k = 13, 17, 40
+    a, _, _ = _pools(rng, fmt, m * k)
+    b, _, c = _pools(rng, fmt, k * n)
+    A, B, C = a.reshape(m, k).view(udt), b.reshape(k, n).view(udt), c[: m * n].reshape(m, n)
+    for extra in ({}, {"split_k": 3}, {"promote_every": 8}):
+        kw = dict(unit=unit, a_format=fmt, b_format=fmt, **extra)
+        fast = matmul(A, B, C, engine="compiled", **kw)
+        ref = matmul(A, B, C, engine="numpy", **kw)
+        assert fast.dtype == ref.dtype == u.out_dtype
+        assert np.array_equal(fast.view(udt), ref.view(udt)), extra
+    ordinary = (rng.standard_normal((m, k)) * 2.0 ** rng.integers(-20, 20, (m, k))).astype(fdt).view(udt)
+    kw = dict(unit=unit, a_format=fmt, b_format=fmt)
+    assert np.array_equal(matmul(ordinary, B, C, engine="compiled", **kw).view(udt),
+                          bits_of(slow_matmul(ordinary, B, C, **kw), udt))
+
+
+def bits_of(x, udt):
+    return np.asarray(x).view(udt)

@@ -1,16 +1,19 @@
 """The compiled engine of the matrix units: the NVIDIA units' fused steps (family ``nv``), their
-block-scaled FP4 steps (``nv_grouped``) and AMD CDNA3's FP8 steps chained along K in C++
-(``nv_chain.cpp``), built on first use with the system compiler (:mod:`fmtsim.native`) and
-cached like the conformance shims.
+block-scaled FP4 steps (``nv_grouped``), AMD CDNA3's FP8 steps and the FMA chains (``fma``,
+with the CPU's IEEE fused multiply-add) chained along K in C++ (``nv_chain.cpp``), built on
+first use with the system compiler (:mod:`fmtsim.native`) and cached like the conformance
+shims.
 
-It computes exactly what :func:`fmtsim.mma.step.nv_step`, :func:`~fmtsim.mma.step.grouped_step`
-and :func:`~fmtsim.mma.step.amd_step` compute, in integers (and doubles where they are exact)
-with the loops running along the outputs, so that the compiler vectorises them, instead of
-numpy passes over (rows, cols, K) slabs. tests/test_mma_compiled.py holds it to the numpy step
-bit for bit (the numpy step is held to the Fraction twin in turn). Outputs whose row or
-column holds a NaN or Inf (a NaN block scale included), whose C is not finite, or whose
-result overflows (or, CDNA3, whose sum reaches 2^53) are flagged by the C++ code and
-computed by the numpy step.
+It computes exactly what :func:`fmtsim.mma.step.nv_step`, :func:`~fmtsim.mma.step.grouped_step`,
+:func:`~fmtsim.mma.step.amd_step` and :func:`fmtsim.mma.fma.fma` compute, in integers (and
+doubles where they are exact; the FMA chains with std::fma) with the loops running along the
+outputs, so that the compiler vectorises them, instead of numpy passes over (rows, cols, K)
+slabs. tests/test_mma_compiled.py holds it to the numpy step bit for bit (the numpy step is
+held to the Fraction twin in turn). Outputs whose row or column holds a NaN or Inf (a NaN
+block scale included), whose C is not finite, or whose result overflows (or, CDNA3, whose
+sum reaches 2^53) are flagged by the C++ code and computed by the numpy step; the FMA chains
+need no such hand-back (IEEE arithmetic is their rule, NaN payloads aside, which matmul
+writes as the canonical NaN).
 
 ``matmul(engine=...)`` chooses: "numpy" never compiles, "compiled" requires this engine
 (an error says why it is unavailable), "auto" (the default) uses it when it builds.
@@ -26,7 +29,7 @@ import numpy as np
 from ..native import ENGINES, Library
 from .units import Unit
 
-__all__ = ["ENGINES", "available", "unavailable_reason", "chain", "grouped_chain", "grouped_fit", "covers",
+__all__ = ["ENGINES", "available", "unavailable_reason", "chain", "grouped_chain", "grouped_fit", "fma_chain", "covers",
            "check_engine", "uses_compiled", "operands_fit", "narrow_terms", "SIG_LIMIT"]
 
 _OUT = {"rz_fp32": (23, -126, False, 2.0**128), "rz_e8m13": (13, -126, False, 2.0**128),
@@ -44,8 +47,10 @@ def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
     amd.argtypes = [i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i32, i32, i32, i32, i32, i32, i32, p, p, p]
     grouped = lib.fmtsim_grouped_chain
     grouped.argtypes = [i64, i64, i64, i64, i64, i64, i64, p, p, p, p, p, p, i64, i64, p, p, i32, i32, i32, p, p, p]
-    nv.restype = amd.restype = grouped.restype = None
-    return {"nv": nv, "amd": amd, "grouped": grouped}
+    fma32, fma64 = lib.fmtsim_fma32_chain, lib.fmtsim_fma64_chain
+    fma32.argtypes = fma64.argtypes = [i64, i64, i64, i64, i64, p, p, p]
+    nv.restype = amd.restype = grouped.restype = fma32.restype = fma64.restype = None
+    return {"nv": nv, "amd": amd, "grouped": grouped, "fma32": fma32, "fma64": fma64}
 
 
 _LIBRARY = Library("fmtsim.mma", "nv_chain", "the matrix units' C++ engine", _bind)
@@ -66,10 +71,12 @@ def check_engine(engine: Any) -> str:
 
 def covers(unit: Unit) -> bool:
     """Whether the compiled engine has ``unit``'s steps: the nv family, the block-scaled FP4
-    units (nv_grouped, rounding toward zero), and CDNA3's FP8 units (the amd family without
-    the fp16/bf16 product-overflow rule)."""
+    units (nv_grouped, rounding toward zero), the FMA chains (fma), and CDNA3's FP8 units (the
+    amd family without the fp16/bf16 product-overflow rule)."""
     if unit.family == "nv":
         return unit.output in _OUT
+    if unit.family == "fma":  # the CPU's own IEEE fused multiply-add
+        return True
     if unit.family == "nv_grouped":  # rounded toward zero in integers; the groups of a step fit its buffers
         return unit.output == "rz_fp32" and unit.k // unit.group <= _MAX_GROUPS
     return unit.family == "amd" and not unit.product_overflow_inf and unit.output == "rne_fp32"
@@ -132,6 +139,20 @@ def grouped_chain(unit: Unit, a_val: np.ndarray, b_val: np.ndarray, sa_mag: np.n
                                 unit.fraction_bits, shift, unit.e_zero, c32.ctypes.data, out.ctypes.data,
                                 bail.ctypes.data)
     return out, bail.astype(bool)
+
+
+def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, k0: int, k1: int) -> np.ndarray:
+    """D = fma(a[:, k], b[k, :], D) for k = k0 .. k1 - 1 in order, from D = c: the fma family's
+    chain, in C's float type (float32 or float64; a, b of the same type, (m, K) and (K, n))."""
+    dt = np.dtype(c.dtype)
+    assert dt in (np.float32, np.float64) and a.dtype == b.dtype == dt
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    out = np.array(c, dtype=dt, order="C", copy=True)
+    m, k = a.shape
+    n = b.shape[1]
+    fn = _LIBRARY.entry()["fma32" if dt == np.float32 else "fma64"]
+    fn(m, n, k, k0, k1, a.ctypes.data, b.ctypes.data, out.ctypes.data)
+    return out
 
 
 def grouped_fit(unit: Unit, top_a: int, top_b: int, top_sa: int, top_sb: int, shift: int) -> bool:

@@ -1,4 +1,7 @@
-"""The ``fma`` family's fast path: exactly rounded fused multiply-adds on numpy arrays.
+"""The ``fma`` family's numpy path: exactly rounded fused multiply-adds on numpy arrays. The
+compiled engine runs the same chain with the CPU's own fused multiply-add (std::fma in
+``nv_chain.cpp``); tests/test_mma_compiled.py holds the two equal, and both to the Fraction
+rounding, lane by lane.
 
 A unit of the family (NVIDIA fp64 ``mma``, AMD fp32 / fp64 MFMA) computes, for each
 output, D = fma(a_k, b_k, D) for k = 0, 1, ..., K-1 in that order, starting from C, each

@@ -22,7 +22,16 @@ import numpy as np
 from ..arrays import as_numpy
 from ..formats import get_format
 from .arith import IEEE_FORMATS, NAN, ZERO_EXP, canonical_operand_format, operand_table
-from .compiled import SIG_LIMIT, check_engine, grouped_chain, grouped_fit, narrow_terms, operands_fit, uses_compiled
+from .compiled import (
+    SIG_LIMIT,
+    check_engine,
+    fma_chain,
+    grouped_chain,
+    grouped_fit,
+    narrow_terms,
+    operands_fit,
+    uses_compiled,
+)
 from .compiled import chain as compiled_chain
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
@@ -84,6 +93,8 @@ class Prepared:
             from .fma import fma
 
             out = np.asarray(c, dtype=u.out_dtype)
+            if self.m and self.n and uses_compiled(u, self.engine):
+                return fma_chain(self.av, self.bv, out, k0, k1)
             for kk in range(k0, k1):
                 out = fma(self.av[:, kk, None], self.bv[None, kk, :], out)
             return out
@@ -609,11 +620,11 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     K = 0: there is no product and no instruction runs, so D is C (times alpha; a NaN
     as the canonical NaN), never C cut to the unit's fraction bits.
 
-    engine: how the steps of the NVIDIA units (families ``nv`` and ``nv_grouped``) and of
-    CDNA3's FP8 units are computed, with the same bits either way: "compiled" (C++ built on
-    first use with the system compiler, :mod:`fmtsim.mma.compiled`; an error says why when it
-    cannot be), "numpy", or "auto" (compiled when it builds, else numpy). The other units
-    always run in numpy.
+    engine: how the steps of the NVIDIA units (families ``nv`` and ``nv_grouped``), of
+    CDNA3's FP8 units and of the FMA chains (``fma``) are computed, with the same bits either
+    way: "compiled" (C++ built on first use with the system compiler,
+    :mod:`fmtsim.mma.compiled`; an error says why when it cannot be), "numpy", or "auto"
+    (compiled when it builds, else numpy). The other units always run in numpy.
     """
     check_chaining(promote_every, split_k)
     check_engine(engine)

@@ -452,3 +452,61 @@ void fmtsim_grouped_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s
 }
 
 }  // extern "C"
+
+namespace {
+
+// The fma family (fmtsim.mma.fma): D = fma(a_k, b_k, D) for k = k0 .. k1 - 1 in that order,
+// each rounded once by the CPU's IEEE fused multiply-add (std::fma: vfmadd where the CPU has
+// it, the C library's correctly rounded fma otherwise), with gradual underflow, signed zeros,
+// Inf and NaN as IEEE 754 gives them (a NaN's payload is not kept: the caller writes every NaN
+// result as the canonical one). Rows are taken kRows at a time and columns kCols at a time, so
+// that a row of B is read once for several rows of D; each output still sees K in order.
+template <typename T>
+void fma_rows(int64_t i0, int64_t rows, int64_t n, int64_t k, int64_t k0, int64_t k1, const T* a, const T* b,
+              T* out) {
+    constexpr int64_t kRows = 8, kCols = 256;
+    alignas(64) T acc[kRows][kCols];
+    for (int64_t j0 = 0; j0 < n; j0 += kCols) {
+        const int64_t w = n - j0 < kCols ? n - j0 : kCols;
+        for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < w; ++j) acc[r][j] = out[(i0 + r) * n + j0 + j];
+        }
+        for (int64_t kk = k0; kk < k1; ++kk) {
+            const T* bk = b + kk * n + j0;
+            for (int64_t r = 0; r < rows; ++r) {
+                const T ar = a[(i0 + r) * k + kk];
+                T* ac = acc[r];
+                for (int64_t j = 0; j < w; ++j) ac[j] = std::fma(ar, bk[j], ac[j]);
+            }
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < w; ++j) out[(i0 + r) * n + j0 + j] = acc[r][j];
+        }
+    }
+}
+
+template <typename T>
+void fma_chain(int64_t m, int64_t n, int64_t k, int64_t k0, int64_t k1, const T* a, const T* b, T* out) {
+    constexpr int64_t kRows = 8;
+    for (int64_t i0 = 0; i0 < m; i0 += kRows) {
+        fma_rows<T>(i0, m - i0 < kRows ? m - i0 : kRows, n, k, k0, k1, a, b, out);
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// a (m, k), b (k, n) row-major values; out (m, n): C on entry, D on return, after the FMAs
+// of K columns k0 .. k1 - 1.
+void fmtsim_fma32_chain(int64_t m, int64_t n, int64_t k, int64_t k0, int64_t k1, const float* a, const float* b,
+                        float* out) {
+    fma_chain<float>(m, n, k, k0, k1, a, b, out);
+}
+
+void fmtsim_fma64_chain(int64_t m, int64_t n, int64_t k, int64_t k0, int64_t k1, const double* a,
+                        const double* b, double* out) {
+    fma_chain<double>(m, n, k, k0, k1, a, b, out);
+}
+
+}  // extern "C"
