@@ -6,10 +6,10 @@ Each is compiled on first use with the system C++ compiler through
 :func:`fmtsim.conformance.shim_build.build` (cached per user; the cache name carries the
 source, the compiler, the flags and this CPU's identity, so a library never travels to
 another CPU), first with ``-march=native`` and, if that fails, with portable flags (where
-those build, the refusal is remembered in the cache: later processes do not compile again). The first
-build prints one line on stderr when stderr is a terminal (it takes a few seconds). A failed build is
-remembered by the caller and the numpy path is used instead (or, where the caller asked for
-the compiled path, an error gives the compiler's reason).
+those build, the refusal is remembered in the cache: later processes do not compile again).
+The first build prints one line on stderr when stderr is a terminal (it takes a few
+seconds). A failed build is remembered by its :class:`Library` and the numpy path is used
+instead (or, where the caller asked for the compiled path, an error gives the reason).
 
 Every fast path built here has a numpy twin, and a test holds the two equal bit for bit.
 """

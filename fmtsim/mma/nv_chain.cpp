@@ -1,8 +1,10 @@
-// The NVIDIA fused dot-product step (fmtsim.mma.step.nv_step) and the CDNA3 FP8 step
-// (fmtsim.mma.step.amd_step), chained along K: one row of A against up to kTile columns of B
-// at a time, every loop running along the outputs so that the compiler vectorises it; exact
-// integer terms, and C's term and the roundings in doubles where they are exact. Compiled on
-// the user's machine by fmtsim.mma.compiled and held bit for bit to the numpy step by
+// The NVIDIA fused dot-product step (fmtsim.mma.step.nv_step), the CDNA3 FP8 step
+// (fmtsim.mma.step.amd_step) and the NVIDIA block-scaled FP4 step (grouped_step), chained
+// along K: one row of A against up to kTile columns of B at a time, every loop running along
+// the outputs so that the compiler vectorises it; exact integer terms, and C's term and the
+// roundings in doubles where they are exact (in integers for the FP4 step). At the end, the
+// fma family's chains of IEEE fused multiply-adds (fmtsim.mma.fma). Compiled on the user's
+// machine by fmtsim.native for fmtsim.mma.compiled and held bit for bit to the numpy step by
 // tests/test_mma_compiled.py.
 //
 // NVIDIA, per output and per step of L products: e_max = the largest a.exp + b.exp of a nonzero
