@@ -374,3 +374,32 @@ def test_fma_units_equal_numpy(unit, rng):
 
 def bits_of(x, udt):
     return np.asarray(x).view(udt)
+
+
+@pytest.mark.parametrize("unit", FMA_UNITS)
+def test_fma_units_signed_zeros_nan_payloads_and_tile_edges(unit, rng):
+    """IEEE's signed zeros through a chain (C = -0.0 with +0 and -0 products: -0 + +0 is +0,
+    -0 + -0 stays -0), signalling and quiet NaNs of different payloads in A and C (written as
+    the canonical NaN by both engines), and a shape over the C++ tiles' edges (9 rows: one past
+    the 8-row block; 257 columns: one past 256)."""
+    u = UNITS[unit]
+    fmt = u.formats[0]
+    wide_ = fmt == "fp64"
+    udt, fdt = (np.uint64, np.float64) if wide_ else (np.uint32, np.float32)
+    one, snan, qnan = (0x3FF0000000000000, 0x7FF0000000000001, 0xFFF8000000000123) if wide_ else \
+        (0x3F800000, 0x7F800001, 0xFFC00123)
+    m, n, k = 9, 257, 3
+    a = (rng.standard_normal((m, k)) * 2.0 ** rng.integers(-10, 10, (m, k))).astype(fdt).view(udt)
+    b = (rng.standard_normal((k, n)) * 2.0 ** rng.integers(-10, 10, (k, n))).astype(fdt).view(udt)
+    c = (rng.standard_normal((m, n))).astype(fdt)
+    a[0], b[:, 0], c[0, 0] = 0, one, -0.0  # +0 products into -0.0: +0
+    a[1] = np.array(-0.0, fdt).view(udt)
+    c[1, 0] = -0.0  # -0 products into -0.0: -0
+    a[2, 1], c[3, 4] = snan, np.array(qnan, udt).view(fdt)
+    kw = dict(unit=unit, a_format=fmt, b_format=fmt)
+    fast = matmul(a, b, c, engine="compiled", **kw).view(udt)
+    assert np.array_equal(fast, matmul(a, b, c, engine="numpy", **kw).view(udt))
+    assert fast[0, 0] == 0 and fast[1, 0] == np.array(-0.0, fdt).view(udt)
+    canonical = 0x7FFFFFFFFFFFFFFF if wide_ else 0x7FFFFFFF
+    assert (fast[2] == canonical).all() and fast[3, 4] == canonical
+    assert np.array_equal(fast[4:], bits_of(slow_matmul(a[4:], b, c[4:], **kw), udt))

@@ -137,3 +137,25 @@ def test_engine_of_the_wrong_type_is_a_type_error(call):
     for bad in (None, 1, True):
         with pytest.raises(TypeError, match="engine must be one of auto, compiled, numpy, not "):
             fn(bad)
+
+
+@pytest.mark.parametrize("recipe", nvfp4.RECIPES)
+@pytest.mark.parametrize("tile", [(1, 16), (16, 16)])
+def test_layouts_and_global_scales_at_the_ends(recipe, tile, rng):
+    """Inputs the kernel reads only after a copy (transposed, reversed, big-endian, 3-D, float64
+    values that round to float32 subnormals or to float32's top, tensors of subnormals only,
+    an all -0.0 block among nonzero ones) and global scales at both ends of the accepted range
+    (the smallest whose float32 reciprocal is finite, the largest float32, a float32
+    subnormal's neighbour 2^-126), every deterministic rounding on one of them."""
+    x = wide(rng, (32, 32))
+    x[16:, :16] = np.float32(-0.0)
+    f64 = rng.standard_normal((32, 32)) * np.exp2(rng.integers(-160, -120, (32, 32)).astype(np.float64))
+    f64[0, :16] = 3.4028235e38
+    subs = (rng.integers(1, 1 << 23, (32, 32)).astype(np.uint32) | (rng.integers(0, 2, (32, 32)).astype(np.uint32)
+                                                                      << 31)).view(np.float32)
+    smallest = np.nextafter(np.float32(1) / np.float32(3.4028235e38), np.float32(1))  # 1/g finite, near FLT_MAX
+    for data in (x.T, x[:, ::-1], x.astype(">f4"), x.reshape(2, 16, 32), f64, subs):
+        for gs in (None, smallest, 2.0**-126, 3.4028235e38):
+            same(data, recipe=recipe, tile=tile, global_scale=gs)
+    for rounding in DETERMINISTIC:
+        same(subs, recipe=recipe, tile=tile, rounding=rounding, global_scale=smallest)
