@@ -191,16 +191,18 @@ def _magnitude_max(m: np.ndarray) -> np.ndarray:
     return x.view(m.dtype)
 
 
-def _bind(lib: Any) -> Any:
+def _bind(lib: Any) -> dict[str, Any]:
     import ctypes
 
-    fn = lib.fmtsim_mx_f32
-    p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
-    fn.argtypes = [i64, i64, p, p, i32, i32, i32, ctypes.c_uint32, ctypes.c_float, i32, p, p]
-    fn.restype = None
-    return fn
+    p, i64, i32, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
+    mx_fn, nvfp4_fn = lib.fmtsim_mx_f32, lib.fmtsim_nvfp4_f32
+    mx_fn.argtypes = [i64, i64, p, p, i32, i32, i32, ctypes.c_uint32, f32, i32, p, p]
+    nvfp4_fn.argtypes = [i64, i64, p, i32, f32, f32, f32, p, i32, p, p, i32, p, p]
+    mx_fn.restype = nvfp4_fn.restype = None
+    return {"mx": mx_fn, "nvfp4": nvfp4_fn}
 
 
+# mx_blocks.cpp holds both block conversions; fmtsim.nvfp4 uses this same library
 _LIBRARY = Library("fmtsim", "mx_blocks", "the block quantizers' C++ kernel", _bind)
 
 
@@ -213,7 +215,7 @@ def _quantize_compiled(data: np.ndarray, elem: Format, scale_rule: str, pol: Res
     n_blocks, blen = data.shape
     mbits = elem.precision - 1
     recip = float(np.float32(1.0 / float(elem.max_finite)))  # rceil's factor, in float32 as scale_codes has it
-    _LIBRARY.entry()(n_blocks, blen, data.ctypes.data, table.ctypes.data, shift, SCALE_RULES.index(scale_rule),
+    _LIBRARY.entry()["mx"](n_blocks, blen, data.ctypes.data, table.ctypes.data, shift, SCALE_RULES.index(scale_rule),
                      elem.emax, 1 << (23 - mbits - 1), recip, int(flush), codes.ctypes.data, scales.ctypes.data)
 
 

@@ -57,7 +57,7 @@ from .arrays import as_numpy
 from .block import block_amax, merge, scale_shape, scales_from_layout, scales_to_layout, split
 from .codec import _decode_table, as_float_array, decode, encode
 from .formats import get_format
-from .native import Library
+from .mx import _LIBRARY  # the block quantizers' C++ kernel (mx_blocks.cpp), shared with mx
 from .policy import resolve
 from .rounding import table_f32
 
@@ -127,20 +127,6 @@ def _e4m3_value(v: np.ndarray) -> np.ndarray:
     return np.asarray(encode(v.astype(F32), "e4m3"))
 
 
-def _bind(lib: Any) -> Any:
-    import ctypes
-
-    fn = lib.fmtsim_nvfp4_f32
-    p, i64, i32, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
-    fn.argtypes = [i64, i64, p, i32, f32, f32, f32, p, i32, p, p, i32, p, p]
-    fn.restype = None
-    return fn
-
-
-# the same library as mx's kernel (mx_blocks.cpp holds both block conversions)
-_LIBRARY = Library("fmtsim", "mx_blocks", "the block quantizers' C++ kernel", _bind)
-
-
 def _tensor_scale(recipe: str, amax: np.float32, global_scale: float | None
                   ) -> tuple[np.float32, np.float32, np.float32]:
     """(G, te's block multiplier S * fl(1/6), torchao's fl(1/G)), each a float32 step of the
@@ -171,7 +157,7 @@ def _quantize_compiled(data: np.ndarray, recipe: str, mult: np.float32, g: np.fl
     s_values = np.ascontiguousarray(_decode_table(get_format("e4m3"), np.dtype(F32)))
     codes = np.empty(data.shape, np.uint8)
     scales = np.empty(data.shape[0], np.uint8)
-    _LIBRARY.entry()(data.shape[0], data.shape[1], data.ctypes.data, int(recipe == "torchao"), float(mult),
+    _LIBRARY.entry()["nvfp4"](data.shape[0], data.shape[1], data.ctypes.data, int(recipe == "torchao"), float(mult),
                      float(g), float(inv_g), s_table.ctypes.data, s_shift, s_values.ctypes.data,
                      e_table.ctypes.data, e_shift, codes.ctypes.data, scales.ctypes.data)
     return codes, scales

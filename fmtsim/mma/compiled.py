@@ -87,6 +87,13 @@ def uses_compiled(unit: Unit, engine: str) -> bool:
     return covers(unit) and _LIBRARY.used(engine)
 
 
+def _buffers(row_bad: np.ndarray, col_bad: np.ndarray, c: np.ndarray, m: int, n: int) -> tuple[np.ndarray, ...]:
+    """What every C++ chain reads and writes besides its operands: the rows / columns to leave
+    (uint8), C (float32), and the (m, n) D and bail arrays it fills."""
+    return (np.ascontiguousarray(row_bad, np.uint8), np.ascontiguousarray(col_bad, np.uint8),
+            np.ascontiguousarray(c, np.float32), np.empty((m, n), np.float32), np.empty((m, n), np.uint8))
+
+
 def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b_exp: np.ndarray,
           man_a: int, man_b: int, narrow: bool, row_bad: np.ndarray, col_bad: np.ndarray, c: np.ndarray,
           k0: int, k1: int, c_emin: int) -> tuple[np.ndarray, np.ndarray]:
@@ -100,11 +107,7 @@ def chain(unit: Unit, a_sig: np.ndarray, a_exp: np.ndarray, b_sig: np.ndarray, b
     n = b_sig.shape[1]
     for x in (a_sig, a_exp, b_sig, b_exp):
         assert x.dtype == np.int32 and x.flags.c_contiguous
-    rb = np.ascontiguousarray(row_bad, np.uint8)
-    cb = np.ascontiguousarray(col_bad, np.uint8)
-    c32 = np.ascontiguousarray(c, np.float32)
-    out = np.empty((m, n), np.float32)
-    bail = np.empty((m, n), np.uint8)
+    rb, cb, c32, out, bail = _buffers(row_bad, col_bad, c, m, n)
     head = (m, n, k, k0 // step, k1 // step, step, a_sig.ctypes.data, a_exp.ctypes.data, b_sig.ctypes.data,
             b_exp.ctypes.data, rb.ctypes.data, cb.ctypes.data, man_a, man_b, unit.fraction_bits)
     tail = (int(narrow), c32.ctypes.data, out.ctypes.data, bail.ctypes.data)
@@ -128,11 +131,7 @@ def grouped_chain(unit: Unit, a_val: np.ndarray, b_val: np.ndarray, sa_mag: np.n
     n = b_val.shape[1]
     for x in (a_val, b_val, sa_mag, sa_exp, sb_mag, sb_exp):
         assert x.dtype == np.int32 and x.flags.c_contiguous
-    rb = np.ascontiguousarray(row_bad, np.uint8)
-    cb = np.ascontiguousarray(col_bad, np.uint8)
-    c32 = np.ascontiguousarray(c, np.float32)
-    out = np.empty((m, n), np.float32)
-    bail = np.empty((m, n), np.uint8)
+    rb, cb, c32, out, bail = _buffers(row_bad, col_bad, c, m, n)
     _LIBRARY.entry()["grouped"](m, n, k, k0 // unit.k, k1 // unit.k, unit.k, unit.group, a_val.ctypes.data,
                                 b_val.ctypes.data, sa_mag.ctypes.data, sa_exp.ctypes.data, sb_mag.ctypes.data,
                                 sb_exp.ctypes.data, sa_mag.shape[1], block, rb.ctypes.data, cb.ctypes.data,

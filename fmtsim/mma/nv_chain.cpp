@@ -225,6 +225,24 @@ void amd_row_step(int64_t i, int64_t j0, int64_t w, int64_t n, int64_t k, int64_
     }
 }
 
+// The driver every chain shares: out = C and bail = the caller's rows and columns to leave, then
+// each(s, i, j0, w) for every step s0 .. s1 - 1, every tile of up to kTile columns and every row
+// (a step of B is reused by every row while it is in cache).
+template <typename Each>
+void chain_steps(int64_t m, int64_t n, int64_t s0, int64_t s1, const uint8_t* row_bad, const uint8_t* col_bad,
+                 const float* c, float* out, uint8_t* bail, Each each) {
+    for (int64_t i = 0; i < m * n; ++i) {
+        out[i] = c[i];
+        bail[i] = row_bad[i / n] | col_bad[i % n];
+    }
+    for (int64_t s = s0; s < s1; ++s) {
+        for (int64_t j0 = 0; j0 < n; j0 += kTile) {
+            const int64_t w = n - j0 < kTile ? n - j0 : kTile;
+            for (int64_t i = 0; i < m; ++i) each(s, i, j0, w);
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -239,38 +257,28 @@ void fmtsim_nv_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, in
                      int32_t man_a, int32_t man_b, int32_t f, int32_t e_zero, int32_t c_emin_first,
                      int32_t c_emin_rest, int32_t out_man, int32_t out_emin, int32_t out_rne,
                      double out_top, int32_t narrow, const float* c, float* out, uint8_t* bail) {
-    for (int64_t i = 0; i < m * n; ++i) {
-        out[i] = c[i];
-        bail[i] = row_bad[i / n] | col_bad[i % n];
-    }
-    // step by step over all outputs (a step of B is reused by every row while it is in cache)
-    for (int64_t s = s0; s < s1; ++s) {
+    chain_steps(m, n, s0, s1, row_bad, col_bad, c, out, bail, [&](int64_t s, int64_t i, int64_t j0, int64_t w) {
         const int32_t c_emin = s == s0 ? c_emin_first : c_emin_rest;
-        for (int64_t j0 = 0; j0 < n; j0 += kTile) {
-            const int64_t w = n - j0 < kTile ? n - j0 : kTile;
-            for (int64_t i = 0; i < m; ++i) {
-                auto run = [&](auto fn) {
-                    fn(i, j0, w, n, k, s, step, a_sig, a_exp, b_sig, b_exp, man_a, man_b, f, e_zero, c_emin,
-                       out_man, out_emin, out_rne != 0, out_top, out, bail);
-                };
-                if (narrow) {
-                    switch (step) {  // the units' step lengths, unrolled
-                        case 16: run(row_step<16, int32_t>); break;
-                        case 32: run(row_step<32, int32_t>); break;
-                        default: run(row_step<0, int32_t>); break;
-                    }
-                } else {
-                    switch (step) {
-                        case 4: run(row_step<4, int64_t>); break;
-                        case 8: run(row_step<8, int64_t>); break;
-                        case 16: run(row_step<16, int64_t>); break;
-                        case 32: run(row_step<32, int64_t>); break;
-                        default: run(row_step<0, int64_t>); break;
-                    }
-                }
+        auto run = [&](auto fn) {
+            fn(i, j0, w, n, k, s, step, a_sig, a_exp, b_sig, b_exp, man_a, man_b, f, e_zero, c_emin, out_man,
+               out_emin, out_rne != 0, out_top, out, bail);
+        };
+        if (narrow) {
+            switch (step) {  // the units' step lengths, unrolled
+                case 16: run(row_step<16, int32_t>); break;
+                case 32: run(row_step<32, int32_t>); break;
+                default: run(row_step<0, int32_t>); break;
+            }
+        } else {
+            switch (step) {
+                case 4: run(row_step<4, int64_t>); break;
+                case 8: run(row_step<8, int64_t>); break;
+                case 16: run(row_step<16, int64_t>); break;
+                case 32: run(row_step<32, int64_t>); break;
+                default: run(row_step<0, int64_t>); break;
             }
         }
-    }
+    });
 }
 
 }  // extern "C"
@@ -284,36 +292,27 @@ void fmtsim_amd_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s1, i
                       const uint8_t* row_bad, const uint8_t* col_bad, int32_t man_a, int32_t man_b, int32_t f,
                       int32_t f2, int32_t groups, int32_t drop_small_c, int32_t narrow, const float* c, float* out,
                       uint8_t* bail) {
-    for (int64_t i = 0; i < m * n; ++i) {
-        out[i] = c[i];
-        bail[i] = row_bad[i / n] | col_bad[i % n];
-    }
-    for (int64_t s = s0; s < s1; ++s) {
-        for (int64_t j0 = 0; j0 < n; j0 += kTile) {
-            const int64_t w = n - j0 < kTile ? n - j0 : kTile;
-            for (int64_t i = 0; i < m; ++i) {
-                auto run = [&](auto fn) {
-                    fn(i, j0, w, n, k, s, step, a_sig, a_exp, b_sig, b_exp, man_a, man_b, f, f2, drop_small_c != 0,
-                       out, bail);
-                };
-                if (groups == 2) {
-                    if (narrow) {
-                        switch (step) {
-                            case 16: run(amd_row_step<16, 2, int32_t>); break;
-                            default: run(amd_row_step<0, 2, int32_t>); break;
-                        }
-                    } else {
-                        run(amd_row_step<0, 2, int64_t>);
-                    }
-                } else {
-                    switch (step) {
-                        case 16: run(amd_row_step<16, 1, int64_t>); break;
-                        default: run(amd_row_step<0, 1, int64_t>); break;
-                    }
+    chain_steps(m, n, s0, s1, row_bad, col_bad, c, out, bail, [&](int64_t s, int64_t i, int64_t j0, int64_t w) {
+        auto run = [&](auto fn) {
+            fn(i, j0, w, n, k, s, step, a_sig, a_exp, b_sig, b_exp, man_a, man_b, f, f2, drop_small_c != 0, out,
+               bail);
+        };
+        if (groups == 2) {
+            if (narrow) {
+                switch (step) {
+                    case 16: run(amd_row_step<16, 2, int32_t>); break;
+                    default: run(amd_row_step<0, 2, int32_t>); break;
                 }
+            } else {
+                run(amd_row_step<0, 2, int64_t>);
+            }
+        } else {
+            switch (step) {
+                case 16: run(amd_row_step<16, 1, int64_t>); break;
+                default: run(amd_row_step<0, 1, int64_t>); break;
             }
         }
-    }
+    });
 }
 
 }  // extern "C"
@@ -431,26 +430,17 @@ void fmtsim_grouped_chain(int64_t m, int64_t n, int64_t k, int64_t s0, int64_t s
                           const int32_t* sa_exp, const int32_t* sb_mag, const int32_t* sb_exp, int64_t n_blocks,
                           int64_t block, const uint8_t* row_bad, const uint8_t* col_bad, int32_t f, int32_t shift,
                           int32_t e_zero, const float* c, float* out, uint8_t* bail) {
-    for (int64_t i = 0; i < m * n; ++i) {
-        out[i] = c[i];
-        bail[i] = row_bad[i / n] | col_bad[i % n];
-    }
-    for (int64_t s = s0; s < s1; ++s) {
-        for (int64_t j0 = 0; j0 < n; j0 += kTile) {
-            const int64_t w = n - j0 < kTile ? n - j0 : kTile;
-            for (int64_t i = 0; i < m; ++i) {
-                auto run = [&](auto fn) {
-                    fn(i, j0, w, n, k, s, step, group, a_val, b_val, sa_mag, sa_exp, sb_mag, sb_exp, n_blocks,
-                       block, f, shift, e_zero, out, bail);
-                };
-                if (step == 64 && group == 16) {
-                    run(grouped_row_step<64, 16>);  // every nv_grouped unit's shape
-                } else {
-                    run(grouped_row_step<0, 0>);
-                }
-            }
+    chain_steps(m, n, s0, s1, row_bad, col_bad, c, out, bail, [&](int64_t s, int64_t i, int64_t j0, int64_t w) {
+        auto run = [&](auto fn) {
+            fn(i, j0, w, n, k, s, step, group, a_val, b_val, sa_mag, sa_exp, sb_mag, sb_exp, n_blocks, block, f,
+               shift, e_zero, out, bail);
+        };
+        if (step == 64 && group == 16) {
+            run(grouped_row_step<64, 16>);  // every nv_grouped unit's shape
+        } else {
+            run(grouped_row_step<0, 0>);
         }
-    }
+    });
 }
 
 }  // extern "C"
