@@ -70,7 +70,7 @@ from .files import (
     run_shards,
 )
 from .intcodes import DENSE_BITS, dense_words, group_layout, int_values, unpack_fp6
-from .producers import Detection, LayerMatch, detect, read_configs
+from .producers import Detection, LayerMatch, detect, read_configs, unread_layout
 
 __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape",
            "BlockShapeError"]
@@ -950,6 +950,9 @@ def _scan(path: str | Path, producer: str | None) -> tuple[Source, dict[Path, He
         det = detect(dtypes, configs, producer)
     except ValueError as e:
         raise CheckpointError(str(e)) from None
+    why = unread_layout(dtypes, configs, det)
+    if why:
+        raise CheckpointError(f"{src.path}: {why}")
     return src, headers, where, configs, det
 
 

@@ -65,7 +65,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Producer", "PRODUCERS", "get_producer", "LayerMatch", "Detection", "detect", "read_configs"]
+__all__ = ["Producer", "PRODUCERS", "get_producer", "unread_layout", "LayerMatch", "Detection", "detect",
+           "read_configs"]
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class Producer:
 
     name: str
     title: str
-    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | w8a16 (packed int8 weights) | int8
+    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | w8a16 (packed int8 weights) | int8 | bnb4
     codes: str  # suffix appended to L
     codes_dtypes: tuple[str, ...]
     scale: str
@@ -332,6 +333,61 @@ PRODUCERS: tuple[Producer, ...] = (
              value="w = (q - zero_point) * s_group; four int8 (+128) per int32, element i at bits 8i", writers=CT,
              marker_required=True),
 )
+
+
+BNB = ("bitsandbytes 0.50.2 through transformers 5.24 save_pretrained",)
+
+
+def _bnb(flag: str) -> tuple[Any, ...]:
+    """transformers' BitsAndBytesConfig: quant_method bitsandbytes, and load_in_4bit or load_in_8bit."""
+    return ((("config.json", "quantization_config.quant_method", "bitsandbytes"),
+             ("config.json", f"quantization_config.{flag}", "true")),)
+
+
+PRODUCERS += (
+    # bitsandbytes 4-bit: ``L.weight`` U8 [n/2, 1], the flattened weight two codes per byte (element 2i in
+    # the high nibble), one absmax per 64 values: F32 ``weight.absmax``, or with double quantization U8
+    # codes into ``weight.nested_quant_map`` under ``weight.nested_absmax`` plus an offset kept only in the
+    # ``weight.quant_state.bitsandbytes__nf4`` / ``__fp4`` JSON (bytes); the 16 values are ``weight.quant_map``
+    Producer("bitsandbytes-4bit", "bitsandbytes NF4 / FP4 (4-bit, absmax per 64 values)", "bnb4",
+             ".weight", ("U8",), ".weight.absmax", ("F32", "U8"), "nf4/fp4", "float", "bnb4", (1, 64),
+             extra=(".weight.quant_map", ".weight.nested_absmax", ".weight.nested_quant_map",
+                    ".weight.quant_state.bitsandbytes__nf4", ".weight.quant_state.bitsandbytes__fp4"),
+             config=_bnb("load_in_4bit"), writers=BNB,
+             value="w = quant_map[code] * absmax[block of 64] (double quantization: absmax = "
+                   "nested_quant_map[c] * nested_absmax + offset)",
+             refuse="the bitsandbytes 4-bit layout is recognised but fmtsim does not decode it yet"),
+    # bitsandbytes LLM.int8: ``L.weight`` I8 [out, in] and ``L.SCB`` F32 [out] (the row's absmax)
+    Producer("bitsandbytes-int8", "bitsandbytes LLM.int8 (row-wise SCB)", "int8",
+             ".weight", ("I8",), ".SCB", ("F32",), "int8", "float", "byte", None,
+             extra=(".weight_format",), config=_bnb("load_in_8bit"), writers=BNB,
+             value="w = (q * SCB[row]) * float32(1/127)",
+             refuse="the bitsandbytes LLM.int8 layout is recognised but fmtsim does not decode it yet"),
+)
+
+# dtypes whose tensors hold packed or coded weights (not values a reader can take as they are)
+PACKED_DTYPES = ("U8", "I8", "I16", "U16", "I32", "U32", "I64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4")
+
+
+def unread_layout(dtypes: dict[str, str], configs: dict[str, Any], det: Detection) -> str | None:
+    """Why a folder must be refused though no record failed: its config declares a quantization method
+    no record reads (GPTQ, AWQ, HQQ, optimum-quanto, torchao, ...) and it holds packed tensors, yet no
+    tensor matched a record. None when nothing is amiss."""
+    if det.layers or det.ambiguous or det.config_producers:
+        return None
+    methods = [str(m) for m in _lookup(configs.get("config.json"), "quantization_config.quant_method")]
+    packed = sorted(n for n, d in dtypes.items() if d in PACKED_DTYPES)
+    if not methods or not packed:
+        return None
+    kinds: dict[str, int] = {}
+    for n in packed:
+        kinds[dtypes[n]] = kinds.get(dtypes[n], 0) + 1
+    fmt = _lookup(configs.get("config.json"), "quantization_config.checkpoint_format") + \
+        _lookup(configs.get("config.json"), "quantization_config.version")
+    what = f"quant_method {', '.join(map(repr, methods))}" + (f" ({', '.join(map(str, fmt))})" if fmt else "")
+    return (f"config.json declares {what}, a layout fmtsim does not read; the folder holds "
+            f"{len(packed)} packed tensor(s) ({', '.join(f'{k} x{v}' for k, v in sorted(kinds.items()))}, "
+            f"e.g. {packed[0]}) that no producer record matches; refused rather than reported as unquantized")
 
 
 def get_producer(name: str) -> Producer:
