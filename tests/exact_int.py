@@ -107,12 +107,12 @@ def expected_int(packing, codes, scale, zp, pre, target, group, signed=True, glo
     s = s.reshape(rows, -1)
     if zp is not None:
         z = np.asarray(zp)
-        if z.size == 1:
+        if packing == "int4x8-reorder":  # [ceil(out/8)] words whatever the count: eight rows per word
+            z = int_codes(packing, z.reshape(1, -1), signed).reshape(-1)[:rows].reshape(rows, 1)
+        elif packing == "int4x8-reorder-t":  # [groups, ceil(out/8)]
+            z = int_codes(packing, z.reshape(s.shape[1], -1), signed)[:rows]
+        elif z.size == 1:
             z = np.full((rows, 1), int(z.reshape(-1)[0]), np.int64)
-        elif packing == "int4x8-reorder":
-            z = int_codes(packing, z, signed).reshape(-1)[:rows].reshape(rows, 1)
-        elif packing != "byte":
-            z = int_codes(packing, z, signed)
         else:
             z = z.astype(np.int64).reshape(rows, -1)
         q = q - np.repeat(z, group if z.shape[1] > 1 else cols, axis=1)[:, :cols]

@@ -69,7 +69,7 @@ from .files import (
     remove_stale_temps,
     run_shards,
 )
-from .intcodes import DENSE_BITS, dense_words, group_layout, int_values, unpack_fp6
+from .intcodes import DENSE_BITS, check_zero_point, dense_words, group_layout, int_values, unpack_fp6
 from .producers import Detection, LayerMatch, detect, read_configs, unread_layout
 
 __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape",
@@ -445,21 +445,26 @@ def _fp4_group(where: str, codes: tuple[int, ...], scale: tuple[int, ...], confi
     return per
 
 
-def ct_layer_bits(layer: str, configs: dict[str, Any]) -> set[int]:
-    """The integer weights' num_bits the compressed-tensors config groups that target ``layer`` declare
+def ct_layer_weights(layer: str, configs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The integer ``weights`` entries of the compressed-tensors config groups that target ``layer``
     (groups whose targets fmtsim cannot match count only when no group is known to target it)."""
     cfg = configs.get("config.json")
     qc = cfg.get("quantization_config") if isinstance(cfg, dict) else None
     groups = qc.get("config_groups") if isinstance(qc, dict) else None
-    found: dict[bool | None, set[int]] = {True: set(), None: set()}
+    found: dict[bool | None, list[dict[str, Any]]] = {True: [], None: []}
     for g in (groups or {}).values() if isinstance(groups, dict) else ():
         w = g.get("weights") if isinstance(g, dict) else None
         if not isinstance(w, dict) or w.get("type") != "int" or type(w.get("num_bits")) is not int:
             continue
         applies = _group_applies(g, layer)
         if applies is not False:
-            found[applies].add(w["num_bits"])
+            found[applies].append(w)
     return found[True] or found[None]
+
+
+def ct_layer_bits(layer: str, configs: dict[str, Any]) -> set[int]:
+    """The integer weights' num_bits the compressed-tensors config groups that target ``layer`` declare."""
+    return {w["num_bits"] for w in ct_layer_weights(layer, configs)}
 
 
 def _dense_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any], where: str,
@@ -484,6 +489,7 @@ def _dense_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any
                                   f"[{rows}, {c.shape[1] * 32 // bits - 32 // bits + 1}..{cols}] {bits}-bit codes")
         cols = shp[1]
     group = group_layout(p.packing, (rows, cols), s.shape, configs, where)
+    _check_zero_point(m, entries, configs, (rows, cols), group, where)
     return TensorJob(m, _out_name(m), (rows, cols), c.dtype, s.shape, (1, group))
 
 
@@ -524,7 +530,35 @@ def _int_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any],
     if m.global_scale is not None and int(np.prod(entries[m.global_scale].shape, dtype=np.int64)) != 1:
         raise CheckpointError(f"{where}: global scale {m.global_scale} has {list(entries[m.global_scale].shape)} "
                               "elements; one per tensor is expected")
+    _check_zero_point(m, entries, configs, out_shape, group, where)
     return TensorJob(m, _out_name(m), out_shape, c.dtype, s.shape, (1, group))
+
+
+def _zero_point_required(m: LayerMatch, configs: dict[str, Any]) -> str:
+    """Why the layer must have a zero point ('' when it need not): unsigned codes centre on one, and a
+    compressed-tensors config group that targets the layer with ``symmetric: false`` packs one."""
+    if m.producer.element == "uint4":
+        return "its codes are unsigned (0..15 around a zero point)"
+    if m.producer.packing in DENSE_BITS:
+        for w in ct_layer_weights(m.layer, configs):
+            if w.get("symmetric") is False:
+                return "its config group says symmetric: false"
+    return ""
+
+
+def _check_zero_point(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any], out_shape: tuple[int, int],
+                      group: int, where: str) -> None:
+    if m.producer.zero_point is None:
+        return
+    if m.zero_point is None:
+        why = _zero_point_required(m, configs)
+        if why:
+            raise CheckpointError(f"{where}: no zero point {m.layer}{m.producer.zero_point}, and {why}; reading it "
+                                  "with zero point 0 would shift every value")
+        return
+    z = entries[m.zero_point]
+    check_zero_point(m.producer.packing, m.zero_point, z.dtype, tuple(z.shape), out_shape[0],
+                     -(-out_shape[1] // group), where)
 
 
 def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,

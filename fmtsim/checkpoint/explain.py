@@ -324,7 +324,7 @@ def _explain_int4_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> Tenso
     E4M3 value (not multiplied back by g); the per-row scale amax(x8) / 7.5 (symmetric int4: (7 - (-8)) / 2,
     ``observer.py`` ``calculate_int_quant_params``), in float32 or bfloat16, stored as float32; codes
     rint(x8 / s) + zp clamped to [-8, 7], the quotient in float32 or bfloat16. A block is one output row."""
-    from .intcodes import unpack_codes
+    from .intcodes import unpack_codes, unpack_zero_point
 
     p = m.producer
     assert m.global_scale is not None
@@ -335,8 +335,7 @@ def _explain_int4_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> Tenso
     g_found = read(m.global_scale).astype(F32).reshape(-1)[0]
     zp = np.zeros(rows, np.int64)
     if m.zero_point:
-        z = np.asarray(read(m.zero_point))
-        zp[:] = int(z.reshape(-1)[0]) if z.size == 1 else unpack_codes(p.packing, z, True).reshape(-1)[:rows]
+        zp[:] = unpack_zero_point(p.packing, read(m.zero_point), rows, 1, True).reshape(-1)
     x = w.astype(F32)
     g_recipe = F32(np.max(np.abs(x)) / F32(448))
     g_ok = g_recipe.tobytes() == g_found.tobytes()
@@ -474,7 +473,7 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray, folded: str |
     dtype), codes round-half-even(x / s) clamped (torch.round), given the stored scale. With a
     pre_quant_scale, also the bound of :func:`_pre_scale_bound`; ``folded``: why a layer whose
     record has one has none (folded elsewhere by the export), said in the notes."""
-    from .intcodes import DENSE_BITS, unpack_codes, unpack_dense
+    from .intcodes import unpack_codes, unpack_zero_point
 
     p = m.producer
     q = unpack_codes(p.packing, read(m.codes), p.element != "uint4", cols=tj.out_shape[1])
@@ -497,17 +496,8 @@ def _explain_int(m: LayerMatch, tj: Any, read: Any, w: np.ndarray, folded: str |
     qmax, qmin = {"int8": (127, -128), "int4": (7, -8), "uint4": (15, 0)}[p.element]
     zp = np.zeros((1, 1) if per_tensor else (rows, ng), np.int64)
     if m.zero_point:
-        z = np.asarray(read(m.zero_point))
-        if z.size == 1:
-            zp[:] = int(z.reshape(-1)[0])
-        elif p.packing == "byte":
-            zp = z.astype(np.int64).reshape(rows, -1)
-        elif p.packing in DENSE_BITS:  # compressed-tensors packs the zero point (+ offset) along dim 0
-            zp = unpack_dense(z, DENSE_BITS[p.packing], rows, packed_dim=0)
-        elif p.packing == "int4x8-reorder":  # Quark per channel: [out/8], one per output row
-            zp = unpack_codes(p.packing, z, signed).reshape(-1)[:rows].reshape(rows, 1)
-        else:
-            zp = unpack_codes(p.packing, z, signed)
+        zp = unpack_zero_point(p.packing, read(m.zero_point), rows, ng, signed)
+        zp = zp[:1, :1] if per_tensor else zp
     weights = {"w": w.astype(F32)}
     notes = []
     if m.pre_scale:  # SmoothQuant / AWQ: the input is multiplied by pre, so the weight was divided by it

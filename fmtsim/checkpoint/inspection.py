@@ -8,7 +8,9 @@ scale statistics, and findings:
     error    nan-scale, inf-scale, negative-scale, zero-scale (a scale of 0 under non-zero codes:
              uninitialised), e8m0-nan (E8M0 byte 0xFF), global-direction (an NVFP4 global scale
              whose magnitude fits the other convention: multiplier vs divisor), missing-scale (FP8
-             or packed FP4 weights with no scale a record knows), ambiguous (several records with
+             or packed FP4 weights with no scale a record knows, or codes of a record the config marks
+             without that record's scales), nan-scale / inf-scale / negative-scale on a
+             pre_quant_scale too, ambiguous (several records with
              different rules fit and no config says which), block-shape (block scales whose block
              shape no config states and several shapes fit, or that do not cover the codes in the
              stated blocks), layout (any other geometry dequantize refuses)
@@ -40,7 +42,7 @@ from .conversion import ATTENTION_SUFFIXES, is_scale_like
 from .dequant import FP8_ELEMENT, BlockShapeError, _scan, layer_plan, ue5m3_values
 from .files import DTYPES, CheckpointError, Header, read_array
 from .intcodes import unpack_codes, unpack_fp6
-from .producers import LayerMatch
+from .producers import LayerMatch, Producer, get_producer
 
 __all__ = ["Finding", "TensorReport", "InspectReport", "inspect"]
 
@@ -228,6 +230,13 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
                     add("warning", "zero-scale-empty", f"{st['zero']} zero scale(s), all over zero codes", m.scale)
             else:
                 add("error", "zero-scale", f"{st['zero']} scale(s) are 0", m.scale)
+    if m.pre_scale:  # folded into every column of the weight: a NaN, Inf or non-positive one is a bad column
+        pre = np.asarray(read(m.pre_scale)).astype(np.float64).reshape(-1)
+        for code, what, mask in (("nan-scale", "NaN", np.isnan(pre)), ("inf-scale", "Inf", np.isinf(pre)),
+                                 ("negative-scale", "negative or zero", ~np.isnan(pre) & (pre <= 0))):
+            if mask.any():
+                add("error", code, f"{int(np.count_nonzero(mask))} of {pre.size} pre_quant_scale values are {what}, "
+                    f"first at column {int(np.argmax(mask))} (dequantize folds it into that column)", m.pre_scale)
     if p.global_scale and m.global_scale:
         g = float(read(m.global_scale).astype(np.float64).reshape(-1)[0])
         rep.scales["global"] = g
@@ -273,6 +282,19 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
                     "a byte: the two nibbles of each byte look swapped (element 2i belongs in the low nibble)")
 
 
+def _lacking_scales(name: str, dtype: str, marked: list[Producer], where: dict[str, Any]
+                    ) -> tuple[Producer, list[str]] | None:
+    """The first record a config marks whose codes ``name`` looks like (suffix and dtype) and the scale
+    tensors of it the checkpoint lacks: a layer detection could not match for want of them."""
+    for p in marked:
+        if name.endswith(p.codes) and dtype in p.codes_dtypes:
+            layer = name[: -len(p.codes)]
+            missing = [layer + s for s in (p.scale, p.global_scale) if s and layer + s not in where]
+            if missing:
+                return p, missing
+    return None
+
+
 def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
     """Detect producers, summarise every quantized tensor and lint; see the module docstring."""
     source, headers, where, configs, det = _scan(path, producer)
@@ -312,7 +334,7 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
         cache.clear()
         reports.append(rep)
         findings += rep.findings
-        claimed |= {x for x in (m.codes, m.scale, m.global_scale, m.zero_point, m.shape_tensor) if x}
+        claimed |= {x for x in (m.codes, m.scale, m.global_scale, m.zero_point, m.shape_tensor, m.pre_scale) if x}
         claimed |= {m.layer + s for s in m.producer.extra}
     for name, cands in sorted(det.ambiguous.items()):
         findings.append(Finding("error", "ambiguous", name, f"fits {', '.join(cands)} with different rules and no "
@@ -329,11 +351,18 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
                     findings.append(Finding("warning", "fused-global-scales", t,
                                             f"global scale {g:.6g} differs from {other}'s "
                                             f"{layers_with_globals[other]:.6g}; fused kernels assume one"))
+    marked = [get_producer(n) for n in det.config_producers]
     for name in sorted(where):
         if name in claimed or name in det.layers or name.endswith(ATTENTION_SUFFIXES):
             continue  # attention / KV-cache scales belong to the attention, not to a weight
         dt = entries[name].dtype
-        if dt in FP8_ELEMENT and not is_scale_like(name):
+        lacking = _lacking_scales(name, dt, marked, where)
+        if lacking:
+            p, missing = lacking
+            findings.append(Finding("error", "missing-scale", name, f"{dt} codes of {p.title} (the config marks it) "
+                                    f"without {' and '.join(missing)}"))
+            claimed |= {name[: -len(p.codes)] + s for s in (p.scale, p.global_scale, p.zero_point) if s}
+        elif dt in FP8_ELEMENT and not is_scale_like(name):
             findings.append(Finding("error", "missing-scale", name, f"an FP8 ({dt}) tensor with no scale any "
                                     "producer record knows"))
         elif dt == "U8" and (name.endswith(("_blocks", ".blocks", "weight_packed"))):

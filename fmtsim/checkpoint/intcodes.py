@@ -40,6 +40,7 @@ from ..exactfloat import two_product
 from .files import CheckpointError
 
 __all__ = ["REORDER", "unpack_codes", "group_layout", "int_values", "config_group_sizes", "pack_codes",
+           "zero_point_layout", "check_zero_point", "unpack_zero_point",
            "DENSE_BITS", "unpack_dense", "pack_dense", "dense_words", "unpack_fp6", "pack_fp6"]
 
 REORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # output j of eight sits in nibble REORDER.index(j)
@@ -231,6 +232,61 @@ def _per_column(a: np.ndarray, packing: str, rows: int, cols: int, group: int) -
     return np.repeat(a, group, axis=1)[:, :cols]
 
 
+def zero_point_layout(packing: str, rows: int, groups: int) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...], str]:
+    """The dtypes and shapes a producer stores the zero point of an [rows, groups]-scaled weight in, and the
+    layout in words. A packed zero point is always unpacked by its layout, whatever its element count: eight
+    rows of int4 pack into one int32 that holds eight zero points, not one.
+
+    - compressed-tensors pack-quantized (channel and group strategies; 0.20
+      ``compressors/pack_quantized/base.py`` packs the [out, groups] zero point with ``pack_to_int32(...,
+      packed_dim=0)``): I32 [ceil(out * b / 32), groups], or per tensor (not packed) I8 [1] / [];
+    - Quark per channel (0.13 ``torch/utils/pack.py`` ``Pack_4_bits.pack`` of the 1-D [out] zero point,
+      nothing transposed): I32 [ceil(out / 8)];
+    - Quark per group (``Pack_4_bits`` on the transposed [groups, out]): I32 [groups, ceil(out / 8)];
+    - one byte per code (Quark int8): I8 / U8 / I32 with one value, or one per row."""
+    if packing in DENSE_BITS:
+        return (("I32",), ((dense_words(rows, DENSE_BITS[packing]), groups),),
+                f"int32 [ceil(out * {DENSE_BITS[packing]} / 32), groups] = [{dense_words(rows, DENSE_BITS[packing])}, "
+                f"{groups}] (packed along the outputs)")
+    if packing == "int4x8-reorder":
+        return ("I32",), ((-(-rows // 8),),), f"int32 [ceil(out / 8)] = [{-(-rows // 8)}] (eight outputs per word)"
+    if packing == "int4x8-reorder-t":
+        return (("I32",), ((groups, -(-rows // 8)),),
+                f"int32 [groups, ceil(out / 8)] = [{groups}, {-(-rows // 8)}] (eight outputs per word)")
+    if packing == "byte":
+        return ("I8", "U8", "I32"), ((), (1,), (rows,), (rows, 1)), f"an integer per tensor or [{rows}] / [{rows}, 1]"
+    return (), (), "no zero point"
+
+
+def check_zero_point(packing: str, name: str, dtype: str, shape: tuple[int, ...], rows: int, groups: int,
+                     where: str) -> None:
+    """CheckpointError unless the zero point tensor ``name`` is stored as :func:`zero_point_layout` says.
+    A per-tensor value (I8 [1] / []) is taken under compressed-tensors only (its tensor strategy does not
+    pack the zero point)."""
+    dtypes, shapes, words = zero_point_layout(packing, rows, groups)
+    shape = tuple(int(v) for v in shape)
+    ok = dtype in dtypes and shape in shapes
+    if packing in DENSE_BITS and dtype == "I8" and shape in ((), (1,)) and groups == 1:
+        ok = True
+    if not ok:
+        raise CheckpointError(f"{where}: zero point {name} is {dtype} {list(shape)}; a weight of {rows} rows and "
+                              f"{groups} scale group(s) per row stores it as {words}")
+
+
+def unpack_zero_point(packing: str, zero_point: np.ndarray, rows: int, groups: int, signed: bool = True
+                      ) -> np.ndarray:
+    """A stored zero point (checked by :func:`check_zero_point`) -> int64 [rows, groups]."""
+    z = np.asarray(zero_point)
+    if packing in DENSE_BITS and z.dtype.kind == "i" and z.dtype.itemsize == 4:
+        return unpack_dense(z.reshape(-1, groups), DENSE_BITS[packing], rows, packed_dim=0)
+    if packing == "int4x8-reorder":
+        return unpack_codes(packing, z.reshape(1, -1), signed).reshape(-1)[:rows].reshape(rows, 1)
+    if packing == "int4x8-reorder-t":
+        return unpack_codes(packing, z.reshape(groups, -1), signed)[:rows]
+    z64 = z.astype(np.int64).reshape(-1)
+    return np.broadcast_to(z64.reshape(1, 1) if z64.size == 1 else z64.reshape(rows, 1), (rows, groups)).copy()
+
+
 def int_values(packing: str, codes: np.ndarray, scale: np.ndarray, group: int, zero_point: np.ndarray | None,
                pre_scale: np.ndarray | None, signed: bool = True, cols: int | None = None,
                global_scale: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -241,17 +297,8 @@ def int_values(packing: str, codes: np.ndarray, scale: np.ndarray, group: int, z
     q = unpack_codes(packing, codes, signed, cols)
     rows, cols = q.shape
     if zero_point is not None:
-        zp = np.asarray(zero_point)
-        if packing in DENSE_BITS and zp.size > 1:  # [out, groups] packed along dim 0 (compressed-tensors)
-            groups = np.asarray(scale).reshape(rows, -1).shape[1]
-            q = q - _per_column(unpack_dense(zp, DENSE_BITS[packing], rows, packed_dim=0)[:, :groups], "byte",
-                                rows, cols, group)
-        elif packing == "int4x8-reorder" and zp.size > 1:  # Quark per channel: [out/8] -> one per output row
-            q = q - unpack_codes(packing, zp, signed).reshape(-1)[:rows, None]
-        elif packing != "byte" and zp.size > 1:  # packed like the weight: unpacking turns it to [out, groups]
-            q = q - _per_column(unpack_codes(packing, zp, signed), "byte", rows, cols, group)
-        else:
-            q = q - _per_column(zp.astype(np.int64), packing, rows, cols, group)
+        groups = -(-cols // group)
+        q = q - _per_column(unpack_zero_point(packing, zero_point, rows, groups, signed), "byte", rows, cols, group)
     s = _per_column(np.asarray(scale).astype(np.float64), packing, rows, cols, group)
     v = q.astype(np.float64) * s  # exact: 9 + 24 significant bits
     if global_scale is not None:
