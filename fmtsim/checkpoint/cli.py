@@ -58,6 +58,9 @@ def add_fnuz_convert_arguments(c: argparse.ArgumentParser) -> None:
                                   "input writes OUTPUT/<input name>)")
     c.add_argument("--inf", choices=["nan", "max", "ocp_max"], help="what E5M2 +-Inf becomes (required if any)")
     c.add_argument("--allow-unscaled", action="store_true", help="convert FP8 tensors that have no scale")
+    c.add_argument("--allow-scale-errors", action="store_true",
+                   help="convert even when 'checkpoint inspect' reports a scale error (NaN, Inf, negative, zero "
+                        "over non-zero codes); by default they stop the conversion")
     c.add_argument("--keep-scale", action="append", default=[], metavar="PATTERN",
                    help="glob of scale-like tensors to copy unchanged")
     c.add_argument("--double-scale", action="append", default=[], metavar="PATTERN",
@@ -77,7 +80,7 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
         s = convert(args.input, args.output, inf=args.inf, allow_unscaled=args.allow_unscaled,
                     keep_scales=tuple(args.keep_scale), double_scales=tuple(args.double_scale),
                     dry_run=args.dry_run, jobs=args.jobs, verify=not args.no_verify, scheduler=args.scheduler,
-                    progress=not args.dry_run and sys.stderr.isatty())
+                    progress=not args.dry_run and sys.stderr.isatty(), allow_scale_errors=args.allow_scale_errors)
     except CheckpointError as e:
         raise _usage_error(str(e)) from None
     p = s.plan
@@ -118,6 +121,8 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
                         "scales x2", "verified", "s"]))
     for n in s.notes:
         print(f"NOTE: {n}")
+    for err in p.scale_errors:
+        print(f"WARNING: converted with a scale error (--allow-scale-errors): {err}")
     if p.unscaled:
         print(f"WARNING: {len(p.unscaled)} FP8 tensor(s) had no scale; their values are now half: "
               + ", ".join(p.unscaled[:10]))
@@ -139,7 +144,8 @@ def cmd_checkpoint_convert(args: argparse.Namespace) -> int:
     fnuz_only = [flag for flag, on in (("--inf", args.inf), ("--allow-unscaled", args.allow_unscaled),
                                        ("--keep-scale", args.keep_scale), ("--double-scale", args.double_scale),
                                        ("--no-verify", args.no_verify), ("--jobs", args.jobs != 1),
-                                       ("--scheduler", args.scheduler)) if on]
+                                       ("--scheduler", args.scheduler),
+                                       ("--allow-scale-errors", args.allow_scale_errors)) if on]
     if fnuz_only:
         raise _usage_error(f"{', '.join(fnuz_only)}: only for --to fnuz")
     try:
@@ -329,6 +335,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             direction = "higher" if step > 0 else "lower"
             print(f"    {n} of {_count(d.scales, 'scale')} ({_share(n, d.scales)}) "
                   f"{'is' if n == 1 else 'are'} {_count(abs(step), u)} {direction} in B")
+        if d.compared_as:
+            print(f"    {d.compared_as}")
         if d.recipes:
             print(f"    A follows {d.recipes['A']}; B follows {d.recipes['B']}")
     return 0

@@ -145,6 +145,7 @@ class ConversionPlan:
     e8m0: set[str] = field(default_factory=set)  # doubled scales that are E8M0 exponent bytes (MXFP8)
     inf_codes: dict[str, int] = field(default_factory=dict)  # E5M2 tensor -> Inf codes (dry run)
     problems: list[str] = field(default_factory=list)  # what a real run would refuse (dry run)
+    scale_errors: list[str] = field(default_factory=list)  # inspect's scale errors converted anyway (allowed)
 
     @property
     def shards(self) -> list[Path]:
@@ -174,11 +175,14 @@ def plan(
     double_scales: tuple[str, ...] = (),
     inf: str | None = None,
     scan: bool = False,
+    allow_scale_errors: bool = False,
 ) -> ConversionPlan:
     """Find the FP8 tensors and the scales that multiply them; refuse what is unclear.
 
-    ``scan=True`` also reads every E5M2 tensor for Inf codes and records problems instead of
-    raising for them (what ``--dry-run`` shows)."""
+    A scale ``fmtsim checkpoint inspect`` calls an error (NaN, Inf, negative, zero over non-zero
+    codes, E8M0 0xFF) stops the conversion unless ``allow_scale_errors``: doubling it would carry a
+    broken checkpoint into a new one. ``scan=True`` also reads every E5M2 tensor for Inf codes and
+    records problems instead of raising for them (what ``--dry-run`` shows)."""
     if inf is not None and inf not in ("nan", "max", "ocp_max"):
         raise CheckpointError(f"inf must be nan, max or ocp_max, not {inf!r}")
     src = find_source(path)
@@ -266,9 +270,36 @@ def plan(
             raise CheckpointError(msg)
         p.problems.append(msg)
     _check_scales(p, raise_now=not scan)
+    _check_scale_findings(p, allow_scale_errors, raise_now=not scan)
     if scan:
         _scan_inf(p)
     return p
+
+
+# inspect's findings about a scale's value that make the weights it multiplies meaningless
+SCALE_ERRORS = ("nan-scale", "inf-scale", "negative-scale", "zero-scale", "e8m0-nan")
+
+
+def _check_scale_findings(p: ConversionPlan, allowed: bool, raise_now: bool) -> None:
+    """The scale errors ``fmtsim checkpoint inspect`` reports for the FP8 weights being converted."""
+    from .inspection import inspect  # inspection reads the producer records (dequant); imported when used
+
+    try:
+        report = inspect(p.source.path)
+    except CheckpointError:  # a layout no record knows: the name rules above decided what to double
+        return
+    bad = [f for f in report.findings if f.severity == "error" and f.code in SCALE_ERRORS]
+    if not bad or allowed:
+        p.scale_errors = [f"{f.tensor}: {f.code}: {f.message}" for f in bad]
+        return
+    shown = "; ".join(f"{f.tensor}: {f.message}" for f in bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5
+                                                                       else "")
+    msg = (f"{len(bad)} scale error(s) that 'fmtsim checkpoint inspect' reports: {shown}; the converted checkpoint "
+           "would carry them: fix the source, or pass --allow-scale-errors (allow_scale_errors=True) to convert "
+           "anyway")
+    if raise_now:
+        raise CheckpointError(msg)
+    p.problems.append(msg)
 
 
 def _check_scales(p: ConversionPlan, raise_now: bool) -> None:
@@ -559,6 +590,7 @@ def convert(
     verify: bool = True,
     progress: bool = False,
     scheduler: Any = None,
+    allow_scale_errors: bool = False,
 ) -> ConversionSummary:
     """Convert an OCP FP8 checkpoint to FNUZ. See the module docstring for every rule.
     Shards run in ``jobs`` local processes or, with ``scheduler`` (a dask.distributed.Client
@@ -566,7 +598,7 @@ def convert(
     check_paths(src, out)
     t0 = time.perf_counter()
     p = plan(src, allow_unscaled=allow_unscaled, keep_scales=keep_scales, double_scales=double_scales,
-             inf=inf, scan=dry_run)
+             inf=inf, scan=dry_run, allow_scale_errors=allow_scale_errors)
     out_p = check_output(p.source, out)
     if dry_run:
         return ConversionSummary(p, [], time.perf_counter() - t0, out_p, dry_run=True,

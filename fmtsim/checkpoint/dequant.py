@@ -669,7 +669,7 @@ def _fp8_specials(codes: np.ndarray, element: str, tmp: np.ndarray) -> tuple[int
 def _stream_fp8(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry, target: str,
                 emit: Callable[[Any], None], res: ShardResult, progress: Callable[[int], None] | None) -> None:
     """One gather per code from a per-(row group, column block) table of the exact products, rounded once."""
-    element = FP8_ELEMENT[tj.codes_dtype]
+    element = tj.match.element
     table = np.asarray(decode(np.arange(256, dtype=np.uint8), element, np.float64))
     rows, cols = e.shape
     assert tj.block is not None
@@ -785,7 +785,7 @@ def _stream_mxfp8(tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entr
                   emit: Callable[[Any], None], res: ShardResult, progress: Callable[[int], None] | None) -> None:
     """MXFP8 (FP8 codes, one E8M0 byte per 32 along a row): one gather per code from a
     (scale byte, code) table, as for FP4."""
-    element = FP8_ELEMENT[tj.codes_dtype]
+    element = tj.match.element
     lut, flags = _mx_table(element, target)
     assert tj.block is not None
     per = tj.block[1]

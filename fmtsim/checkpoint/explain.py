@@ -34,10 +34,13 @@ import numpy as np
 
 from .. import mx, nvfp4
 from ..codec import decode, encode
+from ..fnuz import PAIRS, ocp_to_fnuz
 from ..formats import get_format
-from .dequant import FP8_ELEMENT, _out_name, _scan, layer_plan
+from .dequant import _out_name, _scan, layer_plan
 from .files import CheckpointError, Header, load, read_array
 from .producers import LayerMatch
+
+FNUZ_OCP = {fnuz: ocp for ocp, fnuz in PAIRS.items()}  # e4m3fnuz -> e4m3: the OCP format it was converted from
 
 __all__ = ["explain", "diff", "TensorExplanation", "BlockMiss", "TensorDiff"]
 
@@ -115,26 +118,12 @@ def _compare(found_s: np.ndarray, found_c: np.ndarray, cands: dict[str, tuple[np
     return by, best, ~any_ok, misses
 
 
-def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray, fused_amax: float | None = None
-                 ) -> TensorExplanation:
-    codes = read(m.codes).view(np.uint8)
-    s_raw = read(m.scale)
-    s = s_raw.astype(F32)
-    sdt = s_raw.dtype
-    element = FP8_ELEMENT[tj.codes_dtype]
-    rows, cols = codes.shape
-    br, bc = tj.block
-    nrb, ncb = -(-rows // br), -(-cols // bc)
-    pr, pc = nrb * br - rows, ncb * bc - cols
-    wp = np.pad(w.astype(F32), ((0, pr), (0, pc)))
-    cp = np.pad(codes, ((0, pr), (0, pc)))
-    wb = wp.reshape(nrb, br, ncb, bc).transpose(0, 2, 1, 3).reshape(nrb * ncb, br * bc)
-    cb = cp.reshape(nrb, br, ncb, bc).transpose(0, 2, 1, 3).reshape(nrb * ncb, br * bc)
-    valid = np.pad(np.ones((rows, cols), bool), ((0, pr), (0, pc))).reshape(nrb, br, ncb, bc).transpose(
-        0, 2, 1, 3).reshape(nrb * ncb, br * bc)
-    amax = np.max(np.abs(wb), axis=1).astype(F32)
-    fmax = F32(448.0) if element.startswith("e4m3") else F32(57344.0)
-    stored = s.reshape(-1).astype(F32)
+def _fp8_candidates(wb: np.ndarray, valid: np.ndarray, amax: np.ndarray, stored: np.ndarray, sdt: np.dtype,
+                    element: str, fused_amax: float | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Recipe -> (scale bits as uint32, element codes) for FP8 blocks ``wb`` quantized to ``element``: the
+    scale rules (amax / the format's max, rounded to the stored dtype; powers of two) and the code rules
+    (divide, multiply by the reciprocal, a bfloat16 quotient), the codes computed with the ``stored`` scale."""
+    fmax = F32(get_format(element).max_finite)
     # candidates are rounded to the scale's stored dtype (BF16 scales are common), then compared in float32
     scale_cands = {"amax/max": (amax / fmax).astype(F32).astype(sdt).astype(F32)}
     if fused_amax is not None and amax.size == 1:  # one scale for fused projections (ModelOpt's q/k/v, gate/up)
@@ -157,6 +146,38 @@ def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray, fused_amax: f
         for ename, c in (("divide", div), ("reciprocal", mul), ("bfloat16 quotient", bq)):
             cands[f"scale {sname}, codes {ename}"] = (sc.view(np.uint32), c)
         cands[f"scale {sname}, codes bfloat16 quotient, no -0"] = (sc.view(np.uint32), _no_neg_zero(bq, 0x80))
+    return cands
+
+
+def _explain_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray, fused_amax: float | None = None
+                 ) -> TensorExplanation:
+    codes = read(m.codes).view(np.uint8)
+    s_raw = read(m.scale)
+    s = s_raw.astype(F32)
+    sdt = s_raw.dtype
+    element = tj.match.element
+    rows, cols = codes.shape
+    br, bc = tj.block
+    nrb, ncb = -(-rows // br), -(-cols // bc)
+    pr, pc = nrb * br - rows, ncb * bc - cols
+    wp = np.pad(w.astype(F32), ((0, pr), (0, pc)))
+    cp = np.pad(codes, ((0, pr), (0, pc)))
+    wb = wp.reshape(nrb, br, ncb, bc).transpose(0, 2, 1, 3).reshape(nrb * ncb, br * bc)
+    cb = cp.reshape(nrb, br, ncb, bc).transpose(0, 2, 1, 3).reshape(nrb * ncb, br * bc)
+    valid = np.pad(np.ones((rows, cols), bool), ((0, pr), (0, pc))).reshape(nrb, br, ncb, bc).transpose(
+        0, 2, 1, 3).reshape(nrb * ncb, br * bc)
+    amax = np.max(np.abs(wb), axis=1).astype(F32)
+    stored = s.reshape(-1).astype(F32)
+    if element in FNUZ_OCP:  # the OCP recipes followed by the OCP -> FNUZ conversion, and FNUZ's own recipes
+        ocp = FNUZ_OCP[element]
+        lut = ocp_to_fnuz(np.arange(256, dtype=np.uint8), ocp, inf="nan")[0]
+        with np.errstate(over="ignore"):
+            half = (stored / F32(2)).astype(F32)
+        cands = {f"{k}, then OCP -> FNUZ (scale x2)": ((sc.view(F32) * F32(2)).astype(F32).view(np.uint32), lut[c])
+                 for k, (sc, c) in _fp8_candidates(wb, valid, amax, half, sdt, ocp, fused_amax).items()}
+        cands.update(_fp8_candidates(wb, valid, amax, stored, sdt, element, fused_amax))
+    else:
+        cands = _fp8_candidates(wb, valid, amax, stored, sdt, element, fused_amax)
 
     def coords(b: int) -> list[int]:
         return [b // ncb, b % ncb]
@@ -215,9 +236,15 @@ def _explain_mxfp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorEx
     codes = read(m.codes).view(np.uint8)
     scales = read(m.scale).view(np.uint8).reshape(-1)
     per = tj.block[1]
-    element = FP8_ELEMENT[tj.codes_dtype]
+    element = tj.match.element
     x = w.astype(F32).reshape(-1, per)
-    cands = _mx_candidates(x, per, element, 448.0 if element == "e4m3" else 57344.0, 0x80)
+    if element in FNUZ_OCP:  # an OCP MXFP8 recipe, then OCP -> FNUZ: each E8M0 scale one step up (x2)
+        ocp = FNUZ_OCP[element]
+        lut = ocp_to_fnuz(np.arange(256, dtype=np.uint8), ocp, inf="nan")[0]
+        cands = {f"{k}, then OCP -> FNUZ (scale x2)": (np.where(k8 < 0xFE, k8 + 1, 0xFF).astype(np.uint8), lut[c])
+                 for k, (k8, c) in _mx_candidates(x, per, ocp, float(get_format(ocp).max_finite), 0x80).items()}
+    else:
+        cands = _mx_candidates(x, per, element, float(get_format(element).max_finite), 0x80)
     groups = scales.size // max(1, w.shape[0])
 
     def coords(b: int) -> list[int]:
@@ -656,6 +683,18 @@ class TensorDiff:
     codes_differ: int
     first_code_diff: list[int] | None = None
     recipes: dict[str, str] = field(default_factory=dict)  # 'A' / 'B' -> best recipe (with original)
+    compared_as: str = ""  # how two element formats were put side by side (OCP against FNUZ)
+
+
+def _as_fnuz(codes: np.ndarray, scale: np.ndarray, ocp: str, scale_format: str) -> tuple[np.ndarray, np.ndarray]:
+    """OCP FP8 codes and their scales as ``fmtsim fnuz convert`` writes them (fmtsim.fnuz: -0 -> +0, NaN ->
+    0x80, every scale doubled: a float scale x2 exactly, an E8M0 code + 1), so an OCP checkpoint and an FNUZ
+    one compare code for code."""
+    lut = ocp_to_fnuz(np.arange(256, dtype=np.uint8), ocp, inf="nan")[0]
+    if scale_format == "e8m0":
+        k = scale.view(np.uint8)
+        return lut[codes.view(np.uint8)], np.where(k < 0xFE, k + 1, 0xFF).astype(np.uint8)
+    return lut[codes.view(np.uint8)], scale.astype(np.float64) * 2.0
 
 
 def diff(a: str | Path, b: str | Path, original: str | Path | None = None,
@@ -678,8 +717,21 @@ def diff(a: str | Path, b: str | Path, original: str | Path | None = None,
         ca, cb = read_a(ma.codes), read_b(mb.codes)
         if ma.producer.scheme != mb.producer.scheme:
             raise CheckpointError(f"{name}: {ma.producer.scheme} in {a}, {mb.producer.scheme} in {b}")
-        if sa.shape != sb.shape or ca.shape != cb.shape or ca.dtype != cb.dtype:
-            raise CheckpointError(f"{name}: shapes or dtypes differ ({list(ca.shape)} vs {list(cb.shape)})")
+        compared_as = ""
+        if ma.element != mb.element and {ma.element, mb.element} in ({o, f} for o, f in PAIRS.items()):
+            ocp = ma.element if ma.element in PAIRS else mb.element
+            side = "A" if ma.element == ocp else "B"
+            if side == "A":
+                ca, sa = _as_fnuz(ca, sa, ocp, ma.producer.scale_format)
+            else:
+                cb, sb = _as_fnuz(cb, sb, ocp, mb.producer.scale_format)
+            compared_as = (f"{side} ({ocp}) compared as {PAIRS[ocp]}: its codes as 'fmtsim fnuz convert' maps them "
+                           "(-0 -> +0), its scales doubled")
+        elif ma.element != mb.element:
+            raise CheckpointError(f"{name}: element formats differ ({ma.element} in {a}, {mb.element} in {b})")
+        if sa.shape != sb.shape or ca.shape != cb.shape:
+            raise CheckpointError(f"{name}: shapes differ (codes {list(ca.shape)} vs {list(cb.shape)}, scales "
+                                  f"{list(sa.shape)} vs {list(sb.shape)})")
         fmt = ma.producer.scale_format
         if fmt in ("e8m0", "ue4m3"):
             ka, kb = sa.view(np.uint8).astype(np.int64), sb.view(np.uint8).astype(np.int64)
@@ -690,8 +742,8 @@ def diff(a: str | Path, b: str | Path, original: str | Path | None = None,
                 steps = np.where(sb.astype(np.float64) == sa.astype(np.float64), 0,
                                  np.nan_to_num(np.round(np.log2(np.abs(ratio)) * 8), nan=999))
             steps = steps.astype(np.int64)
-            ka, kb = sa.view(np.uint8), sb.view(np.uint8)
-        differ = (sa.tobytes() != sb.tobytes())
+        differ = (sa.astype(np.float64).tobytes() != sb.astype(np.float64).tobytes()) if compared_as else \
+            (sa.tobytes() != sb.tobytes())
         n_diff = int(np.count_nonzero(sa.astype(np.float64) != sb.astype(np.float64))) if differ else 0
         vals, counts = np.unique(steps[steps != 0], return_counts=True)
         if ma.producer.scheme in ("nvfp4", "mxfp4"):
@@ -705,5 +757,5 @@ def diff(a: str | Path, b: str | Path, original: str | Path | None = None,
             recipes = {"A": rec_a.get(name, "-"), "B": rec_b.get(name, "-")}
         out.append(TensorDiff(name, fmt if fmt != "float" else str(sa.dtype), int(sa.size), n_diff,
                               {int(v): int(c) for v, c in zip(vals, counts, strict=True)}, int(xa.size),
-                              int(np.count_nonzero(dc)), first, recipes))
+                              int(np.count_nonzero(dc)), first, recipes, compared_as))
     return out

@@ -313,7 +313,7 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
     claimed: set[str] = set()
     for name, m in sorted(det.layers.items()):
         e = entries[name]
-        element = FP8_ELEMENT.get(e.dtype, m.producer.element) if m.producer.scheme == "fp8" else m.producer.element
+        element = m.element
         label = m.producer.name if (m.producer.name in det.config_producers or len(m.candidates) == 1) else \
             " | ".join(m.candidates)
         rep = TensorReport(name, label, list(m.candidates), m.producer.scheme, element, e.dtype, list(e.shape))

@@ -109,11 +109,23 @@ class Producer:
     refuse: str = ""
     # records this one is a more specific case of: when its config marker holds, theirs is set aside
     overrides: tuple[str, ...] = ()
+    # the element format each codes dtype stands for, where the dtype tag chooses it (an FP8 record reads
+    # OCP F8_E4M3 and AMD's FNUZ F8_E4M3FNUZ alike: the same names and layout, the bits worth half and
+    # every scale twice as large); a dtype not listed means ``element``
+    dtype_elements: tuple[tuple[str, str], ...] = ()
+
+    def element_of(self, codes_dtype: str) -> str:
+        """The element format of codes stored as ``codes_dtype`` (a safetensors dtype tag)."""
+        return dict(self.dtype_elements).get(codes_dtype, self.element)
 
 
 CT = ("llm-compressor 0.14 / compressed-tensors 0.19",)
 MODELOPT = ("nvidia-modelopt 0.47 export_hf_checkpoint",)
 QUARK = ("amd-quark 0.13 export_safetensors",)
+# FP8 codes as OCP (every producer writes these) or as AMD FNUZ (``fmtsim fnuz convert``'s output, and what a
+# ROCm runtime holds after normalising an OCP checkpoint: bits kept but -0, scales doubled)
+FP8_CODES = ("F8_E4M3", "F8_E4M3FNUZ")
+FP8_ELEMENTS = (("F8_E4M3", "e4m3"), ("F8_E4M3FNUZ", "e4m3fnuz"))
 
 
 def _ct_format(fmt: str) -> tuple[Any, ...]:
@@ -157,40 +169,47 @@ def _quark_all(*specs: dict[str, str]) -> tuple[Any, ...]:
 
 PRODUCERS: tuple[Producer, ...] = (
     Producer("deepseek-fp8-block", "DeepSeek-V3/R1, Qwen3-FP8 128x128 block FP8", "fp8",
-             ".weight", ("F8_E4M3",), ".weight_scale_inv", ("F32", "BF16"), "e4m3", "float", "byte", (128, 128),
+             ".weight", FP8_CODES, ".weight_scale_inv", ("F32", "BF16"), "e4m3", "float", "byte", (128, 128),
+             dtype_elements=FP8_ELEMENTS,
              config=(("config.json", "quantization_config.quant_method", "fp8"),),
              value="w = q * s_block (despite 'inv'); blocks of 128x128",
              block_keys=(("config.json", "quantization_config.weight_block_size"),)),
     Producer("modelopt-fp8", "NVIDIA ModelOpt FP8", "fp8",
-             ".weight", ("F8_E4M3",), ".weight_scale", ("F32",), "e4m3", "float", "byte", None,
+             ".weight", FP8_CODES, ".weight_scale", ("F32",), "e4m3", "float", "byte", None,
+             dtype_elements=FP8_ELEMENTS,
              extra=(".input_scale", ".k_scale", ".v_scale"),
              config=_modelopt("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"),
              value="w = q * s (per tensor [], per channel [out, 1], or 2-D blocks [out/128, 1, in/128, 1])",
              writers=MODELOPT),
     Producer("compressed-tensors-fp8", "compressed-tensors / llm-compressor FP8 (float-quantized)", "fp8",
-             ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16", "F16"), "e4m3", "float", "byte", None,
+             ".weight", FP8_CODES, ".weight_scale", ("F32", "BF16", "F16"), "e4m3", "float", "byte", None,
+             dtype_elements=FP8_ELEMENTS,
              extra=(".input_scale",),
              config=_ct_format("float-quantized"),
              value="w = q * s (per tensor [1], per channel [out, 1], or blocks: block_structure in the config)",
              writers=CT,
              block_keys=(("config.json", "quantization_config.config_groups.*.weights.block_structure"),)),
     Producer("fbgemm-fp8", "FBGEMM FP8 rowwise", "fp8",
-             ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
+             ".weight", FP8_CODES, ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
+             dtype_elements=FP8_ELEMENTS,
              extra=(".input_scale_ub",),
              config=(("config.json", "quantization_config.quant_method", "fbgemm_fp8"),),
              value="w = q * s (per row [out, 1]); input_scale_ub is a bound, not a scale"),
     Producer("quark-fp8", "AMD Quark FP8", "fp8",
-             ".weight", ("F8_E4M3",), ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
+             ".weight", FP8_CODES, ".weight_scale", ("F32", "BF16"), "e4m3", "float", "byte", None,
+             dtype_elements=FP8_ELEMENTS,
              extra=(".input_scale", ".output_scale"),
              config=_quark("fp8_e4m3", is_scale_quant="false"),
              value="w = q * s", writers=QUARK),
     Producer("trtllm-fp8", "TensorRT-LLM FP8", "fp8",
-             ".weight", ("F8_E4M3",), ".weights_scaling_factor", ("F32",), "e4m3", "float", "byte", None,
+             ".weight", FP8_CODES, ".weights_scaling_factor", ("F32",), "e4m3", "float", "byte", None,
+             dtype_elements=FP8_ELEMENTS,
              extra=(".activation_scaling_factor",),
              config=(("config.json", "quantization.quant_algo", "FP8"),),
              value="w = q * s"),
     Producer("mistral-fp8", "Mistral consolidated FP8", "fp8",
-             ".weight", ("F8_E4M3",), ".qscale_weight", ("F32", "BF16"), "e4m3", "float", "byte", None,
+             ".weight", FP8_CODES, ".qscale_weight", ("F32", "BF16"), "e4m3", "float", "byte", None,
+             dtype_elements=FP8_ELEMENTS,
              extra=(".qscale_act",),
              config=(("params.json", "quantization.qformat_weight", "fp8_e4m3"),),
              value="w = q * s"),
@@ -226,11 +245,13 @@ PRODUCERS: tuple[Producer, ...] = (
              config=_ct_format("mxfp4-pack-quantized"),
              value="w = e2m1 * 2^(scale - 127); [out, in/2] bytes, [out, in/32] scales", writers=CT),
     Producer("modelopt-mxfp8", "NVIDIA ModelOpt MXFP8 (E4M3 elements, E8M0 scales per 32)", "fp8",
-             ".weight", ("F8_E4M3",), ".weight_scale", ("U8",), "e4m3", "e8m0", "byte", (1, 32),
+             ".weight", FP8_CODES, ".weight_scale", ("U8",), "e4m3", "e8m0", "byte", (1, 32),
+             dtype_elements=FP8_ELEMENTS,
              config=_modelopt("MXFP8"),
              value="w = q * 2^(scale - 127), 32 values per scale", writers=MODELOPT),
     Producer("compressed-tensors-mxfp8", "compressed-tensors MXFP8 (mxfp8-quantized; ModelOpt's layout)", "fp8",
-             ".weight", ("F8_E4M3",), ".weight_scale", ("U8",), "e4m3", "e8m0", "byte", (1, 32),
+             ".weight", FP8_CODES, ".weight_scale", ("U8",), "e4m3", "e8m0", "byte", (1, 32),
+             dtype_elements=FP8_ELEMENTS,
              config=_ct_format("mxfp8-quantized"),
              value="w = q * 2^(scale - 127), 32 values per scale", writers=CT),
     Producer("quark-nvfp4", "AMD Quark NVFP4 (ModelOpt's layout)", "nvfp4",
@@ -463,6 +484,7 @@ class LayerMatch:
     shape_tensor: str | None = None
     candidates: tuple[str, ...] = ()  # every record that fits the tensor names and dtypes
     pre_scale: str | None = None  # a per-input-column multiplier (AWQ pre_quant_scale) folded into the weight
+    element: str = ""  # the element format of these codes (the record's, as the codes' dtype tag selects)
 
 
 @dataclass
@@ -483,8 +505,8 @@ def _rule(p: Producer, layer: str, dtypes: dict[str, str]) -> tuple[Any, ...]:
     """What dequantization does; records with equal rules may be confused harmlessly (a zero point
     or input multiplier the layer does not have changes nothing)."""
     side = tuple(s if s and layer + s in dtypes else None for s in (p.zero_point, p.pre_scale))
-    return (p.scheme, p.codes, p.scale, p.element, p.scale_format, p.packing, p.block, p.global_scale,
-            p.global_direction, side)
+    return (p.scheme, p.codes, p.scale, p.element_of(dtypes[layer + p.codes]), p.scale_format, p.packing,
+            p.block, p.global_scale, p.global_direction, side)
 
 
 def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None = None) -> Detection:
@@ -522,7 +544,8 @@ def detect(dtypes: dict[str, str], configs: dict[str, Any], producer: str | None
             layer + best.zero_point if best.zero_point and layer + best.zero_point in dtypes else None,
             layer + best.shape_tensor if best.shape_tensor and layer + best.shape_tensor in dtypes else None,
             tuple(p.name for p in fits),
-            layer + best.pre_scale if best.pre_scale and layer + best.pre_scale in dtypes else None)
+            layer + best.pre_scale if best.pre_scale and layer + best.pre_scale in dtypes else None,
+            best.element_of(dtypes[name]))
     count: dict[str, int] = {}
     for m in layers.values():
         count[m.producer.name] = count.get(m.producer.name, 0) + 1

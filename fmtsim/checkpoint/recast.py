@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import __version__, mx
 from ..codec import decode, encode
-from .dequant import FP8_ELEMENT, TensorJob, _e2m1, _scale_values, _scan, divide_exactly, layer_plan
+from .dequant import TensorJob, _e2m1, _scale_values, _scan, divide_exactly, layer_plan
 from .files import (
     INDEX_NAME,
     CheckpointError,
@@ -136,7 +136,7 @@ class _Source:
                     x, sticky = divide_exactly(x, self.glob)
                     inexact = sticky != 0
             return x, inexact
-        x = np.asarray(decode(b, FP8_ELEMENT[self.tj.codes_dtype], np.float64))
+        x = np.asarray(decode(b, self.tj.match.element, np.float64))
         assert self.tj.block is not None
         br, bc = self.tj.block
         s = np.asarray(decode(self.scale.view(np.uint8), "e8m0", np.float64)) if p.scale_format == "e8m0" \
