@@ -174,9 +174,9 @@ same for every format) or such a function; explicit keywords win over it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from types import MappingProxyType
+from typing import Any
 
 from .formats import Format, get_format
 
@@ -184,7 +184,6 @@ __all__ = [
     "ROUNDING_MODES",
     "OVERFLOW_MODES",
     "NAN_MODES",
-    "PROFILES",
     "OVERFLOW_NAN_MODES",
     "OVERFLOW_CHECKS",
     "INF_MODES",
@@ -331,301 +330,6 @@ class Resolved:
         return replace(self, intermediate=None) if self.intermediate else self
 
 
-def _profile_ocp(fmt: Format) -> Policy:
-    return Policy("rne", "satfinite", "canonical" if fmt.has_nan else "raise")
-
-
-# E8M0 as fmtsim converted it before the e8m0_* fields existed (every special input -> NaN
-# 0xFF): what the onnx reference evaluator's saturating cast and microxcaling still do
-_E8M0_ALL_NAN = {"e8m0_negative": "nan", "e8m0_zero": "nan", "e8m0_inf": "nan"}
-# NVIDIA's E8M0 conversions (cuda_fp8.hpp __nv_cvt_*_to_e8m0, CUDA 13; cvt.rp/rz.satfinite.ue8m0x2):
-# the absolute value is rounded; results below 2^-127 (zero included) clip to 0x00
-_E8M0_NVIDIA = {"e8m0_negative": "abs", "e8m0_zero": "min", "e8m0_tiny": "min"}
-
-
-def _profile_cuda(fmt: Format) -> Policy:
-    # cuda_fp8.h / cuda_fp6.h / cuda_fp4.h host conversions (CUDA 13.0), checked bit for bit
-    # against the headers by `fmtsim conform --impl cuda`. FP8 (RNE only): NaN -> canonical
-    # 0x7F for every NaN; __NV_SATFINITE: Inf and overflow -> +-max; __NV_NOSAT: overflow and
-    # +-Inf -> the NaN/Inf with the input's sign. FP4/FP6 always saturate, NaN -> +max, rounding
-    # cudaRoundNearest or cudaRoundZero. E8M0: rounding cudaRoundZero or cudaRoundPosInf, the
-    # magnitude rounded, below 2^-127 -> 0x00, above 2^127: 0xFE (satfinite) or 0xFF (nosat).
-    if fmt.name == "e8m0":
-        return Policy("rup", "satfinite", "signed", **_E8M0_NVIDIA)  # type: ignore[arg-type]
-    if fmt.kind == "int":
-        return Policy("rne", "satfinite", "zero")
-    # float64 sources: the NaN is narrowed as IEEE hardware does (sign kept, quieted, top bits)
-    f64_nan = {"e4m3": "signed", "e5m2": "quiet_payload"}.get(fmt.name)
-    return Policy("rne", "satfinite", "canonical" if fmt.has_nan else "max", overflow_nan="signed",
-                  nan_sources=(("float64", f64_nan),) if f64_nan else ())
-
-
-def _profile_hip(fmt: Format) -> Policy:
-    # AMD HIP amd_hip_fp8.h host path (internal::cast_to_f8, from rocBLAS), read and compiled
-    # from ROCm clr at commit f9f995c (2024-10-22, after rocm-6.2.2): RNE; the magnitude is
-    # compared with max finite BEFORE rounding; OCP NaN -> 0x7F with the input's sign (E5M2
-    # too); OCP Inf and overflow -> +-max with saturation, else E4M3 NaN with the sign / E5M2
-    # +-Inf; FNUZ tests only the exponent, so NaN and Inf alike -> +-max with saturation and
-    # 0x80 without. A -0 into FNUZ is 0x00. Formats other than FP8 keep the OCP defaults.
-    # Half inputs go through the host __half2float, which drops a NaN's sign.
-    if fmt.name in ("e4m3", "e5m2"):
-        return Policy("rne", "satfinite", "signed_all_ones", overflow_nan="signed_all_ones",
-                      overflow_check="before", nan_unsigned_sources=("float16",))
-    if fmt.name in ("e4m3fnuz", "e5m2fnuz"):
-        return Policy("rne", "satfinite", "as_inf", overflow_check="before", nan_unsigned_sources=("float16",))
-    return _profile_ocp(fmt)
-
-
-def _profile_ptx(fmt: Format) -> Policy:
-    # PTX cvt: .satfinite is mandatory for FP8/FP6/FP4; NaN -> canonical 0x7F for
-    # FP8, +MAX_NORM for FP4/FP6; float->int cvt turns NaN into 0; E8M0 takes .rz or
-    # .rp only, and .rp (cvt.rp.satfinite.ue8m0x2) is the one MX scale recipes use; its
-    # zero/negative/tiny results (unspecified by PTX) are what NVIDIA's headers give, whose
-    # device path is that instruction: equal to the cuda profile under satfinite.
-    if fmt.kind == "int":
-        return Policy("rne", "satfinite", "zero")
-    if fmt.name == "e8m0":  # cvt to ue8m0x2 takes only .rz or .rp; MX scale recipes use .rp
-        return Policy("rup", "satfinite", "canonical", **_E8M0_NVIDIA)  # type: ignore[arg-type]
-    return Policy("rne", "satfinite", "canonical" if fmt.has_nan else "max")
-
-
-def _profile_ml_dtypes(fmt: Format) -> Policy:
-    # ml_dtypes 0.6 numpy casts: RNE (E8M0 ties up), never saturating.
-    rounding = "rna" if fmt.name == "e8m0" else "rne"
-    return Policy(rounding, "nonsat", "signed" if fmt.has_nan else "ml_dtypes")
-
-
-def _profile_onnx(fmt: Format, saturate: bool) -> Policy:
-    # ONNX Cast (opset 24/25 reference, onnx 1.23). saturate=1: FP8 clips to +-max, then
-    # casts with ml_dtypes (RNE, NaN keeps its sign); saturate=0: a plain ml_dtypes cast
-    # (FP8 overflow -> Inf / NaN). FP4 always casts with ml_dtypes (saturating). E8M0 uses
-    # round_mode "up" by default. Integers round half to even and clip (their NaN case is
-    # not checked against onnx: fmtsim writes 0).
-    if fmt.kind == "int":
-        return Policy("rne", "satfinite", "zero")
-    overflow = "satfinite" if saturate else "nonsat"
-    if fmt.name == "e8m0":
-        return Policy("rup", overflow, "signed", **_E8M0_ALL_NAN)  # type: ignore[arg-type]
-    return Policy("rne", overflow, "signed" if fmt.has_nan else "ml_dtypes")
-
-
-def _profile_gfloat(fmt: Format) -> Policy:
-    # gfloat round_float + encode_float defaults: TiesToEven (E8M0: the even code),
-    # sat=False, every NaN written as the all-ones code; FP4/FP6 NaN raises there too.
-    return Policy("rne", "nonsat", "all_ones" if fmt.has_nan else "raise")
-
-
-def _profile_microxcaling(fmt: Format) -> Policy:
-    # microxcaling's default element rounding "nearest" is ties away; MX elements
-    # saturate. (Its subnormal flush is a block-level option: mx.quantize(...,
-    # flush_subnormals=True).) It fake-quantizes to float values (mx/elemwise_ops.py
-    # _quantize_elemwise_core, read, not run: it is not on PyPI): a NaN input stays a NaN
-    # value, and an Inf input is written back as Inf after the saturating clamp. FP4/FP6
-    # have no code for either, so NaN keeps fmtsim's default (raise; signed NaN where the
-    # format has one); only E5M2 could hold its Inf, which this profile saturates. E8M0 scales
-    # come from its own shared-exponent code, so element E8M0 keeps fmtsim's former rule.
-    return Policy("rna", "satfinite", None, **_E8M0_ALL_NAN)  # type: ignore[arg-type]
-
-
-def _profile_torch(fmt: Format) -> Policy:
-    # PyTorch 2.13 Tensor.to casts (checked against torch 2.13.0, CPU): E4M3 saturates
-    # (Inf too), E5M2 and FNUZ do not; E5M2 NaN is 0x7F/0xFF. E8M0 rounds ties up like
-    # ml_dtypes. PyTorch has no cast into FP4/FP6/UE4M3/integers: OCP defaults there.
-    # float64 tensors round through float32 (a named divergence, not a policy). Older
-    # releases differ: torchao's to_mx notes that PyTorch 2.11 and older eager casts did
-    # not saturate finite E4M3 overflow (pytorch PR 178817 changed it); not run here.
-    if fmt.name == "e4m3":
-        return Policy("rne", "satfinite", "signed")
-    if fmt.name == "e5m2":
-        return Policy("rne", "nonsat", "signed_all_ones")
-    if fmt.name in ("e4m3fnuz", "e5m2fnuz"):
-        return Policy("rne", "nonsat", "signed")
-    if fmt.name == "e8m0":
-        return Policy("rna", "nonsat", "signed")
-    return _profile_ocp(fmt)
-
-
-def _profile_torchao(fmt: Format) -> Policy:
-    # torchao 0.18: FP8/E8M0 through PyTorch's casts; FP4/FP6 through its own bit casts
-    # (RNE, saturating, NaN payload rounded as 1.m).
-    if fmt.name in ("e2m1", "e3m2", "e2m3"):
-        return Policy("rne", "satfinite", "torchao")
-    return _profile_torch(fmt)
-
-
-def _profile_te(fmt: Format) -> Policy:
-    # TransformerEngine's Python reference recipes (transformer_engine/pytorch/
-    # custom_recipes): FP4 by the NVFP4 reference's interval cast (RNE, saturating, NaN and
-    # -0.0 -> code 0); FP8 by a plain PyTorch cast, (x * scale).to(float8), as in its
-    # current-scaling reference, so the torch profile; E8M0 scales rounded up, as its
-    # power-of-two scales (ceil of log2) and MXFP8 recipe do. TE's CUDA kernels convert
-    # with cvt.rn.satfinite instead: use the ptx profile for them.
-    if fmt.name == "e2m1":
-        return Policy("rne", "satfinite", "te")
-    if fmt.name in ("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz"):
-        return _profile_torch(fmt)
-    return _profile_ptx(fmt)
-
-
-# --- deployed runtimes, each held bit for bit by `fmtsim conform --impl NAME` (conformance/impls/) ---
-
-
-def _profile_onnxruntime(fmt: Format, saturate: bool) -> Policy:
-    # onnxruntime 1.32 CPU Cast kernels (opsets 21-25 agree). FP8: RNE, saturate=1 clips Inf and
-    # overflow to +-max; NaN keeps its sign, E5M2's is 0x7F/0xFF; saturate=0 gives the format's
-    # NaN/Inf, and bfloat16 sources lose the NaN's sign there (0x7F). DOUBLE sources round
-    # through float32 first. E8M0 (round_mode "up"): saturate=1 clamps 0, negatives and -Inf to
-    # 0x00 and +Inf to 0xFE; saturate=0 gives NaN for them and for 0 < x < 2^-127. No FP4 kernel.
-    # Its two non-saturating overflow bugs are named divergences (impls/onnxruntime.py).
-    if fmt.kind == "int" or fmt.name in ("e2m1", "e3m2", "e2m3", "ue4m3"):
-        return _profile_ocp(fmt)
-    overflow = "satfinite" if saturate else "nonsat"
-    if fmt.name == "e8m0":
-        return Policy("rup", overflow, "signed", intermediate="float32",
-                      **({} if saturate else {"e8m0_tiny": "nan"}))  # type: ignore[arg-type]
-    nan = "signed_all_ones" if fmt.name == "e5m2" else "signed"
-    bf16 = () if saturate or fmt.name not in ("e4m3", "e5m2") else (("bfloat16", "canonical"),)
-    return Policy("rne", overflow, nan, nan_sources=bf16, overflow_nan=nan if fmt.has_nan else None,
-                  intermediate="float32")
-
-
-def _profile_onnx_spec(fmt: Format, saturate: bool) -> Policy:
-    # The ONNX Cast operator's own tables (onnx/defs/tensor/defs.cc, the Cast schema doc of
-    # onnx 1.23, opset 25). FP8, saturate=1: Inf and [x] > FLT_MAX -> +-FLT_MAX, NaN -> NaN, RNE;
-    # saturate=0: Inf -> NaN (E4M3FN, FNUZ) or Inf (E5M2), overflow likewise, -NaN -> -NaN. E8M0
-    # "saturate + up": 0 -> E8M0_MIN, Inf and x > E8M0_MAX -> E8M0_MAX, x < E8M0_MIN -> E8M0_MIN;
-    # "non-saturate + nearest": 0, Inf, overflow and x < E8M0_MIN -> NaN (x < 0 and -0 are
-    # "unspecified": fmtsim's defaults for the mode). The table names no NaN code: the signed quiet NaN.
-    if fmt.kind == "int" or fmt.name in ("e2m1", "e3m2", "e2m3", "ue4m3"):
-        return _profile_ocp(fmt)
-    if fmt.name == "e8m0":
-        if saturate:
-            return Policy("rup", "satfinite", "signed", e8m0_zero="min", e8m0_inf="max", e8m0_tiny="min")
-        return Policy("rne", "nonsat", "signed", e8m0_zero="nan", e8m0_inf="nan", e8m0_tiny="nan")
-    return Policy("rne", "satfinite" if saturate else "nonsat", "signed")
-
-
-def _profile_openvino(fmt: Format) -> Policy:
-    # OpenVINO 2026.4 CPU plugin, Convert. f32 -> FP8 rounds through f16 first (double
-    # rounding), never saturates, NaN keeps its sign; E5M2 NaN codes are the NaN's top payload
-    # bits after quieting (IEEE narrowing: 0x7C01 -> 0x7E, 0x7FBD937D -> 0x7F). E8M0: RNE (ties to the even code), 0,
-    # negatives, -Inf and -NaN -> 0x00, +Inf -> 0xFE, NaN -> 0xFF. FP4: saturating, NaN -> +-6.
-    # The f16 double rounding accounts for every difference from one rounding (no divergence).
-    if fmt.name == "e4m3":
-        return Policy("rne", "nonsat", "signed", intermediate="float16")
-    if fmt.name == "e5m2":
-        return Policy("rne", "nonsat", "quiet_payload", intermediate="float16")
-    if fmt.name == "e8m0":
-        return Policy("rne", "satfinite", "signed", nan_negative="fixed", nan_code=0x00)
-    if fmt.name == "e2m1":
-        return Policy("rne", "satfinite", "signed_max")
-    return _profile_ocp(fmt)
-
-
-def _profile_xla(fmt: Format, path: str) -> Policy:
-    # XLA through jax 0.10 (CPU). path "eager" (equals jit): ml_dtypes' casts except E5M2 from
-    # f16/bf16, whose NaN is 0x7F whatever its sign, and FP4, whose NaN is 0x8 (-0) whatever its
-    # sign. XLA has no FP6 type.
-    # A cast of a compile-time constant is folded by one of two folders, chosen per constant:
-    # path "folded": StableHLO's folder, which converts with LLVM APFloat (the apfloat profile;
-    #   E8M0: ties up, |x| converted, 0 -> 0x00; negatives' extra bit 7 is a named divergence,
-    #   impls/xla.py). It gives up on a constant of more than 65536 elements or one holding a
-    #   signalling NaN; a signalling NaN folded on its own gets the HLO evaluator's code.
-    # path "folded_hlo": XLA's HLO evaluator, which folds those: the eager casts but for NaN into
-    #   E5M2 (from f16: its quieted payload's top bits; from bf16/f32: the signed quiet NaN) and
-    #   into FP4 (ml_dtypes' zero of the opposite sign).
-    if path == "folded_hlo":
-        if fmt.name == "e5m2":
-            return Policy("rne", "nonsat", "signed", nan_sources=(("float16", "quiet_payload"),))
-        if fmt.name == "e2m1":
-            return _profile_ml_dtypes(fmt)
-        return _profile_xla(fmt, "eager")
-    if path == "folded":
-        if fmt.name == "e8m0":
-            return Policy("rna", "nonsat", "signed", e8m0_negative="abs", e8m0_zero="min")
-        # a signalling NaN gets the HLO evaluator's code where that differs from APFloat's
-        snan = {"e5m2": (("bfloat16", "signed"), ("float32", "signed")),
-                "e2m1": (("float16", "ml_dtypes"), ("bfloat16", "ml_dtypes"), ("float32", "ml_dtypes"))}
-        return replace(_profile_apfloat(fmt), nan_signaling_sources=snan.get(fmt.name, ()))
-    if fmt.name == "e2m1":
-        return Policy("rne", "satfinite", "neg_zero")
-    if fmt.name == "e5m2":
-        return Policy("rne", "nonsat", "signed", nan_sources=(("float16", "canonical"), ("bfloat16", "canonical")),
-                      overflow_nan="signed")
-    return _profile_ml_dtypes(fmt)
-
-
-def _profile_numkong(fmt: Format, simd: bool) -> Policy:
-    # NumKong 7.8 astype (float32 input). E4M3 and FP6 saturate (Inf too), E5M2 does not; RNE.
-    # NaN: x86 SIMD kernels: E4M3 and FP6 -> +-max, E5M2 -> +-Inf; serial C: E4M3 the signed
-    # NaN, E5M2 0x7D with the NaN's sign (0x7D/0xFD), FP6 +-max. The SIMD E5M2 NaN band is a
-    # named divergence (impls/numkong.py).
-    if fmt.name == "e4m3":
-        return Policy("rne", "satfinite", "signed_max" if simd else "signed")
-    if fmt.name == "e5m2":
-        if simd:
-            return Policy("rne", "nonsat", "inf")
-        return Policy("rne", "nonsat", "fixed", nan_code=0x7D, nan_code_sign="input")
-    if fmt.name in ("e2m3", "e3m2"):
-        return Policy("rne", "satfinite", "signed_max")
-    return _profile_ocp(fmt)
-
-
-# LLVM APFloat's status conventions (opStatus of APFloat::convert, LLVM 19; checked flag for flag
-# by `fmtsim conform --impl apfloat`): underflow when the result itself is subnormal or zero;
-# overflow only when the result is Inf or NaN; invalid exactly for signalling NaN inputs; Inf ->
-# NaN is inexact, Inf -> +-0 (FP4/FP6) exact; -0 into FNUZ inexact
-def _apfloat_flags(pol: Policy) -> Policy:
-    return replace(pol, tininess="result", flag_overflow="infinite", flag_nan="signaling", flag_inf_nan="inexact",
-                   flag_inf_number="none", flag_neg_zero="inexact")
-
-
-def _profile_apfloat(fmt: Format) -> Policy:
-    # LLVM APFloat::convert (LLVM 19): IEEE semantics, never saturating (the format's NaN/Inf on
-    # overflow), NaN keeps its sign (E5M2: its payload's top bits, quieted); the FiniteOnly
-    # FP4/FP6 formats clamp overflow to +-max and map +-Inf and +-NaN to a zero of the same sign.
-    # E8M0 (LLVM 20+): ties go up. The rounding mode is the caller's (all five of APFloat's: rne, rna,
-    # rtz, rup, rdn).
-    if fmt.name in ("e2m1", "e3m2", "e2m3"):
-        return _apfloat_flags(Policy("rne", "satfinite", "zero", nan_negative="neg_zero", inf="zero"))
-    if fmt.name == "e8m0":
-        return _apfloat_flags(Policy("rna", "nonsat", "signed"))
-    if fmt.name == "e5m2":  # the NaN's payload, quieted, as IEEE narrowing does
-        return _apfloat_flags(Policy("rne", "nonsat", "quiet_payload"))
-    return _apfloat_flags(Policy("rne", "nonsat", "signed" if fmt.has_nan else None))
-
-
-_PROFILES: dict[str, Callable[..., Policy]] = {
-    "ocp": _profile_ocp,
-    "ptx": _profile_ptx,
-    "cuda": _profile_cuda,
-    "hip": _profile_hip,
-    "ml_dtypes": _profile_ml_dtypes,
-    "onnx_reference_sat": lambda fmt: _profile_onnx(fmt, True),
-    "onnx_reference_nosat": lambda fmt: _profile_onnx(fmt, False),
-    "onnx_sat": lambda fmt: _profile_onnx(fmt, True),  # the former names of the two above
-    "onnx_nosat": lambda fmt: _profile_onnx(fmt, False),
-    "onnx_spec_sat": lambda fmt: _profile_onnx_spec(fmt, True),
-    "onnx_spec_nosat": lambda fmt: _profile_onnx_spec(fmt, False),
-    "onnxruntime_sat": lambda fmt: _profile_onnxruntime(fmt, True),
-    "onnxruntime_nosat": lambda fmt: _profile_onnxruntime(fmt, False),
-    "gfloat": _profile_gfloat,
-    "microxcaling": _profile_microxcaling,
-    "torch": _profile_torch,
-    "torchao": _profile_torchao,
-    "te": _profile_te,
-    "openvino": _profile_openvino,
-    "xla": lambda fmt: _profile_xla(fmt, "eager"),
-    "xla_folded": lambda fmt: _profile_xla(fmt, "folded"),
-    "xla_folded_hlo": lambda fmt: _profile_xla(fmt, "folded_hlo"),
-    "numkong_simd": lambda fmt: _profile_numkong(fmt, True),
-    "numkong_serial": lambda fmt: _profile_numkong(fmt, False),
-    "apfloat": _profile_apfloat,
-}
-# read-only: a caller's PROFILES['x'] = ... would change every later call by that name (as mma.UNITS)
-PROFILES: Mapping[str, Callable[..., Policy]] = MappingProxyType(_PROFILES)
-
-
 def _check_choice(what: str, value: str, allowed: tuple[str, ...]) -> None:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a name ({', '.join(allowed)}), not {type(value).__name__}")
@@ -636,7 +340,18 @@ def _check_choice(what: str, value: str, allowed: tuple[str, ...]) -> None:
 Profile = Callable[[Format], Policy]
 
 
+def __getattr__(name: str) -> Any:
+    # PROFILES lives in fmtsim.profiles (one module per implementation), which imports this module
+    if name == "PROFILES":
+        from .profiles import PROFILES
+
+        return PROFILES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _profile_policy(profile: str | Policy | Profile, f: Format) -> Policy:
+    from .profiles import PROFILES
+
     if isinstance(profile, Policy):
         return profile
     if isinstance(profile, str):
