@@ -139,7 +139,7 @@ def test_apfloat_status_conventions():
 def test_onnx_spec_tables_hold_and_a_wrong_profile_fails(monkeypatch):
     _need("onnx_spec")
     from fmtsim.conformance.impls import onnx_spec
-    from fmtsim.policy import _PROFILES as PROFILES  # PROFILES itself is read-only
+    from fmtsim.profiles import _PROFILES as PROFILES  # PROFILES itself is read-only
 
     rows = onnx_spec.spec_rows()
     assert {r.fmt for r in rows} == {"e4m3", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0"}

@@ -194,5 +194,7 @@ def _defaults() -> dict[str, Callable[[Format], Policy]]:
     return out
 
 
-# read-only: a caller's PROFILES['x'] = ... would change every later call by that name (as mma.UNITS)
-PROFILES: Mapping[str, Callable[[Format], Policy]] = MappingProxyType(_defaults())
+# the mutable table behind PROFILES (tests swap an entry with monkeypatch.setitem); PROFILES is
+# read-only because a caller's PROFILES['x'] = ... would change every later call by that name
+_PROFILES: dict[str, Callable[[Format], Policy]] = _defaults()
+PROFILES: Mapping[str, Callable[[Format], Policy]] = MappingProxyType(_PROFILES)
