@@ -41,6 +41,7 @@ import ml_dtypes
 import numpy as np
 
 from ..executor import get_executor
+from ..fileio import UnsafeOutputError, check_replaceable
 
 __all__ = ["CheckpointError", "DTYPES", "Entry", "Header", "INDEX_NAME", "read_header", "crosscheck",
            "chunks", "read_tensor", "Source", "find_source", "load", "header_bytes", "ShardWriter",
@@ -473,6 +474,7 @@ class ShardWriter:
         self.committed = False
 
     def __enter__(self) -> ShardWriter:
+        self._check_final()
         try:
             self.fh = open(self.tmp, "wb")
         except OSError as e:
@@ -499,9 +501,16 @@ class ShardWriter:
                                   "nothing was left under that name") from None
         return self.tmp
 
+    def _check_final(self) -> None:
+        try:
+            check_replaceable(self.final)
+        except UnsafeOutputError as e:
+            raise CheckpointError(str(e)) from None
+
     def commit(self) -> None:
         if self.fh is not None and not self.fh.closed:
             self.finish()
+        self._check_final()
         try:
             os.replace(self.tmp, self.final)
         except OSError as e:

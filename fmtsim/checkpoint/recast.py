@@ -40,6 +40,7 @@ import numpy as np
 
 from .. import __version__, mx
 from ..codec import decode, encode
+from ..fileio import UnsafeOutputError, atomic_write
 from .dequant import TensorJob, _e2m1, _scale_values, _scan, divide_exactly, layer_plan
 from .files import (
     INDEX_NAME,
@@ -424,9 +425,12 @@ def recast(src: str | Path, out: str | Path, *, to: str, require_exact: bool = F
         skip = {s.name for s in source.shards} | {"hf_quant_config.json"}
         summary.notes += copy_side_files(source, out_p, skip, rewrite)
         if to == "nvfp4":
-            (out_p / "hf_quant_config.json").write_text(json.dumps(
-                {"producer": {"name": "fmtsim", "version": __version__},
-                 "quantization": {"quant_algo": "NVFP4", "group_size": 16}}, indent=2) + "\n")
+            try:
+                atomic_write(out_p / "hf_quant_config.json", json.dumps(
+                    {"producer": {"name": "fmtsim", "version": __version__},
+                     "quantization": {"quant_algo": "NVFP4", "group_size": 16}}, indent=2) + "\n")
+            except UnsafeOutputError as e:
+                raise CheckpointError(str(e)) from None
     summary.output, summary.written = out_p, True
     summary.seconds = time.perf_counter() - t0
     return summary

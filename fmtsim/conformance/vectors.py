@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import __version__
 from ..codec import decode, encode_with_flags
-from ..fileio import atomic_write
+from ..fileio import atomic_write, check_replaceable
 from ..formats import get_format
 from ..layout import pack_fp4
 from ..mma.tolerance import family_bound
@@ -468,6 +468,8 @@ def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, A
     (checked first: :func:`check_output_dir`)."""
     check_output_dir(out)
     text = manifest_text(files, level)
+    for name in [*(vf.name for vf in files), "manifest.json"]:  # all refused before any is written
+        check_replaceable(out / name, what="vector file")
     for name, data in [*((vf.name, vf.text) for vf in files), ("manifest.json", text)]:
         try:
             atomic_write(out / name, data)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fileio import check_replaceable
 from .arith import IEEE_FORMATS, WIDE_FORMATS, canonical_operand_format
 from .compiled import uses_compiled
 from .units import get_unit, unit_names
@@ -98,6 +99,8 @@ def cmd_mma_matmul(args: argparse.Namespace) -> int:
 
     af, bf = canonical_operand_format(args.a_format), canonical_operand_format(args.b_format)
     out_dt = get_unit(args.unit).out_dtype
+    inputs = (args.a, args.b, args.c, args.a_scales, args.b_scales)
+    check_replaceable(args.output, inputs, "-o")  # before the GEMM, not after minutes of it
 
     def code_dt(f: str) -> Any:  # fp32 / fp64 operands of the fma units: uint32 / uint64 patterns
         return IEEE_FORMATS[f][0] if f in IEEE_FORMATS else np.uint16 if f in WIDE_FORMATS else np.uint8
@@ -139,7 +142,7 @@ def cmd_mma_matmul(args: argparse.Namespace) -> int:
     finally:
         close()
     wall = time.perf_counter() - t0
-    write_d(args.output, d)
+    write_d(args.output, d, inputs)
     how = f"Dask {args.scheduler}" if args.scheduler else f"{args.jobs} processes" if args.jobs else "this process"
     engine = "compiled" if uses_compiled(get_unit(args.unit), args.engine) else "numpy"
     print(f"wrote {args.output}: D {m} x {n} {d.dtype}, {args.unit} {af} x {bf}, K={k}, "

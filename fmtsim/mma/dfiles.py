@@ -9,6 +9,7 @@ column.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,18 +49,19 @@ def read_array(path: str | Path, what: str, shape: tuple[int, ...] | None, dtype
     return np.frombuffer(data, dtype=dt).reshape(shape).astype(dt.newbyteorder("="))
 
 
-def write_d(path: str | Path, d: np.ndarray) -> None:
+def write_d(path: str | Path, d: np.ndarray, inputs: Iterable[str | Path | None] = ()) -> None:
     """D as .npy, or as raw float32 bits (float64 for the fp64 units' D, never narrowed) when
-    ``path`` ends in .bin/.raw/.f32/.f64; through a temporary name."""
+    ``path`` ends in .bin/.raw/.f32/.f64; through a temporary name. Refuses (UnsafeOutputError)
+    a ``path`` that is not a regular file or is one of ``inputs``."""
     p = Path(path)
     wide = np.asarray(d).dtype == np.float64
     d32 = np.ascontiguousarray(d, dtype=np.float64 if wide else np.float32)
     if p.suffix.lower() in _RAW_SUFFIXES:
-        atomic_write(p, d32.astype("<f8" if wide else "<f4").tobytes())
+        atomic_write(p, d32.astype("<f8" if wide else "<f4").tobytes(), inputs, "-o")
         return
     buf = io.BytesIO()
     np.save(buf, d32, allow_pickle=False)
-    atomic_write(p, buf.getvalue())
+    atomic_write(p, buf.getvalue(), inputs, "-o")
 
 
 def _ordered(bits: np.ndarray) -> np.ndarray:

@@ -478,9 +478,13 @@ def write_probes(out: Any, names: list[str] | None = None, seed: int = 7) -> lis
     import json
     from pathlib import Path
 
-    from ..fileio import atomic_write
+    from ..fileio import atomic_write, check_replaceable
 
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory; -o names the directory to write probes into")
+    for name in [*(f"probe.{n}.bin" for n in names or list(PROBE_SETS)), "probe.json"]:
+        check_replaceable(out / name, what="probe file")  # all refused before any is written
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"seed": seed, "sets": {}}
     written = []
