@@ -288,6 +288,8 @@ def cmd_gen(args: argparse.Namespace) -> int:
     from .conformance.vectors import check_output_dir, write_vectors
 
     if args.output is not None and not args.list:  # before the work, not after it
+        if not args.output:
+            raise ValueError("-o: the path is empty (it would mean the current directory); name a directory")
         check_output_dir(Path(args.output))
     policy_op = re.fullmatch(r"(f16|bf16|f32|f64)_to_(\w+)", args.op)
     if args.rounding or args.overflow or args.profile:

@@ -182,6 +182,16 @@ def test_gen_refuses_before_writing_any_file(tmp_path, victim, kind, capsys):
     assert sorted(q.name for q in out.iterdir()) == [victim]  # nothing else written
 
 
+def test_empty_output_paths_are_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["gen", "f32_to_e4m3", "--rounding", "rtz", "--profile", "ptx", "-o", ""]) == 2
+    assert main(["probe", "gen", "-o", ""]) == 2
+    with pytest.raises(UnsafeOutputError, match="empty"):
+        atomic_write("", b"x")
+    assert list(tmp_path.iterdir()) == []
+    assert "empty" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("kind", ["dir", "fifo", "symlink"])
 def test_probe_gen_refuses_before_writing_any_file(tmp_path, kind, capsys):
     out = tmp_path / "probes"
