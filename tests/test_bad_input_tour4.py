@@ -248,3 +248,43 @@ def test_valid_pre_quant_scale_is_not_unmatched(tmp_path, rng, algo):
     rep = inspect(d)
     assert [r.tensor for r in rep.tensors] == ["l.weight"]
     assert not [f for f in rep.findings if f.tensor == "l.pre_quant_scale"], rep.findings
+
+
+# ---- ModelOpt W4A16_NVFP4: the group size its config names, not a fixed 32 ------------------------
+
+
+@pytest.mark.parametrize("group", [16, 32])
+def test_modelopt_w4a16_nvfp4_reads_its_group_size(tmp_path, group):
+    """ModelOpt 0.47 writes W4A16_NVFP4 with group_size 16 or 32 (hf_quant_config.json says which; the
+    scales are [out, in/group]). Every value: e2m1 x UE4M3 x weight_scale_2, exact in float64, rounded
+    once to float32, from fmtsim's decoders of the two element formats only."""
+    from gen_checkpoints import make
+
+    import fmtsim
+
+    src = make("modelopt-w4a16-nvfp4", tmp_path, group_size=group)
+    t = load(src)
+    rep = inspect(src)
+    assert rep.errors == 0 and {x.producer for x in rep.tensors} == {"modelopt-w4a16-nvfp4"}
+    dequantize(src, tmp_path / "out", dtype="float32")
+    got = load(tmp_path / "out")
+    layers = [k[: -len(".weight_scale_2")] for k in t if k.endswith(".weight_scale_2")]
+    assert len(layers) == 2
+    for L in layers:
+        packed, sc = t[L + ".weight"].view(np.uint8), t[L + ".weight_scale"].view(np.uint8)
+        codes = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(packed.shape[0], -1)
+        assert sc.shape == (codes.shape[0], codes.shape[1] // group)
+        e = np.asarray(fmtsim.decode(codes, "e2m1", np.float64))
+        s = np.repeat(np.asarray(fmtsim.decode(sc, "e4m3", np.float64)), group, axis=1)
+        want = (e * s * float(t[L + ".weight_scale_2"])).astype(np.float32)
+        assert np.array_equal(got[L + ".weight"].view(np.uint32), want.view(np.uint32)), L
+
+
+def test_modelopt_w4a16_nvfp4_group_not_named_by_the_config_is_refused(tmp_path):
+    from gen_checkpoints import make
+
+    src = make("modelopt-w4a16-nvfp4", tmp_path, group_size=16)
+    cfg = src / "hf_quant_config.json"
+    cfg.write_text(cfg.read_text().replace('"group_size": 16', '"group_size": 32'))
+    with pytest.raises(CheckpointError, match=r"16 values per scale; the config names group sizes \[32\]"):
+        dequantize(src, tmp_path / "out", dtype="float32")

@@ -83,8 +83,9 @@ SAME_LAYOUT: dict[str, tuple[str, tuple[tuple[str, str], ...], dict[str, Any]]] 
 }
 
 
-def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
-    """Write OUT_DIR/<producer>/ (and its .original.safetensors); returns the checkpoint path."""
+def make(producer: str, out_dir: str | Path, seed: int = 11, group_size: int = 32) -> Path:
+    """Write OUT_DIR/<producer>/ (and its .original.safetensors); returns the checkpoint path.
+    ``group_size``: values per scale where the producer lets its user choose (ModelOpt W4A16_NVFP4)."""
     rng = np.random.default_rng(seed)
     d = Path(out_dir) / producer
     shapes = {_layers()[0]: (256, 160), _layers()[1]: (300, 260)}
@@ -274,13 +275,13 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
         orig = dict(load(src.parent / f"{base}.original.safetensors"))
         cfg, extra_cfg = dict(cfg, **config.get("config.json", {})), {k: v for k, v in config.items()
                                                                         if k != "config.json"}
-    elif producer == "modelopt-w4a16-nvfp4":  # NVFP4 elements and scales, 32 values per scale
+    elif producer == "modelopt-w4a16-nvfp4":  # NVFP4 elements and scales, group_size values per scale (16 or 32)
         for L, shp in shapes.items():
-            shp = (shp[0], shp[1] - shp[1] % 32)
+            shp = (shp[0], shp[1] - shp[1] % group_size)
             w = _weights(rng, shp)
             orig[L + ".weight"] = w
             g = F32(np.max(np.abs(w)) / F32(6 * 448))
-            blocks = w.reshape(shp[0], -1, 32)
+            blocks = w.reshape(shp[0], -1, group_size)
             sc = np.asarray(fmtsim.encode((np.max(np.abs(blocks), axis=2) / F32(6) / g).astype(F32), "e4m3"),
                             np.uint8)
             sv = np.asarray(fmtsim.decode(sc, "e4m3", np.float32), F32)
@@ -290,7 +291,7 @@ def make(producer: str, out_dir: str | Path, seed: int = 11) -> Path:
             t[L + ".weight"], t[L + ".weight_scale"] = pack_fp4(codes), sc.view(E4M3)
             t[L + ".weight_scale_2"] = np.array(g, F32)
         extra_cfg["hf_quant_config.json"] = dict(MODELOPT_CFG, quantization={"quant_algo": "W4A16_NVFP4",
-                                                                             "group_size": 32})
+                                                                             "group_size": group_size})
     elif producer in ("compressed-tensors-int8", "quark-int8", "modelopt-w4a16-awq", "quark-int4", "quark-uint4",
                       "modelopt-int8", "quark-int4-per-channel", "quark-uint4-per-channel"):
         from fmtsim.checkpoint.intcodes import pack_codes

@@ -392,7 +392,7 @@ def _explain_int4_fp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> Tenso
 def _explain_nvfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation:
     packed = read(m.codes).view(np.uint8)
     scales = read(m.scale).view(np.uint8).reshape(-1)
-    per = m.producer.block[1] if m.producer.block else 16
+    per = m.producer.block[1] if m.producer.block else packed.size * 2 // max(scales.size, 1)
     codes = _fp4_codes(packed).reshape(scales.size, per)
     assert m.global_scale is not None and m.producer.global_direction is not None
     g_found = read(m.global_scale).astype(F32).reshape(-1)[0]

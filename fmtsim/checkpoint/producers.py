@@ -103,7 +103,7 @@ class Producer:
     pre_scale: str | None = None  # suffix of a per-input-column multiplier of the input (AWQ), folded in
     writers: tuple[str, ...] = ()  # libraries known to write this layout (with the version checked)
     # only with its config marker (its tensors look like another record's; shapes, which detection does
-    # not read, would tell them apart: ModelOpt's W4A16_NVFP4 is NVFP4 with 32 values per scale)
+    # not read, would tell them apart: ModelOpt's W4A16_NVFP4 looks like its W4A4 NVFP4)
     marker_required: bool = False
     # a layout known and named but not read: dequantize, convert and explain refuse it with this reason
     refuse: str = ""
@@ -314,11 +314,14 @@ PRODUCERS: tuple[Producer, ...] = (
              pre_scale=".pre_quant_scale", extra=(".input_scale",), config=_modelopt("W8A8_SQ_PER_CHANNEL", "W8A16"),
              value="w = q * s_row * pre_quant_scale[column] (SmoothQuant's input multiplier folded in, rounded once)",
              writers=MODELOPT),
-    Producer("modelopt-w4a16-nvfp4", "NVIDIA ModelOpt W4A16_NVFP4 (NVFP4 elements and scales, 32 per scale)",
-             "nvfp4", ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", (1, 32),
+    # ModelOpt 0.47 writes W4A16_NVFP4 with the group size its config asks for (16 or 32) and records it
+    # as hf_quant_config.json quantization.group_size: the block comes from the scale's shape, checked
+    # against the sizes the config names, never from a fixed number
+    Producer("modelopt-w4a16-nvfp4", "NVIDIA ModelOpt W4A16_NVFP4 (NVFP4 elements and scales, group 16 or 32)",
+             "nvfp4", ".weight", ("U8",), ".weight_scale", ("F8_E4M3",), "e2m1", "ue4m3", "fp4", None,
              global_scale=".weight_scale_2", global_direction="multiplier", config=_modelopt("W4A16_NVFP4"),
-             value="w = e2m1 * s_block * weight_scale_2, one UE4M3 scale per 32 values", writers=MODELOPT,
-             marker_required=True),
+             value="w = e2m1 * s_block * weight_scale_2, one UE4M3 scale per group_size (16 or 32) values",
+             writers=MODELOPT, marker_required=True),
     Producer("quark-int4", "AMD Quark int4 weight-only per group (pack_method reorder)", "w4a16",
              ".weight", ("I32",), ".weight_scale", ("F32", "BF16", "F16"), "int4", "float", "int4x8-reorder-t",
              None, zero_point=".weight_zero_point", config=_quark("int4"),
