@@ -207,7 +207,8 @@ def encode(
     elif flat.size:
         if pol.intermediate is not None:  # double rounding, as the implementation does
             with np.errstate(invalid="ignore"):  # widening signalling NaNs quiets them: fine
-                fast_in = np.concatenate([to_intermediate(flat[i : i + CHUNK].astype(np.float64), pol.intermediate)
+                fast_in = np.concatenate([to_intermediate(flat[i : i + CHUNK].astype(np.float64), pol.intermediate,
+                                                          pol.intermediate_carry)
                                           for i in range(0, flat.size, CHUNK)])
             encode_fast(fast_in, pol.without_intermediate(), out)
         else:

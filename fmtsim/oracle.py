@@ -46,6 +46,22 @@ def round_ieee(v: Fraction | str, kind: str) -> Fraction | str:
     return -r if v < 0 else r
 
 
+def _carry_below_half_normal(v: Fraction, kind: str) -> bool:
+    """``v`` is below half the smallest normal of ``kind`` and its significand, rounded to
+    nearest even at ``kind``'s precision with an unbounded exponent, becomes the next power of two."""
+    p, emin = _SRC[kind]
+    a = abs(v)
+    if a == 0 or a >= Fraction(2) ** (emin - 1):
+        return False
+    e = _floor_log2(a)
+    q = a / Fraction(2) ** (e - p + 1)  # in [2^(p-1), 2^p)
+    n = math.floor(q)
+    rem = q - n
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
+        n += 1
+    return n == 1 << p
+
+
 def value_of(code: int, fmt: str | Format) -> Fraction | str:
     """Exact value of ``code``: a Fraction, or 'nan', '+inf', '-inf'. -0 is Fraction(0)."""
     f = get_format(fmt)
@@ -167,6 +183,9 @@ def encode_one(
 
     if pol.intermediate is not None and v != "nan":  # rounded into the intermediate type first
         w = round_ieee(v, pol.intermediate)
+        if pol.intermediate_carry == "doubles_subnormal" and isinstance(v, Fraction) and \
+                _carry_below_half_normal(v, pol.intermediate):
+            w = round_ieee(2 * v, pol.intermediate)
         code, fl = encode_one(w if isinstance(w, Fraction) else _special_float(w), f, rbits=rbits,
                               src=pol.intermediate, policy=pol.without_intermediate())
         return code, fl | (INEXACT if w != v else 0)

@@ -143,6 +143,14 @@ which is fmtsim's behaviour before these fields existed):
                   to nearest-even into that IEEE type (overflow to Inf), then converted
                   (double rounding: OpenVINO's float32 -> float16 -> FP8). Sources no wider
                   than it pass unchanged.
+    intermediate_carry
+                  how the rounding into ``intermediate`` treats a carry out of the
+                  significand: 'exact' (default: the correctly rounded value) or
+                  'doubles_subnormal': for an input below half the intermediate's smallest
+                  normal whose significand, rounded to the intermediate's precision, carries
+                  into the next power of two, the intermediate holds the rounding of twice the
+                  input (a converter that rounds at normal precision, keeps the carried
+                  exponent, and then builds the subnormal from the unrounded significand).
     tininess      'before' (default), 'after' or 'result': when the underflow flag calls an
                   inexact result tiny. 'after' (IEEE 754 7.5's alternative): the value rounded
                   to the format's precision with an unbounded exponent is below the smallest
@@ -189,6 +197,7 @@ __all__ = [
     "INF_MODES",
     "E8M0_MODES",
     "INTERMEDIATES",
+    "INTERMEDIATE_CARRIES",
     "TININESS",
     "NAN_CODE_SIGNS",
     "FLAG_FIELDS",
@@ -212,6 +221,7 @@ E8M0_MODES = {
     "e8m0_tiny": ("min", "nan"),
 }
 INTERMEDIATES = ("float16", "bfloat16", "float32")
+INTERMEDIATE_CARRIES = ("exact", "doubles_subnormal")
 TININESS = ("before", "after", "result")
 FLAG_FIELDS = {
     "flag_overflow": ("rounded", "infinite"),
@@ -255,6 +265,7 @@ class Policy:
     flag_inf_nan: str | None = None
     flag_inf_number: str | None = None
     flag_neg_zero: str | None = None
+    intermediate_carry: str | None = None
 
 
 @dataclass(frozen=True)
@@ -292,6 +303,7 @@ class Resolved:
     flag_inf_nan: str = "invalid"
     flag_inf_number: str = "inexact"
     flag_neg_zero: str = "none"
+    intermediate_carry: str = "exact"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -460,6 +472,11 @@ def resolve(
     inter = base.intermediate
     if inter is not None:
         _check_choice("intermediate type", inter, INTERMEDIATES)
+    carry = base.intermediate_carry or "exact"
+    _check_choice("intermediate_carry", carry, INTERMEDIATE_CARRIES)
+    if carry != "exact" and inter is None:
+        raise ValueError(f"intermediate_carry={carry!r} describes the rounding into an intermediate type; "
+                         "give intermediate= too")
     tin = base.tininess or "before"
     _check_choice("tininess", tin, TININESS)
     code_sign = base.nan_code_sign or "as_given"
@@ -474,7 +491,8 @@ def resolve(
                     nan_unsigned_sources=unsigned_sources, nan_code_sign=code_sign,
                     nan_signaling_sources=signaling, flag_overflow=flag_rules["flag_overflow"],
                     flag_nan=flag_rules["flag_nan"], flag_inf_nan=flag_rules["flag_inf_nan"],
-                    flag_inf_number=flag_rules["flag_inf_number"], flag_neg_zero=flag_rules["flag_neg_zero"])
+                    flag_inf_number=flag_rules["flag_inf_number"], flag_neg_zero=flag_rules["flag_neg_zero"],
+                    intermediate_carry=carry)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

@@ -273,14 +273,34 @@ def _overflow_nan(pol: Resolved, code: int, negative: bool) -> int:
     return code
 
 
-def to_intermediate(x: np.ndarray, kind: str) -> np.ndarray:
-    """float64 values rounded once, to nearest even, into ``kind`` (overflow -> Inf); as that dtype."""
+# (significand bits, smallest normal exponent) of the intermediate types
+_INTERMEDIATE_SHAPE = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126)}
+
+
+def _rounded_once(x: np.ndarray, kind: str) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if kind == "float32":
             return x.astype(np.float32)
         # round to odd into float32 first: 24 >= 11 + 2 bits, so the next RNE is the only one
         f32 = odd_f64_to_f32_bits(np.asarray(x, dtype=np.float64)).view(np.float32)
         return f32.astype(np.float16 if kind == "float16" else ml_dtypes.bfloat16)
+
+
+def to_intermediate(x: np.ndarray, kind: str, carry: str = "exact") -> np.ndarray:
+    """float64 values rounded once, to nearest even, into ``kind`` (overflow -> Inf); as that
+    dtype. ``carry='doubles_subnormal'``: the policy field of that name (twice the input where
+    a carry out of the significand meets an input below half the smallest normal)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = _rounded_once(x, kind)
+    if carry == "doubles_subnormal":
+        p, emin = _INTERMEDIATE_SHAPE[kind]
+        with np.errstate(invalid="ignore"):
+            a = np.abs(x)
+            m, _ = np.frexp(a)  # a = m * 2^e, m in [0.5, 1): the significand carries iff m >= 1 - 2^-(p+1)
+            hit = (a > 0) & (a < 2.0 ** (emin - 1)) & (m >= 1 - 2.0 ** -(p + 1))
+        if hit.any():
+            out[hit] = _rounded_once(2 * x[hit], kind)
+    return out
 
 
 def _direction(rounding: str, negative: bool) -> str:
@@ -358,7 +378,7 @@ def encode_f64(
         x = np.where(np.isnan(x), np.abs(x), x)
     pre_inexact = None
     if pol.intermediate is not None:  # double rounding: first into the intermediate type
-        y = to_intermediate(x, pol.intermediate).astype(np.float64)
+        y = to_intermediate(x, pol.intermediate, pol.intermediate_carry).astype(np.float64)
         pre_inexact = ~np.isnan(x) & (y != x)
         x, src, pol = y, pol.intermediate, pol.without_intermediate()
     fmt = pol.fmt

@@ -1,11 +1,14 @@
 """``openvino``: OpenVINO's CPU plugin ``Convert`` (opset13.convert) from f32, f16 and bf16 into
-f8e4m3, f8e5m2, f8e8m0 and f4e2m1, held to fmtsim's ``openvino`` profile; and ``Convert`` of
-every code back to f32. No named divergence: every difference from a single rounding is the
-double rounding through f16 the profile models.
+f8e4m3, f8e5m2, f8e8m0 and f4e2m1, held to the variant of fmtsim's ``openvino`` profile for the
+code path this CPU takes (``avx512_core_fp16`` where the CPU has AVX512-FP16, else
+``reference``: see :mod:`fmtsim.profiles.openvino`); and ``Convert`` of every code back to f32.
+No named divergence: every difference from a single rounding is modelled by the variant.
 """
 
 from __future__ import annotations
 
+import platform
+from collections.abc import Set
 from typing import Any
 
 import ml_dtypes
@@ -78,6 +81,30 @@ def _decode(codes: np.ndarray, fmt: str) -> np.ndarray:
     return np.asarray(req.get_output_tensor(0).data, dtype=np.float32).reshape(-1)
 
 
+# OpenVINO's cpu_convert takes oneDNN's JIT FP8 emulation when oneDNN's mayiuse(avx512_core_fp16)
+# holds: AVX-512 F/BW/VL/DQ (avx512_core) and AVX512-FP16; every other CPU converts element by element
+_AVX512_CORE_FP16 = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_fp16"})
+
+
+def code_path_for(arch: str, flags: Set[str]) -> str:
+    """The FP8 code path OpenVINO's CPU plugin takes on a CPU of ``arch`` with ``flags``
+    (/proc/cpuinfo names)."""
+    if arch.lower() in ("x86_64", "amd64") and _AVX512_CORE_FP16 <= set(flags):
+        return "avx512_core_fp16"
+    return "reference"
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
 # No named divergence: the differences from a single rounding that looked like a bug (the E5M2
 # codes just below 2^-17, 2^-16 and 2^-15) are exactly the double rounding through float16 the
 # profile models (checked on every float32 of both signs in [2^-19, 2^-14): 0 differences).
@@ -93,6 +120,9 @@ class Openvino(Implementation):
     profiles = ("openvino",)
     divergences = DIVERGENCES
     checked_with = "openvino 2026.4.1 (CPU plugin)"
+
+    def code_path(self) -> str | None:
+        return code_path_for(platform.machine(), _cpu_flags())
 
     def decoders(self, req: Request) -> list[Decoder]:
         return [Decoder("openvino", _decode, tuple(TYPES))]
