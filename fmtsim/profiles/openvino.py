@@ -40,7 +40,7 @@ _COMMON = {"e4m3": Policy("rne", "nonsat", "signed", intermediate="float16"),
 
 VARIANTS = (
     Variant("openvino", Provenance("OpenVINO CPU plugin Convert", version="2026.4",
-                                   code_path="avx512_core_fp16 (a 2-core Xeon with AVX512-FP16)", date="2026-12-01"),
+                                   code_path="avx512_core_fp16 (a 2-core Xeon)", date="2026-12-01"),
             rules={**_COMMON, "e5m2": Policy("rne", "nonsat", "quiet_payload", intermediate="float16")},
             code_paths=("avx512_core_fp16",)),
     Variant("openvino", Provenance("OpenVINO CPU plugin Convert", version="2026.4",
