@@ -285,12 +285,13 @@ def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
 def cmd_gen(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .conformance.vectors import check_output_dir, write_vectors
+    from .conformance.vectors import check_output_dir, earlier_entries, write_vectors
 
     if args.output is not None and not args.list:  # before the work, not after it
         if not args.output:
             raise ValueError("-o: the path is empty (it would mean the current directory); name a directory")
         check_output_dir(Path(args.output))
+        earlier_entries(Path(args.output), [])  # an earlier manifest there that cannot be merged
     policy_op = re.fullmatch(r"(f16|bf16|f32|f64)_to_(\w+)", args.op)
     if args.rounding or args.overflow or args.profile:
         if not policy_op:
@@ -324,7 +325,8 @@ def cmd_gen(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     manifest = write_vectors(files, Path(args.output), args.level)
-    print(f"wrote {len(manifest['files'])} files and manifest.json to {args.output}")
+    kept = f" (it also lists {manifest['kept']} file(s) an earlier run wrote there)" if manifest["kept"] else ""
+    print(f"wrote {len(files)} files and manifest.json to {args.output}{kept}")
     return 0
 
 

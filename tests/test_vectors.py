@@ -237,3 +237,39 @@ def test_ver_all_summarises_per_model(tmp_path, capsys):
     table = out.split("coverage model")[1]
     assert "encode_ties       2" in table and "encode_range      1" in table
     assert main(["ver", "all", str(tmp_path / "nothing"), "--vectors", str(VEC)]) == 2
+
+
+def test_two_gen_runs_into_one_directory_list_both(tmp_path, capsys):
+    """Issue #24: the second run's manifest dropped the first run's files, and ver then refused them."""
+    import json
+
+    out = tmp_path / "v"
+    assert main(["gen", "f32_to_e4m3", "--rounding", "rtz", "--profile", "ptx", "-o", str(out)]) == 0
+    first = set(json.loads((out / "manifest.json").read_text())["files"])
+    assert main(["gen", "f32_to_e5m2", "--rounding", "rne", "--profile", "ocp", "-o", str(out)]) == 0
+    assert "also lists 3 file(s) an earlier run wrote" in capsys.readouterr().out
+    files = json.loads((out / "manifest.json").read_text())["files"]
+    assert first < set(files) and len(files) == len(first) + 3
+    for name in sorted(first):  # each of the first run's files still verifies against itself
+        assert main(["ver", name, str(out / name), "--vectors", str(out)]) == 0
+    # a rerun of the same files replaces their entries; a file deleted by hand is dropped
+    victim = sorted(first)[0]
+    (out / victim).unlink()
+    assert main(["gen", "f32_to_e5m2", "--rounding", "rne", "--profile", "ocp", "-o", str(out)]) == 0
+    assert set(json.loads((out / "manifest.json").read_text())["files"]) == set(files) - {victim}
+
+
+def test_gen_refuses_to_merge_what_it_cannot(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "v"
+    assert main(["gen", "f32_to_e4m3", "--rounding", "rtz", "--profile", "ptx", "-o", str(out)]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps(dict(m, fmtsim_version="0.0.1")))
+    before = sorted(p.name for p in out.iterdir())
+    assert main(["gen", "f32_to_e5m2", "--rounding", "rne", "--profile", "ocp", "-o", str(out)]) == 2
+    assert "written by fmtsim '0.0.1'" in capsys.readouterr().err
+    (out / "manifest.json").write_text("{not json")
+    assert main(["gen", "f32_to_e5m2", "--rounding", "rne", "--profile", "ocp", "-o", str(out)]) == 2
+    assert "cannot be merged" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == before  # nothing written

@@ -26,7 +26,7 @@ def main() -> int:
     args = ap.parse_args()
     files = level1_files()
     if not args.check:
-        write_vectors(files, OUT, 1)
+        write_vectors(files, OUT, 1, merge=False)
         print(f"wrote {len(files)} files to {OUT}")
         return 0
     stale = []

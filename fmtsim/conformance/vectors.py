@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -443,11 +444,37 @@ def level1_files() -> list[VectorFile]:
             + list(dot_files()) + list(gemm_files()))
 
 
-def manifest_text(files: list[VectorFile], level: int) -> bytes:
-    manifest: dict[str, Any] = {"fmtsim_version": __version__, "level": level, "files": {}}
+def manifest_text(files: list[VectorFile], level: int, kept: dict[str, Any] | None = None) -> bytes:
+    """manifest.json for ``files``, plus ``kept``: entries of an earlier run's manifest whose
+    files stay beside them (see :func:`earlier_entries`)."""
+    manifest: dict[str, Any] = {"fmtsim_version": __version__, "level": level, "files": dict(kept or {})}
     for vf in files:
         manifest["files"][vf.name] = dict(vf.meta, sha256=hashlib.sha256(vf.text).hexdigest(), bytes=len(vf.text))
     return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+
+
+def earlier_entries(out: Path, files: list[VectorFile]) -> tuple[dict[str, Any], int]:
+    """(entries, level) of the manifest.json an earlier ``fmtsim gen -o`` left in ``out``, for the
+    files this run does not rewrite and that are still there, so that two runs into one directory
+    add up. ({}, 0) when there is none. ValueError when there is one that cannot be merged: not
+    a manifest, or written by another fmtsim version (its vectors may differ from this one's)."""
+    path = out / "manifest.json"
+    if not os.path.lexists(path):
+        return {}, 0
+    check_replaceable(path, what="vector file")  # never open a FIFO or follow a link to read it
+    try:
+        old = load_manifest(path)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{e}; it cannot be merged with this run's files: remove it, or write into another "
+                         "directory") from None
+    if old.get("fmtsim_version") != __version__:
+        raise ValueError(f"{path}: written by fmtsim {old.get('fmtsim_version')!r}, this is {__version__}; vectors of "
+                         "two versions are not merged into one manifest: write into another directory, or remove "
+                         "the old files and manifest.json")
+    ours = {vf.name for vf in files}
+    kept = {name: entry for name, entry in old["files"].items() if name not in ours and (out / name).is_file()}
+    level = old.get("level")
+    return kept, level if type(level) is int else 0
 
 
 def check_output_dir(out: Path) -> None:
@@ -463,11 +490,15 @@ def check_output_dir(out: Path) -> None:
         raise ValueError(f"{out}: cannot write vectors there ({e.strerror or e})") from None
 
 
-def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, Any]:
+def write_vectors(files: list[VectorFile], out: Path, level: int, merge: bool = True) -> dict[str, Any]:
     """Write files and manifest.json (each via a temporary name, then renamed) into ``out``
-    (checked first: :func:`check_output_dir`)."""
+    (checked first: :func:`check_output_dir`). An earlier run's manifest there is merged: its
+    entries for files this run leaves alone are kept (:func:`earlier_entries`), so ``fmtsim gen``
+    run twice into one directory lists every file of both runs. ``merge=False``: the manifest
+    lists this run's files only (the package's own vectors, regenerated whole)."""
     check_output_dir(out)
-    text = manifest_text(files, level)
+    kept, old_level = earlier_entries(out, files) if merge else ({}, 0)
+    text = manifest_text(files, max(level, old_level), kept)
     for name in [*(vf.name for vf in files), "manifest.json"]:  # all refused before any is written
         check_replaceable(out / name, what="vector file")
     for name, data in [*((vf.name, vf.text) for vf in files), ("manifest.json", text)]:
@@ -476,7 +507,7 @@ def write_vectors(files: list[VectorFile], out: Path, level: int) -> dict[str, A
         except OSError as e:  # a full disk or a quota: say which file, and that none is half-written
             raise ValueError(f"{out / name}: cannot write it ({e.strerror or e}); nothing was left under that "
                              "name (manifest.json is written last)") from None
-    return dict(json.loads(text))
+    return dict(json.loads(text), kept=len(kept))
 
 
 _HEX = frozenset("0123456789abcdefABCDEF")
