@@ -1,0 +1,315 @@
+"""The fourth bad-input tour's tracebacks in the compiled engines and around them: a damaged,
+truncated, foreign or swapped library in the build cache (dlopen of a truncated file killed
+the process with SIGBUS), a compiler that builds a library without the entry points, a
+``CXX`` holding flags or a wrapper, matrix sizes that cannot be allocated, optional
+implementations that fail to import, and arguments that reached numpy, dask or pathlib
+unchecked."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fmtsim import mx, nvfp4
+from fmtsim.conformance import shim_build
+from fmtsim.mma import compiled, matmul
+
+REAL_CXX = shim_build.find_compiler()
+needs_cxx = pytest.mark.skipif(REAL_CXX is None, reason="no C++ compiler here: the builds under test cannot run")
+
+LIBRARIES = {"mx_blocks": mx._LIBRARY, "nv_chain": compiled._LIBRARY}
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """A cache of its own, and both libraries built (or failed) afresh before and after."""
+    monkeypatch.setenv("FMTSIM_CACHE", str(tmp_path / "cache"))
+    for lib in LIBRARIES.values():
+        lib.forget()
+    yield tmp_path
+    for lib in LIBRARIES.values():
+        lib.forget()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Both libraries as the real compiler builds them (with the portable flags: what they are
+    built with does not matter to a cache test, only that they are the real thing)."""
+    if REAL_CXX is None:
+        pytest.skip("no C++ compiler here")
+    out = tmp_path_factory.mktemp("built")
+    root = Path(mx.__file__).parent
+    for name, src in (("mx_blocks", root / "mx_blocks.cpp"), ("nv_chain", root / "mma" / "nv_chain.cpp")):
+        subprocess.run([*shlex.split(REAL_CXX), "-O2", "-shared", "-fPIC", "-std=c++17", "-ffp-contract=off",
+                        str(src), "-o", str(out / f"{name}.so")], check=True)
+    empty = out / "empty.cpp"
+    empty.write_text("int fmtsim_nothing_here;\n")
+    subprocess.run([*shlex.split(REAL_CXX), "-shared", "-fPIC", str(empty), "-o", str(out / "empty.so")], check=True)
+    return out
+
+
+def copying_compiler(tmp_path: Path, built: Path) -> Path:
+    """A "compiler" that writes the real library for the source it is given (in a blink), and
+    fails while the file ``broken`` lies beside it: the cache tests then cost no compile."""
+    cxx = tmp_path / "copy-c++"
+    cxx.write_text("#!/bin/sh\n"
+                   f"[ -e '{tmp_path}/broken' ] && {{ echo 'error: broken on purpose' >&2; exit 1; }}\n"
+                   "out=; src=\n"
+                   'while [ $# -gt 0 ]; do case "$1" in -o) out=$2; shift;; *.cpp) src=$1;; esac; shift; done\n'
+                   f'cp "{built}/$(basename "$src" .cpp).so" "$out"\n')
+    cxx.chmod(0o755)
+    return cxx
+
+
+# what a fresh process does with the cache: the default engine and engine="compiled" on one
+# input each, their bits against the numpy engine's, and every warning
+_CHILD = r"""
+import json, sys, warnings
+import numpy as np
+from fmtsim import mx
+from fmtsim.mma import matmul
+warnings.simplefilter("always")
+which = sys.argv[1]
+out = {}
+with warnings.catch_warnings(record=True) as seen:
+    if which == "mx_blocks":
+        x = np.linspace(-7, 9, 128, dtype=np.float32).reshape(4, 32)
+        ref = mx.quantize(x, "mxfp8_e4m3", engine="numpy")
+        auto = mx.quantize(x, "mxfp8_e4m3")
+        out["auto"] = bool(np.array_equal(auto.codes, ref.codes) and np.array_equal(auto.scales, ref.scales))
+        try:
+            got = mx.quantize(x, "mxfp8_e4m3", engine="compiled")
+            out["compiled"] = bool(np.array_equal(got.codes, ref.codes))
+        except ValueError as e:
+            out["compiled"] = str(e)
+    else:
+        a = (np.arange(64, dtype=np.uint8) % 0x70).reshape(2, 32)
+        kw = dict(unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
+        ref = matmul(a, a.T.copy(), None, engine="numpy", **kw).view(np.uint32)
+        out["auto"] = bool(np.array_equal(matmul(a, a.T.copy(), None, **kw).view(np.uint32), ref))
+        try:
+            got = matmul(a, a.T.copy(), None, engine="compiled", **kw).view(np.uint32)
+            out["compiled"] = bool(np.array_equal(got, ref))
+        except ValueError as e:
+            out["compiled"] = str(e)
+out["warnings"] = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+print(json.dumps(out))
+"""
+
+
+def child(which: str, env_extra: dict[str, str]) -> dict:
+    env = {**os.environ, **env_extra}
+    r = subprocess.run([sys.executable, "-c", _CHILD, which], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, f"the process ended with status {r.returncode} (SIGBUS is -7): {r.stderr[-2000:]}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _libc() -> Path:
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            path = line.split()[-1]
+            if "/libc.so" in path or "/libc-" in path:
+                return Path(path)
+    pytest.skip("no libc mapped in this process (not a glibc Linux)")
+
+
+def _damage(kind: str, lib: Path, built: Path, other: Path) -> None:
+    """Make the cache entry ``lib`` (``other``: the other library's entry) ``kind``."""
+    side = lib.with_name(lib.name + ".sha256")
+    data = lib.read_bytes()
+    if kind == "truncated":  # its program headers promise pages past the end of the file
+        lib.write_bytes(data[:3000])
+    elif kind == "zero_bytes":
+        lib.write_bytes(b"")
+    elif kind == "foreign_libc":
+        lib.write_bytes(_libc().read_bytes())
+    elif kind == "empty_library":
+        lib.write_bytes((built / "empty.so").read_bytes())
+    elif kind == "swapped":  # the other library with its own sidecar, under this one's name
+        lib.write_bytes(other.read_bytes())
+        side.write_bytes(other.with_name(other.name + ".sha256").read_bytes())
+    elif kind == "swapped_restamped":  # ... with a sidecar that matches it: only the entry points tell
+        lib.write_bytes(other.read_bytes())
+        payload = lib.read_bytes()
+        side.write_text(f"{lib.name} {len(payload)} {hashlib.sha256(payload).hexdigest()}\n")
+    elif kind == "no_sidecar":  # as an older fmtsim left it: not known to be whole
+        side.unlink()
+    elif kind == "garbage_sidecar":
+        side.write_text("not a record")
+    else:  # pragma: no cover
+        raise AssertionError(kind)
+
+
+DAMAGE = ["truncated", "zero_bytes", "foreign_libc", "empty_library", "swapped", "swapped_restamped", "no_sidecar",
+          "garbage_sidecar"]
+
+
+def _entries(cache: Path, name: str) -> list[Path]:
+    return sorted(cache.glob(f"{name}-*.so"))
+
+
+@needs_cxx
+@pytest.mark.parametrize("which", ["mx_blocks", "nv_chain"])
+@pytest.mark.parametrize("kind", DAMAGE)
+def test_a_damaged_cache_entry_is_rebuilt(which, kind, fresh, built):
+    """Every damaged cache entry (before: a truncated one killed the process with SIGBUS, a
+    swapped or empty one raised AttributeError out of mx.quantize / matmul) is built again:
+    a fresh process gives the compiled engine's bits, without a warning, and the entry is
+    the real library again, its sidecar matching."""
+    cache = fresh / "cache"
+    env = {"FMTSIM_CACHE": str(cache), "CXX": str(copying_compiler(fresh, built))}
+    for name in LIBRARIES:  # both entries, so that one can be swapped for the other
+        assert child(name, env) == {"auto": True, "compiled": True, "warnings": []}
+    (lib,), (other,) = _entries(cache, which), _entries(cache, "nv_chain" if which == "mx_blocks" else "mx_blocks")
+    _damage(kind, lib, built, other)
+    assert child(which, env) == {"auto": True, "compiled": True, "warnings": []}
+    assert _entries(cache, which) == [lib]
+    assert lib.read_bytes() == (built / f"{which}.so").read_bytes()
+    assert shim_build.damage(lib) is None
+
+
+@needs_cxx
+@pytest.mark.parametrize("kind", ["truncated", "foreign_libc", "swapped_restamped"])
+def test_a_damaged_entry_that_cannot_be_rebuilt_is_named(kind, fresh, built):
+    """Where the rebuild fails too, 'compiled' refuses naming the damaged file and why, and
+    the default engine runs numpy with a warning saying the same (before: SIGBUS, or an
+    AttributeError)."""
+    cache = fresh / "cache"
+    env = {"FMTSIM_CACHE": str(cache), "CXX": str(copying_compiler(fresh, built))}
+    for name in LIBRARIES:
+        child(name, env)
+    (lib,), (other,) = _entries(cache, "mx_blocks"), _entries(cache, "nv_chain")
+    _damage(kind, lib, built, other)
+    (fresh / "broken").write_text("")
+    got = child("mx_blocks", env)
+    why = {"truncated": "it holds 3000 bytes, ", "foreign_libc": "it holds ",
+           "swapped_restamped": "it lacks fmtsim_mx_f32, fmtsim_nvfp4_f32"}[kind]
+    assert got["auto"] is True
+    assert "engine='compiled' is unavailable" in got["compiled"], got
+    for text in (got["compiled"], got["warnings"][0]):
+        assert "broken on purpose" in text and f"the cached {lib} is damaged ({why}" in text, text
+    assert len(got["warnings"]) == 1 and "engine='auto' runs the numpy path" in got["warnings"][0]
+
+
+def _script(tmp_path: Path, name: str, body: str) -> Path:
+    p = tmp_path / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(0o755)
+    return p
+
+
+def _run_both(monkeypatch, which: str) -> tuple[str | bool, list[str]]:
+    """engine='compiled' (its bits against numpy's, or its refusal) and the default engine's
+    warnings, in this process."""
+    LIBRARIES[which].forget()
+    x = np.linspace(-7, 9, 128, dtype=np.float32).reshape(4, 32)
+    a = (np.arange(64, dtype=np.uint8) % 0x70).reshape(2, 32)
+    kw = dict(unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
+
+    def call(engine):
+        if which == "mx_blocks":
+            return mx.quantize(x, "mxfp4", engine=engine).codes
+        return matmul(a, a.T.copy(), None, engine=engine, **kw).view(np.uint32)
+
+    ref = call("numpy")
+    try:
+        compiled_result: str | bool = bool(np.array_equal(call("compiled"), ref))
+    except ValueError as e:
+        compiled_result = str(e)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert np.array_equal(call("auto"), ref)
+    return compiled_result, [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+
+
+@needs_cxx
+@pytest.mark.parametrize("which, case", [("mx_blocks", "hides_symbols")] + [
+    (which, case) for which in LIBRARIES for case in ("empty_library", "writes_nothing", "writes_empty_file")])
+def test_a_compiler_that_builds_no_usable_library(which, case, fresh, built, monkeypatch):
+    """A compiler that exits 0 with a library lacking the entry points (hidden symbols, an empty
+    library) or with no library at all is a failed build: 'compiled' refuses with the true
+    cause, the default engine runs numpy (same bits) with a warning giving it, and nothing is
+    left in the cache to be loaded later. Before: AttributeError: undefined symbol
+    fmtsim_mx_f32; 'cannot write to the cache directory' for a compiler that writes nothing."""
+    real = REAL_CXX
+    if case == "hides_symbols":  # a real compile (of the quick one: the compiler's doing, not the source's)
+        cxx = _script(fresh, "c++", f'exec {real} "$@" -fvisibility=hidden\n')
+        why = "lacks the entry points fmtsim_"
+    elif case == "empty_library":
+        cxx = _script(fresh, "c++", f"""out=
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+cp '{built}/empty.so' "$out"
+""")
+        why = "lacks the entry points fmtsim_"
+    elif case == "writes_nothing":
+        cxx = _script(fresh, "c++", "exit 0\n")
+        why = "produced no library (exit status 0, no output file): is CXX a C++ compiler?"
+    else:
+        cxx = _script(fresh, "c++", 'while [ $# -gt 0 ]; do [ "$1" = -o ] && : > "$2"; shift; done\n')
+        why = "produced no library (exit status 0, an empty file)"
+    monkeypatch.setenv("CXX", str(cxx))
+    got, warned = _run_both(monkeypatch, which)
+    assert isinstance(got, str) and "engine='compiled' is unavailable" in got and why in got, got
+    assert "cannot write to the cache directory" not in got
+    assert len(warned) == 1 and why in warned[0] and "runs the numpy path" in warned[0], warned
+    assert not list((fresh / "cache").glob("*.so")), list((fresh / "cache").iterdir())
+
+
+@needs_cxx
+@pytest.mark.parametrize("cxx", ["{real} -O1", "env {real}", "'{tmp}/my compiler' -g0", "  {real}  "])
+def test_cxx_holding_flags_or_a_wrapper(cxx, fresh, monkeypatch):
+    """CXX is split as a shell splits it (as make does): flags after the compiler, a wrapper
+    before it (as ``ccache g++``), a quoted path with a space. Before: 'no C++ compiler found'."""
+    wrapper = fresh / "my compiler"
+    wrapper.write_text(f'#!/bin/sh\nexec {REAL_CXX} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CXX", cxx.format(real=REAL_CXX, tmp=fresh))
+    got, warned = _run_both(monkeypatch, "mx_blocks")
+    assert got is True and warned == []
+    assert len(list((fresh / "cache").glob("mx_blocks-*.so"))) == 1
+
+
+@pytest.mark.parametrize("cxx, why", [
+    ("/nonexistent/c++", "CXX='/nonexistent/c++' is not a program on PATH or a file"),
+    ("no-such-wrapper g++", "CXX='no-such-wrapper g++' names 'no-such-wrapper', which is not a program"),
+    ("'g++", "CXX=\"'g++\" cannot be split into words"),
+])
+def test_cxx_that_names_no_compiler(cxx, why, fresh, monkeypatch):
+    """A CXX that names nothing runnable is named in the refusal, and (having been asked for)
+    in the default engine's warning; no compiler at all (no CXX, none on PATH) stays quiet."""
+    monkeypatch.setenv("CXX", cxx)
+    got, warned = _run_both(monkeypatch, "mx_blocks")
+    assert isinstance(got, str) and "no C++ compiler found: " + why in got, got
+    assert len(warned) == 1 and why in warned[0]
+
+
+def test_no_compiler_at_all_falls_back_quietly(fresh, monkeypatch, tmp_path):
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    got, warned = _run_both(monkeypatch, "mx_blocks")
+    assert isinstance(got, str) and "no C++ compiler found (set CXX, or install g++)" in got
+    assert warned == []
+
+
+@needs_cxx
+def test_nvfp4_shares_the_checked_library(fresh, built, monkeypatch):
+    """nvfp4.quantize runs the same library: a swapped entry is rebuilt for it too."""
+    monkeypatch.setenv("CXX", str(copying_compiler(fresh, built)))
+    x = np.linspace(-5, 5, 64, dtype=np.float32).reshape(4, 16)
+    ref = nvfp4.quantize(x, engine="numpy")
+    mx._LIBRARY.forget()
+    assert np.array_equal(nvfp4.quantize(x, engine="compiled").codes, ref.codes)
+    (lib,) = _entries(fresh / "cache", "mx_blocks")
+    lib.write_bytes((built / "empty.so").read_bytes())
+    mx._LIBRARY.forget()
+    assert np.array_equal(nvfp4.quantize(x, engine="compiled").codes, ref.codes)
+    assert shim_build.damage(lib) is None
