@@ -632,6 +632,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _broken_pipe()
         print(_one_line(f"fmtsim: error: {_error_text(e)}"), file=sys.stderr)
         return 2
+    except MemoryError as e:  # an input too large for this machine: a message, not a traceback
+        detail = f" ({e})" if str(e) else ""
+        print(_one_line(f"fmtsim: error: not enough memory for this command{detail}: give it smaller inputs"),
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("fmtsim: interrupted", file=sys.stderr)
         return 130

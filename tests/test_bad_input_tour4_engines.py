@@ -8,7 +8,9 @@ unchecked."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -20,8 +22,10 @@ import numpy as np
 import pytest
 
 from fmtsim import mx, nvfp4
+from fmtsim.cli import main
 from fmtsim.conformance import shim_build
-from fmtsim.mma import compiled, matmul
+from fmtsim.mma import compiled, gemm, matmul
+from fmtsim.mma.dfiles import read_array
 
 REAL_CXX = shim_build.find_compiler()
 needs_cxx = pytest.mark.skipif(REAL_CXX is None, reason="no C++ compiler here: the builds under test cannot run")
@@ -313,3 +317,86 @@ def test_nvfp4_shares_the_checked_library(fresh, built, monkeypatch):
     mx._LIBRARY.forget()
     assert np.array_equal(nvfp4.quantize(x, engine="compiled").codes, ref.codes)
     assert shim_build.damage(lib) is None
+
+
+# --- sizes no memory holds -------------------------------------------------------------------
+
+MEMORY = gemm.memory_bytes()
+needs_memory_size = pytest.mark.skipif(MEMORY is None, reason="this system does not report its memory size")
+_MM = ["mma", "matmul", "--unit", "sm90_wgmma_fp8", "--a-format", "e4m3", "--b-format", "e4m3"]
+
+
+def _cli(argv, capsys) -> tuple[int, str]:
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return rc, err.strip()
+
+
+@needs_memory_size
+@pytest.mark.parametrize("shape, what, dims", [
+    ("100000000,100000000,0", "D", "100000000 x 100000000 float32"),  # before: MemoryError traceback
+    ("4294967296,1,4294967296", "A", "4294967296 x 4294967296 uint8"),  # before: the int64 product wrapped to 0
+    ("1,4294967296,4294967296", "B", "4294967296 x 4294967296 uint8"),
+    ("3000000,3000000,1", "D", "3000000 x 3000000 float32"),
+    ("1,1,99999999999999999999", "A", "1 x 99999999999999999999 uint8"),
+])
+def test_a_shape_no_memory_holds_is_refused_naming_shape(shape, what, dims, tmp_path, capsys):
+    need = np.dtype(dims.split()[-1]).itemsize * math.prod(int(d) for d in dims.split()[:-1] if d != "x")
+    if need <= MEMORY:  # pragma: no cover - a machine this large holds it
+        pytest.skip(f"this machine holds {need} bytes")
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    rc, err = _cli([*_MM, str(empty), str(empty), "--shape", shape, "-o", str(tmp_path / "d.npy")], capsys)
+    assert rc == 2 and err.startswith(f"fmtsim: error: --shape {shape}: {what} would be {dims} ("), err
+    assert "more than this machine's memory" in err
+    assert not (tmp_path / "d.npy").exists()
+
+
+def test_the_raw_size_check_uses_python_ints(tmp_path):
+    """2^32 x 2^32 bytes wrapped to 0 in an int64 product, so an empty file passed the check."""
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"A holds 0 bytes; \(4294967296, 4294967296\) of 1-byte values is "
+                       "18446744073709551616$"):
+        read_array(empty, "A", (2**32, 2**32), np.uint8)
+    with pytest.raises(ValueError, match=r"holds 0 bytes; \(65536, 65536, 65536\) of 4-byte values is "
+                       + str(4 * 2**48)):
+        read_array(empty, "C", (2**16, 2**16, 2**16), np.float32)
+
+
+@needs_memory_size
+def test_npy_operands_no_memory_holds(tmp_path, capsys):
+    """.npy operands with K = 0 make a D of 10^16 values (the API refuses it naming D); a .npy
+    header declaring 10^16 bytes is not a readable file (before: MemoryError tracebacks)."""
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    np.save(a, np.zeros((10**8, 0), np.uint8))
+    np.save(b, np.zeros((0, 10**8), np.uint8))
+    rc, err = _cli([*_MM, str(a), str(b), "-o", str(tmp_path / "d.npy")], capsys)
+    assert rc == 2 and err.startswith("fmtsim: error: matmul: D would be 100000000 x 100000000 float32 (35.5 PiB)")
+    with pytest.raises(ValueError, match="matmul: D would be 100000000 x 100000000 float32"):
+        matmul(np.zeros((10**8, 0), np.uint8), np.zeros((0, 10**8), np.uint8), unit="sm90_wgmma_fp8",
+               a_format="e4m3", b_format="e4m3")
+    huge = tmp_path / "huge.npy"
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "|u1", "fortran_order": False, "shape": (10**8, 10**8)})
+    huge.write_bytes(buf.getvalue())
+    rc, err = _cli([*_MM, str(huge), str(b), "-o", str(tmp_path / "d.npy")], capsys)
+    assert rc == 2 and err == (f"fmtsim: error: {huge}: not a readable .npy file (its header declares A larger than "
+                               f"this machine's memory; the file holds {len(buf.getvalue())} bytes)"), err
+
+
+def test_memory_error_at_the_cli_edge(monkeypatch, capsys):
+    """Any MemoryError out of a command is one line and exit 2, never a traceback."""
+    import fmtsim.cli as cli
+
+    def exhausted(args):
+        raise MemoryError("Unable to allocate 8.00 EiB for an array")
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    for action in parser._subparsers._group_actions[0].choices.values():  # every command
+        action.set_defaults(func=exhausted)
+    for argv in (["table", "e4m3"], ["encode", "e4m3", "1.0"]):
+        rc, err = _cli(argv, capsys)
+        assert rc == 2 and err == ("fmtsim: error: not enough memory for this command (Unable to allocate 8.00 EiB "
+                                   "for an array): give it smaller inputs"), err

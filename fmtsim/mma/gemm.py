@@ -13,6 +13,8 @@ fma units (fp64 mma, fp64 MFMA) take an fp64 C and return float64, NaN as
 from __future__ import annotations
 
 import copy
+import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,7 +38,7 @@ from .compiled import chain as compiled_chain
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
-__all__ = ["matmul", "prepare", "Prepared"]
+__all__ = ["matmul", "prepare", "Prepared", "memory_bytes", "too_large"]
 
 _ONE = {"e8m0": 127, "ue4m3": 0x38}
 _CHUNK = 1 << 21  # products per vectorised slab (rows * N * L)
@@ -385,12 +387,41 @@ def _from_tensor(q: Any, which: str) -> tuple[np.ndarray, np.ndarray, str, str, 
     return codes, scales, fmt, sfmt, bs, g
 
 
+def memory_bytes() -> int | None:
+    """This machine's physical memory in bytes, or None where the system does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows), or no such name
+        return None
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def too_large(shape: tuple[int, ...], dtype: Any, what: str) -> str | None:
+    """Why an array ``what`` of ``shape`` and ``dtype`` cannot be held here (more bytes than the
+    machine's memory), or None. Python ints: 2^32 x 2^32 does not wrap to 0 as an int64 does."""
+    need = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+    have = memory_bytes()
+    if have is None or need <= have:
+        return None
+    return (f"{what} would be {' x '.join(map(str, shape))} {np.dtype(dtype)} ({_size(need)}), more than this "
+            f"machine's memory ({_size(have)})")
+
+
 def _to_f32(c: Any, m: int, n: int, dtype: Any = np.float32) -> np.ndarray:
     """C as the unit's accumulator dtype (float32, or float64 for the fp64 units), refused
     where a value would change (never narrowed silently)."""
     dt = np.dtype(dtype)
     what = "fp64" if dt == np.float64 else "fp32"
     if c is None:
+        why = too_large((m, n), dt, "D")
+        if why is not None:  # numpy's MemoryError would say it only after trying
+            raise ValueError(f"matmul: {why}")
         return np.zeros((m, n), dt)
     arr = as_numpy(c, "matmul: c")
     if arr.shape != (m, n):
