@@ -277,7 +277,7 @@ def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
             from tqdm import tqdm
 
             gen = tqdm(gen, desc=f"level {level} vectors", unit="file")
-        except ImportError:
+        except Exception:  # no tqdm, or a broken one: no bar
             pass
     return list(gen)
 

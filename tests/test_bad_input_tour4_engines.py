@@ -400,3 +400,91 @@ def test_memory_error_at_the_cli_edge(monkeypatch, capsys):
         rc, err = _cli(argv, capsys)
         assert rc == 2 and err == ("fmtsim: error: not enough memory for this command (Unable to allocate 8.00 EiB "
                                    "for an array): give it smaller inputs"), err
+
+
+# --- optional implementations that are installed but do not import ----------------------------
+
+# what each implementation imports (its packages and the submodules it uses); onnxruntime's
+# broken installs are held by their own tests
+_OPTIONAL = {"torch": ["torch"], "torchao": ["torch", "torchao"], "mmasim": ["torch", "mmasim"],
+             "onnx": ["onnx"], "onnx_spec": ["onnx"], "openvino": ["openvino"], "xla": ["jax", "jaxlib"],
+             "gfloat": ["gfloat"], "numkong": ["numkong"]}
+_RAISES = {"ImportError": 'raise ImportError("libfoo.so.3: cannot open shared object file")',
+           "OSError": 'raise OSError("[WinError 126] The specified module could not be found")',
+           "RuntimeError": 'raise RuntimeError("module compiled against ABI version 0x1000009 but this version of '
+                           'numpy is 0x2000000")',
+           "AttributeError": 'raise AttributeError("module \'numpy\' has no attribute \'float_\'")',
+           "SystemExit": "raise SystemExit(3)"}
+
+_IMPORT_CHILD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from fmtsim.conformance.impls import registry
+from fmtsim.conformance import mma_peers, torch_peers
+got = {name: impl.missing() for name, impl in registry().items() if name in json.loads(sys.argv[2])}
+got["mma_peers.missing"] = mma_peers.missing()
+got["torch_peers.missing(torchao)"] = torch_peers.missing("torchao")
+print(json.dumps(got))
+"""
+
+
+def _broken_packages(tmp_path: Path, body: str, modules) -> Path:
+    root = tmp_path / "site"
+    for mod in modules:
+        (root / mod).mkdir(parents=True, exist_ok=True)
+        (root / mod / "__init__.py").write_text(body + "\n")
+    return root
+
+
+@pytest.mark.parametrize("error", list(_RAISES))
+def test_an_implementation_that_fails_to_import_is_missing(error, tmp_path):
+    """Every optional implementation whose package is installed but raises on import (a missing
+    shared library, an ABI mismatch, a package that exits) reports it from missing(), naming
+    the package and the error; before, only an uninstalled package was caught and the import
+    ended in a traceback (conform --impl mmasim)."""
+    mods = sorted({m for ms in _OPTIONAL.values() for m in ms})
+    site = _broken_packages(tmp_path, _RAISES[error], mods)
+    r = subprocess.run([sys.executable, "-c", _IMPORT_CHILD, str(site), json.dumps(list(_OPTIONAL))],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    # (implementation, the package it imports first) for each missing() asked
+    expect = {name: (name, mods_[0]) for name, mods_ in _OPTIONAL.items()}
+    expect["mma_peers.missing"], expect["torch_peers.missing(torchao)"] = ("mmasim", "torch"), ("torchao", "torch")
+    detail = {"SystemExit": "3"}.get(error) or _RAISES[error].split('("')[1][:20]
+    for name, (impl, mod) in expect.items():
+        assert got[name] is not None and got[name].startswith(
+            f"{impl}: the {mod} package is installed but does not import ({error}: {detail}"), (name, got[name])
+
+
+def test_a_missing_submodule_is_named(tmp_path):
+    """A package that imports but lacks a submodule the implementation uses (another version)."""
+    site = _broken_packages(tmp_path, "", ["torch", "torchao", "mmasim", "openvino", "jax", "jaxlib", "onnx"])
+    r = subprocess.run([sys.executable, "-c", _IMPORT_CHILD, str(site), json.dumps(list(_OPTIONAL))],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["mmasim"].startswith("mmasim: the installed mmasim has no mmasim.amd"), got
+    assert got["mma_peers.missing"].startswith("mmasim: the installed mmasim has no mmasim.amd"), got
+    assert got["torchao"].startswith("torchao: the installed torchao has no torchao.prototype.mx_formats.kernels")
+    assert got["torch_peers.missing(torchao)"] == got["torchao"]
+    assert got["openvino"].startswith("openvino: the installed openvino has no openvino.opset13")
+    assert got["xla"].startswith("xla: the installed jax has no jax.numpy")
+    assert got["onnx"].startswith("onnx: the installed onnx has no onnx.reference.ops.op_cast")
+
+
+def test_conform_with_mmasim_that_fails_to_import(tmp_path):
+    """The CLI: alone, one error line naming the import error (exit 2); with another
+    implementation, mmasim is skipped with the reason and the other runs."""
+    site = _broken_packages(tmp_path, _RAISES["ImportError"], ["mmasim"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "fmtsim", "conform", "--impl", "mmasim"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    why = ("mmasim: the mmasim package is installed but does not import (ImportError: libfoo.so.3: cannot open "
+           'shared object file) (pip install "fmtsim[mma]")')
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1] == f"fmtsim: error: {why}", r.stderr
+    r = subprocess.run([*cmd, "fmtsim", "--quick", "--formats", "e2m1"], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"skipped {why}" in r.stdout.splitlines()

@@ -77,7 +77,7 @@ def _progress(total: int) -> tuple[Callable[[int, int], None], Callable[[], None
                 bar.update(done - last[0])
                 last[0] = done
             return update, bar.close
-        except ImportError:
+        except Exception:  # no tqdm, or a broken one: no bar
             pass
     t0 = time.perf_counter()
     shown = [0]
