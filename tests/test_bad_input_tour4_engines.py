@@ -24,7 +24,8 @@ import pytest
 from fmtsim import mx, nvfp4
 from fmtsim.cli import main
 from fmtsim.conformance import shim_build
-from fmtsim.mma import compiled, gemm, matmul
+from fmtsim.executor import check_scheduler, get_executor
+from fmtsim.mma import compiled, gemm, matmul, slow_matmul
 from fmtsim.mma.dfiles import read_array
 
 REAL_CXX = shim_build.find_compiler()
@@ -488,3 +489,140 @@ def test_conform_with_mmasim_that_fails_to_import(tmp_path):
                        timeout=300)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"skipped {why}" in r.stdout.splitlines()
+
+
+# --- arguments that reached numpy, dask or pathlib unchecked -----------------------------------
+
+_MXF4 = np.zeros((2, 32), np.uint8)
+_MXF4_KW = dict(unit="sm100_mxf4", a_format="e2m1", b_format="e2m1", a_scales=np.full((2, 1), 127, np.uint8),
+                b_scales=np.full((1, 2), 127, np.uint8), scale_format="e8m0")
+
+
+def _both(**kw):
+    """matmul and its Fraction twin on the same arguments: (exception type, message) of each."""
+    out = []
+    for fn, who in ((matmul, "matmul"), (slow_matmul, "slow_matmul")):
+        try:
+            fn(_MXF4, _MXF4.T.copy(), **{**_MXF4_KW, **kw})
+            out.append((None, who))
+        except (TypeError, ValueError) as e:
+            out.append((type(e), str(e).replace(who, "WHO", 1)))
+    return out
+
+
+@pytest.mark.parametrize("value, error, message", [
+    (32.0, TypeError, "WHO: block_size must be an integer, not float (32.0)"),  # before: numpy's UFuncTypeError
+    (np.float64(32), TypeError, "WHO: block_size must be an integer, not float64 (np.float64(32.0))"),
+    (np.float32(32), TypeError, "WHO: block_size must be an integer, not float32 (np.float32(32.0))"),
+    (True, TypeError, "WHO: block_size must be an integer, not bool (True)"),
+    (np.True_, TypeError, "WHO: block_size must be an integer, not bool (np.True_)"),
+    ("32", TypeError, "WHO: block_size must be an integer, not str ('32')"),
+    ([32], TypeError, "WHO: block_size must be an integer, not list ([32])"),
+    (0, ValueError, "WHO: block_size must be at least 1, not 0"),
+    (-32, ValueError, "WHO: block_size must be at least 1, not -32"),
+    (np.int8(-32), ValueError, "WHO: block_size must be at least 1, not -32"),
+    (16, ValueError, "WHO: unit sm100_mxf4 takes block_size 32, not 16"),
+])
+def test_block_size_is_checked(value, error, message):
+    assert _both(block_size=value) == [(error, message)] * 2
+
+
+@pytest.mark.parametrize("value", [32, np.int64(32), np.uint8(32), np.int32(32)])
+def test_block_size_takes_numpy_integers(value):
+    """numpy integers are integers (argcheck's rule): the same bits as a Python 32."""
+    want = matmul(_MXF4, _MXF4.T.copy(), **_MXF4_KW, block_size=32)
+    got = matmul(_MXF4, _MXF4.T.copy(), **_MXF4_KW, block_size=value)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(slow_matmul(_MXF4, _MXF4.T.copy(), **_MXF4_KW, block_size=value).view(np.uint32),
+                          want.view(np.uint32))
+
+
+@pytest.mark.parametrize("name, value, error, message", [
+    ("scale_format", 8, TypeError, "WHO: scale_format must be a format name such as 'e4m3', not int (8)"),
+    ("a_format", 3, TypeError, "WHO: a_format must be a format name such as 'e4m3', not int (3)"),
+    ("b_format", b"e2m1", TypeError, "WHO: b_format must be a format name such as 'e4m3', not bytes (b'e2m1')"),
+    ("a_format", None, TypeError, "WHO: codes need a_format and b_format"),  # the twin: "unknown format 'none'"
+    ("b_format", "zz", ValueError, "WHO: b_format: unknown format 'zz'"),
+    ("scale_format", "", ValueError, "WHO: scale_format: unknown format ''"),
+])
+def test_format_arguments_are_named(name, value, error, message):
+    for got_type, got in _both(block_size=32, **{name: value}):
+        assert got_type is error and got.startswith(message), got
+
+
+@pytest.mark.parametrize("value, why", [
+    ("", "it is empty"),  # before: dask's "missing port number in address ''"
+    ("   ", "it is empty"),
+    ("tcp://host :8786", "it holds white space"),
+    ("foo://host:8786", "unknown scheme 'foo'"),  # before: dask's ValueError, then a 60 s wait at exit
+    ("tcp://host", "no port number (host:port, e.g. tcp://host:8786)"),
+    ("localhost", "no port number (host:port, e.g. tcp://host:8786)"),
+    ("tcp://", "no port number (host:port, e.g. tcp://host:8786)"),
+    ("[::1]", "no port number (host:port, e.g. tcp://host:8786)"),
+    ("tcp://host:http", "port 'http' is not a number 1..65535"),
+    ("tcp://host:0", "port '0' is not a number 1..65535"),
+    ("tcp://host:65536", "port '65536' is not a number 1..65535"),
+    ("inproc://", "no address after the scheme"),
+])
+def test_scheduler_is_checked(value, why):
+    """Refused with the forms it takes named, before Dask is imported or a Client made, and
+    before any work (even a matmul run in this process: K = 0)."""
+    a = np.zeros((2, 32), np.uint8)
+    for b in (a.T.copy(), np.zeros((32, 0), np.uint8)):
+        with pytest.raises(ValueError) as got:
+            matmul(a, b, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", scheduler=value)
+        assert str(got.value) == ("matmul: scheduler must be a dask.distributed.Client or an address like "
+                                  "'tcp://host:8786' (scheme tcp, tls, ws, wss, inproc, ucx; 'host:port' is tcp), "
+                                  f"or None; got {value!r}: {why}")
+    with pytest.raises(ValueError, match="scheduler must be a dask.distributed.Client"):
+        get_executor(scheduler=value)
+
+
+@pytest.mark.parametrize("value", [b"tcp://host:8786", 8786, 3.5, ["tcp://host:8786"], True])
+def test_scheduler_of_another_type(value):
+    with pytest.raises(TypeError, match=f"^matmul: scheduler must be a dask.distributed.Client or an address "
+                       f".*, not {type(value).__name__}$"):
+        matmul(_MXF4[:, :16], np.zeros((16, 2), np.uint8), unit="sm90_wgmma_fp8", a_format="e4m3",
+               b_format="e4m3", scheduler=value)
+
+
+@pytest.mark.parametrize("value", ["tcp://10.0.0.1:8786", "10.0.0.1:8786", "tls://h.example:8786", "ws://h:1",
+                                   "tcp://[::1]:8786", "tcp://:8786", "inproc://10.0.0.1/1234/1", "ucx://h:13337"])
+def test_scheduler_addresses_dask_takes_pass(value):
+    """What Dask's own parser takes passes the check (distributed.comm.resolve_address, where
+    Dask is here)."""
+    check_scheduler(value)
+    comm = pytest.importorskip("distributed.comm")
+    comm.parse_address(value)
+
+
+def _checkpoint_calls():
+    from fmtsim.checkpoint import convert, find_source, load, plan, read_header
+    from fmtsim.checkpoint.dequant import dequantize
+    from fmtsim.checkpoint.explain import diff, explain
+    from fmtsim.checkpoint.inspection import inspect
+    from fmtsim.checkpoint.recast import recast
+
+    return {"load": (load, ["path"]), "read_header": (read_header, ["path"]), "find_source": (find_source, ["path"]),
+            "plan": (plan, ["path"]), "inspect": (inspect, ["path"]), "convert": (convert, ["src", "out"]),
+            "dequantize": (dequantize, ["src", "out"]),
+            "recast": (lambda src, out: recast(src, out, to="nvfp4"), ["src", "out"]),
+            "explain": (explain, ["quant", "original"]), "diff": (diff, ["a", "b"])}
+
+
+@pytest.mark.parametrize("value", [None, 123, b"/tmp/model.safetensors", 1.5, ["a.safetensors"]])
+@pytest.mark.parametrize("fn", list(_checkpoint_calls()))
+def test_checkpoint_paths_are_checked(fn, value, tmp_path):
+    """Every public checkpoint function taking paths refuses a value that is no path with a
+    TypeError naming the function and the argument (before: pathlib's 'expected str, bytes or
+    os.PathLike object, not NoneType')."""
+    call, args = _checkpoint_calls()[fn]
+    good = str(tmp_path / "in.safetensors")
+    for i, name in enumerate(args):
+        given = [good if j != i else value for j in range(len(args))]
+        if i > 0:
+            given[0] = str(tmp_path / "missing-but-a-path.safetensors")
+        with pytest.raises(TypeError) as got:
+            call(*given)
+        assert str(got.value) == (f"{fn}: {name} must be a path (a str or an os.PathLike such as pathlib.Path), "
+                                  f"not {type(value).__name__}"), str(got.value)

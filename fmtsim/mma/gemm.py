@@ -21,7 +21,9 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ..argcheck import optional_integer
 from ..arrays import as_numpy
+from ..executor import check_scheduler
 from ..formats import get_format
 from .arith import IEEE_FORMATS, NAN, ZERO_EXP, canonical_operand_format, operand_table
 from .compiled import (
@@ -38,7 +40,7 @@ from .compiled import chain as compiled_chain
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
-__all__ = ["matmul", "prepare", "Prepared", "memory_bytes", "too_large"]
+__all__ = ["matmul", "prepare", "Prepared", "memory_bytes", "too_large", "check_names", "operand_format"]
 
 _ONE = {"e8m0": 127, "ue4m3": 0x38}
 _CHUNK = 1 << 21  # products per vectorised slab (rows * N * L)
@@ -446,12 +448,32 @@ def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_
     return Prepared(*checked), alpha
 
 
+def check_names(a_format: Any, b_format: Any, scale_format: Any, block_size: Any, who: str = "matmul") -> int | None:
+    """The format arguments are None or names (str) and block_size None or a positive integer
+    (a numpy integer too; a bool or a float such as 32.0 is refused, as numpy's lcm refused it
+    with its own message): TypeError / ValueError naming the argument; block_size as an int."""
+    for name, value in (("a_format", a_format), ("b_format", b_format), ("scale_format", scale_format)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{who}: {name} must be a format name such as 'e4m3', not {type(value).__name__} "
+                            f"({value!r:.40})")
+    return optional_integer(block_size, f"{who}: block_size", low=1)
+
+
+def operand_format(name: str, which: str, who: str = "matmul") -> str:
+    """An operand format name made canonical; an unknown one is a ValueError naming ``which``."""
+    try:
+        return canonical_operand_format(name)
+    except ValueError as e:
+        raise ValueError(f"{who}: {which}: {e}") from None
+
+
 def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format: str | None,
              a_scales: Any, b_scales: Any, scale_format: str | None, block_size: int | None
              ) -> tuple[tuple[Any, ...], float]:
     """The operands of :func:`matmul` checked (codes, formats, scales), not yet split:
     (Prepared's arguments, epilogue alpha)."""
     u = get_unit(unit)
+    block_size = check_names(a_format, b_format, scale_format, block_size)
     alpha = 1.0
     a_operand = a  # named in errors after a becomes its codes
     for which, q, given in (("a", a, (a_format, a_scales)), ("b", b, (b_format, b_scales))):
@@ -476,7 +498,7 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
         alpha *= gb
     if a_format is None or b_format is None:
         raise TypeError("matmul: codes need a_format and b_format")
-    a_format, b_format = canonical_operand_format(a_format), canonical_operand_format(b_format)
+    a_format, b_format = operand_format(a_format, "a_format"), operand_format(b_format, "b_format")
     A, B = _codes(a, "a"), _codes(b, "b")
     A, a_format = tf32_codes(A, a_format, u, "a")
     B, b_format = tf32_codes(B, b_format, u, "b")
@@ -498,7 +520,10 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
                              f"{', '.join(n for n, x in UNITS.items() if x.scaled)})")
         if scale_format is None or block_size is None:
             raise ValueError("matmul: block scales need scale_format and block_size")
-        scale_format = get_format(scale_format).name
+        try:
+            scale_format = get_format(scale_format).name
+        except ValueError as e:
+            raise ValueError(f"matmul: scale_format: {e}") from None
         if scale_format not in u.scale_formats:
             raise ValueError(f"matmul: unit {u.name} takes scale_format {' or '.join(u.scale_formats)}, "
                              f"not {scale_format}")
@@ -660,6 +685,10 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     check_chaining(promote_every, split_k)
     check_engine(engine)
     _check_tile(tile)
+    try:  # checked before the work, even where it runs in this process (empty D, K = 0)
+        check_scheduler(scheduler)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"matmul: {e}") from None
     if progress is not None and not callable(progress):
         raise TypeError(f"matmul: progress must be a function (done, total) or None, not {type(progress).__name__}")
     checked, alpha = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
