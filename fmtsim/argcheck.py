@@ -18,6 +18,7 @@ Conventions, the same everywhere:
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ import numpy as np
 from .arrays import as_numpy
 
 __all__ = ["integer", "optional_integer", "flag", "choice", "float_dtype", "round_to_dtype", "where",
-           "integer_array", "instance", "rounding_name", "FLOAT_DTYPES"]
+           "integer_array", "instance", "rounding_name", "path", "FLOAT_DTYPES"]
 
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32), np.dtype(np.float64))
 
@@ -136,3 +137,15 @@ def instance(obj: Any, cls: type, name: str, hint: str) -> None:
     if not isinstance(obj, cls):
         article = "an" if cls.__name__[0] in "AEFHILMNORSX" else "a"
         raise TypeError(f"{name} must be {article} {cls.__name__} ({hint}), not {type(obj).__name__}")
+
+
+def path(value: Any, name: str, *, optional: bool = False) -> None:
+    """TypeError naming ``name`` unless ``value`` is a path: a str or an os.PathLike (such as
+    pathlib.Path) whose fspath is a str (None too where ``optional``). The value is left as given:
+    a trailing separator, which Path() drops, can mean "a directory"."""
+    if optional and value is None:
+        return
+    if isinstance(value, str) or (isinstance(value, os.PathLike) and isinstance(os.fspath(value), str)):
+        return
+    raise TypeError(f"{name} must be a path (a str or an os.PathLike such as pathlib.Path), not "
+                    f"{type(value).__name__}")

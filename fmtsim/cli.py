@@ -277,7 +277,7 @@ def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
             from tqdm import tqdm
 
             gen = tqdm(gen, desc=f"level {level} vectors", unit="file")
-        except ImportError:
+        except Exception:  # no tqdm, or a broken one: no bar
             pass
     return list(gen)
 
@@ -635,6 +635,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(e, BrokenPipeError):
             return _broken_pipe()
         print(_one_line(f"fmtsim: error: {_error_text(e)}"), file=sys.stderr)
+        return 2
+    except MemoryError as e:  # an input too large for this machine: a message, not a traceback
+        detail = f" ({e})" if str(e) else ""
+        print(_one_line(f"fmtsim: error: not enough memory for this command{detail}: give it smaller inputs"),
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fmtsim: interrupted", file=sys.stderr)

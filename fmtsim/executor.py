@@ -20,7 +20,13 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-__all__ = ["Executor", "InProcess", "ProcessPool", "DaskCluster", "get_executor", "check_jobs"]
+__all__ = ["Executor", "InProcess", "ProcessPool", "DaskCluster", "get_executor", "check_jobs", "check_scheduler",
+           "SCHEDULER_SCHEMES"]
+
+# the address schemes of dask.distributed's comms ('host:port' alone is tcp)
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "inproc", "ucx")
+_FORMS = (f"a dask.distributed.Client or an address like 'tcp://host:8786' (scheme {', '.join(SCHEDULER_SCHEMES)}; "
+          "'host:port' is tcp), or None")
 
 
 class Executor:
@@ -100,6 +106,7 @@ class DaskCluster(Executor):
     in_process = False
 
     def __init__(self, scheduler: Any) -> None:
+        check_scheduler(scheduler)  # before importing Dask: a wrong value is not a missing package
         try:
             from dask.distributed import Client
         except ImportError:
@@ -112,9 +119,8 @@ class DaskCluster(Executor):
             self._own = True
         elif isinstance(scheduler, Client):
             self.client, self._own = scheduler, False
-        else:
-            raise TypeError(f"scheduler must be a dask.distributed.Client or an address like "
-                            f"'tcp://host:8786', not {type(scheduler).__name__}")
+        else:  # pragma: no cover - check_scheduler refused it
+            raise TypeError(f"scheduler must be {_FORMS}, not {type(scheduler).__name__}")
         threads = self.client.nthreads()
         self.workers = max(1, sum(threads.values()))
 
@@ -131,6 +137,42 @@ class DaskCluster(Executor):
     def __repr__(self) -> str:
         scheduler = self.client.scheduler
         return f"DaskCluster({getattr(scheduler, 'address', None)!r}, {self.workers} workers)"
+
+
+def _is_client(obj: object) -> bool:
+    """A dask.distributed.Client (or a subclass), known without importing Dask."""
+    return any(c.__name__ == "Client" and c.__module__.split(".")[0] == "distributed" for c in type(obj).__mro__)
+
+
+def check_scheduler(scheduler: object, what: str = "scheduler") -> None:
+    """``scheduler`` is None, a dask.distributed.Client or an address Dask can parse (a known
+    scheme, a host and a port number for the network ones): TypeError / ValueError naming
+    ``what`` and the forms it takes otherwise, before Dask is imported or a Client is made
+    (a Client on an address Dask refuses raises Dask's own ValueError, then waits at exit)."""
+    if scheduler is None or _is_client(scheduler):
+        return
+    if not isinstance(scheduler, str):
+        raise TypeError(f"{what} must be {_FORMS}, not {type(scheduler).__name__}")
+    scheme, sep, rest = scheduler.partition("://")
+    if not sep:
+        scheme, rest = "tcp", scheduler
+    why = None
+    if not scheduler.strip():
+        why = "it is empty"
+    elif any(ch.isspace() for ch in scheduler):
+        why = "it holds white space"
+    elif scheme not in SCHEDULER_SCHEMES:
+        why = f"unknown scheme {scheme!r}"
+    elif scheme in ("inproc", "ucx"):
+        why = None if rest else "no address after the scheme"
+    else:  # host:port, the host possibly [IPv6]
+        host, colon, port = rest.rpartition(":")
+        if not colon or (host.startswith("[") and not host.endswith("]")):
+            why = "no port number (host:port, e.g. tcp://host:8786)"
+        elif not port.isdigit() or not 0 < int(port) < 65536:
+            why = f"port {port!r} is not a number 1..65535"
+    if why is not None:
+        raise ValueError(f"{what} must be {_FORMS}; got {scheduler!r}: {why}")
 
 
 def check_jobs(jobs: object) -> None:

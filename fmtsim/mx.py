@@ -203,7 +203,8 @@ def _bind(lib: Any) -> dict[str, Any]:
 
 
 # mx_blocks.cpp holds both block conversions; fmtsim.nvfp4 uses this same library
-_LIBRARY = Library("fmtsim", "mx_blocks", "the block quantizers' C++ kernel", _bind)
+_LIBRARY = Library("fmtsim", "mx_blocks", "the block quantizers' C++ kernel", ("fmtsim_mx_f32", "fmtsim_nvfp4_f32"),
+                   _bind)
 
 
 def _quantize_compiled(data: np.ndarray, elem: Format, scale_rule: str, pol: Resolved, flush: bool,

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from ..argcheck import path as check_path
 from ..fnuz import ocp_to_fnuz, scale_by_power_of_two
 from .files import (
     CHUNK_BYTES,
@@ -183,6 +184,7 @@ def plan(
     codes, E8M0 0xFF) stops the conversion unless ``allow_scale_errors``: doubling it would carry a
     broken checkpoint into a new one. ``scan=True`` also reads every E5M2 tensor for Inf codes and
     records problems instead of raising for them (what ``--dry-run`` shows)."""
+    check_path(path, "plan: path")
     if inf is not None and inf not in ("nan", "max", "ocp_max"):
         raise CheckpointError(f"inf must be nan, max or ocp_max, not {inf!r}")
     src = find_source(path)
@@ -595,6 +597,8 @@ def convert(
     """Convert an OCP FP8 checkpoint to FNUZ. See the module docstring for every rule.
     Shards run in ``jobs`` local processes or, with ``scheduler`` (a dask.distributed.Client
     or an address, fmtsim[dask]), on a Dask cluster's workers (fmtsim.executor)."""
+    check_path(src, "convert: src")
+    check_path(out, "convert: out")
     check_paths(src, out)
     t0 = time.perf_counter()
     p = plan(src, allow_unscaled=allow_unscaled, keep_scales=keep_scales, double_scales=double_scales,

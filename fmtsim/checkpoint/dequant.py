@@ -46,6 +46,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import __version__
+from ..argcheck import path as check_path
 from ..codec import decode
 from ..exactfloat import two_product
 from ..formats import get_format
@@ -1003,6 +1004,8 @@ def dequantize(
     """Dequantize every tensor a producer record matches; see the module docstring. Shards
     run in ``jobs`` local processes or, with ``scheduler`` (a dask.distributed.Client or an
     address, fmtsim[dask]), on a Dask cluster's workers (fmtsim.executor)."""
+    check_path(src, "dequantize: src")
+    check_path(out, "dequantize: out")
     check_paths(src, out)
     if dtype not in TARGETS:
         raise CheckpointError(f"--dtype must be one of {', '.join(TARGETS)}, not {dtype!r}")

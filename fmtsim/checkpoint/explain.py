@@ -33,6 +33,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import mx, nvfp4
+from ..argcheck import path as check_path
 from ..codec import decode, encode
 from ..fnuz import PAIRS, ocp_to_fnuz
 from ..formats import get_format
@@ -626,6 +627,8 @@ def _fused_amax(target: str, orig: Any) -> float | None:
 
 def explain(quant: str | Path, original: str | Path, producer: str | None = None) -> list[TensorExplanation]:
     """Name the recipe of every quantized tensor of ``quant`` against ``original``; see the module docstring."""
+    check_path(quant, "explain: quant")
+    check_path(original, "explain: original")
     read, layers, (entries, configs) = _reader(quant, producer)
     orig = load(original)
     out: list[TensorExplanation] = []
@@ -700,6 +703,9 @@ def _as_fnuz(codes: np.ndarray, scale: np.ndarray, ocp: str, scale_format: str) 
 def diff(a: str | Path, b: str | Path, original: str | Path | None = None,
          producer: str | None = None) -> list[TensorDiff]:
     """Compare two quantized checkpoints of the same weights tensor by tensor."""
+    check_path(a, "diff: a")
+    check_path(b, "diff: b")
+    check_path(original, "diff: original", optional=True)
     read_a, by_codes_a, _ = _reader(a, producer)
     read_b, by_codes_b, _ = _reader(b, producer)
     # tensors are matched by the name dequantization gives them, so two producers' layouts compare

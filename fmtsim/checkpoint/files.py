@@ -40,6 +40,7 @@ from typing import Any, BinaryIO
 import ml_dtypes
 import numpy as np
 
+from ..argcheck import path as check_path
 from ..executor import get_executor
 from ..fileio import UnsafeOutputError, check_replaceable
 
@@ -117,6 +118,7 @@ def read_header(path: str | Path) -> Header:
     dtype tags; sizes that match shape x dtype; and tensors that cover the data section exactly,
     in offset order, with no hole, no overlap and no trailing byte. They hold whether or not the
     safetensors package is installed."""
+    check_path(path, "read_header: path")
     p = Path(path)
     try:
         if not p.is_file():
@@ -343,6 +345,7 @@ def _read_index(index_path: Path) -> tuple[dict[str, Any], list[str]]:
 
 def find_source(path: str | Path) -> Source:
     """Resolve a checkpoint path; CheckpointError says what is wrong with it."""
+    check_path(path, "find_source: path")
     if not str(path):
         raise CheckpointError("the input path is empty")
     p = Path(path)
@@ -400,6 +403,7 @@ def read_headers(src: Source) -> tuple[dict[Path, Header], dict[str, Path]]:
 def load(path: str | Path) -> dict[str, np.ndarray]:
     """Every tensor of a file or sharded directory, with the ml_dtypes dtype of its tag
     (FNUZ included). Reads everything into memory: for inspection and tests."""
+    check_path(path, "load: path")
     src = find_source(path)
     out: dict[str, np.ndarray] = {}
     for shard in src.shards:
@@ -594,7 +598,7 @@ def run_shards(work: Callable[..., Any], job_list: list[Any], jobs: int, size: C
     results = []
     try:
         ex = get_executor(None if scheduler is not None else n, scheduler)
-    except (ImportError, OSError, TypeError) as e:
+    except (ImportError, OSError, TypeError, ValueError) as e:
         raise CheckpointError(f"--scheduler: {e}") from None
     bar = _progress_bar(*progress) if progress is not None else None
     update = bar.update if bar is not None else None

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..argcheck import path as check_path
 from ..codec import decode
 from ..formats import get_format
 from ..layout import unswizzle_order
@@ -297,6 +298,7 @@ def _lacking_scales(name: str, dtype: str, marked: list[Producer], where: dict[s
 
 def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
     """Detect producers, summarise every quantized tensor and lint; see the module docstring."""
+    check_path(path, "inspect: path")
     source, headers, where, configs, det = _scan(path, producer)
     cache: dict[str, np.ndarray] = {}
 

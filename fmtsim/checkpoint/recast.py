@@ -39,6 +39,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import __version__, mx
+from ..argcheck import path as check_path
 from ..codec import decode, encode
 from ..fileio import UnsafeOutputError, atomic_write
 from .dequant import TensorJob, _e2m1, _scale_values, _scan, divide_exactly, layer_plan
@@ -283,6 +284,8 @@ def _step_rows(k: int) -> int:
 def recast(src: str | Path, out: str | Path, *, to: str, require_exact: bool = False, dry_run: bool = False,
            producer: str | None = None) -> RecastSummary:
     """Re-encode every quantized tensor of a source scheme in ``to``; see the module docstring."""
+    check_path(src, "recast: src")
+    check_path(out, "recast: out")
     check_paths(src, out)
     t0 = time.perf_counter()
     if to not in TARGETS:

@@ -112,7 +112,8 @@ def _lib() -> ctypes.CDLL:
             "cuda: NVIDIA's headers (cuda_fp8.h, cuda_fp6.h, cuda_fp4.h) were not found: set CUDA_HOME, put nvcc "
             "on PATH, or pip install \"fmtsim[cuda]\" (nvidia-cuda-runtime, nvidia-cuda-crt, nvidia-cuda-cccl)")
     identity = [d / h for d in dirs for h in _HEADERS if (d / h).is_file()]
-    lib = build("cuda_shim", dirs, identity, what="cuda")
+    lib = build("cuda_shim", dirs, identity, what="cuda", symbols=("fmtsim_to_fp8", "fmtsim_to_fp6", "fmtsim_to_fp4",
+                "fmtsim_to_e8m0", "fmtsim_decode", "fmtsim_cuda_version"))
     vp, sz = ctypes.c_void_p, ctypes.c_size_t
     u8p = ctypes.POINTER(ctypes.c_uint8)
     lib.fmtsim_to_fp8.argtypes = [ctypes.c_int, vp, u8p, sz, ctypes.c_int, ctypes.c_int]

@@ -61,7 +61,8 @@ def _lib() -> ctypes.CDLL:
             "hip: AMD's amd_hip_fp8.h was not found: set ROCM_PATH or HIP_PATH to a ROCm install (or a checkout "
             "of ROCm's clr repository), or install ROCm under /opt/rocm")
     identity = [p for p in (inc / "hip" / "amd_detail").glob("*.h")]
-    lib = build("hip_shim", [inc], identity, defines=_DEFINES, what="hip")
+    lib = build("hip_shim", [inc], identity, defines=_DEFINES, what="hip",
+                symbols=("fmtsim_hip_to_fp8", "fmtsim_hip_decode"))
     lib.fmtsim_hip_to_fp8.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t,
                                       ctypes.c_int, ctypes.c_int]
     lib.fmtsim_hip_decode.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint8), ctypes.POINTER(ctypes.c_float),

@@ -40,7 +40,6 @@ difference is a failure.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -52,6 +51,7 @@ import numpy as np
 from ..mma import UNITS, matmul
 from ..mma.arith import FINITE, IEEE_FORMATS, operand_table
 from ..mma.units import Unit
+from .plugin import import_problem
 
 __all__ = ["missing", "CONFIGS", "Config", "mmasim_rows", "MMA_DIVERGENCES", "run_mmasim", "MODELS"]
 
@@ -68,10 +68,7 @@ MODELS = ("random", "cancellation", "huge_tiny", "below_e_zero", "subnormal", "c
 
 def missing() -> str | None:
     """Why the mmasim implementation cannot run here (None when it can)."""
-    for mod in ("torch", "mmasim"):
-        if importlib.util.find_spec(mod) is None:
-            return f"mmasim: the {mod} package is not installed (pip install \"fmtsim[mma]\")"
-    return None
+    return import_problem("mmasim", ("torch", "mmasim", "mmasim.amd", "mmasim.nv_ptx"), 'pip install "fmtsim[mma]"')
 
 
 @dataclass(frozen=True)
@@ -656,7 +653,7 @@ def mmasim_rows(units: list[str] | None = None, big: bool = True, seed: int = 10
 
             total = sum(trials for c in cfgs for mname in MODELS if applies(mname, c))
             cases = tqdm(cases, total=total, desc="mmasim", unit="case")
-        except ImportError:
+        except Exception:  # no tqdm, or a broken one: no bar
             pass
     for cfg, name, case in cases:
         op = ops.get(cfg)

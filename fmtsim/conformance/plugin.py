@@ -38,9 +38,35 @@ from .adapters import Adapter
 from .divergences import Divergence
 from .rows import Row
 
-__all__ = ["CAPABILITIES", "Request", "Decoder", "Implementation"]
+__all__ = ["CAPABILITIES", "Request", "Decoder", "Implementation", "import_problem"]
 
 CAPABILITIES = ("oracle", "decode", "encode", "block", "gemm", "vectors")
+
+
+def import_problem(impl: str, modules: tuple[str, ...], install: str = "") -> str | None:
+    """Why one of ``modules`` cannot be imported for ``impl`` (not installed, or installed but
+    failing to import: a missing shared library, an ABI mismatch, any exception its import
+    raises), or None when all of them import."""
+    how = f" ({install})" if install else ""
+    for mod in modules:
+        err: Exception | None = None
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except ModuleNotFoundError as e:  # a parent of a submodule is not there
+            found = not (e.name and (mod == e.name or mod.startswith(e.name + ".")))
+        except Exception as e:  # a broken parent package, a module whose __spec__ is None
+            found, err = False, e
+        if not found and err is None:
+            if "." in mod:  # a submodule: another version of the package, without it
+                return f"{impl}: the installed {mod.split('.')[0]} has no {mod}{how}"
+            return f"{impl}: the {mod} package is not installed{how}"
+        try:
+            importlib.import_module(mod)
+        except (Exception, SystemExit) as e:  # the package's own import failed: name it, not a traceback
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            return (f"{impl}: the {mod} package is installed but does not import ({type(e).__name__}"
+                    f"{': ' + first if first else ''}){how}")
+    return None
 
 
 @dataclass(frozen=True)
@@ -74,6 +100,7 @@ class Implementation:
     aliases: tuple[str, ...] = ()
     summary: str = ""  # one line: what is run
     requires: tuple[str, ...] = ()  # importable modules it needs
+    imports: tuple[str, ...] = ()  # their submodules it imports too (checked to import, like requires)
     install: str = ""  # how a user gets them (printed when they are missing)
     capabilities: tuple[str, ...] = ()
     profiles: tuple[str, ...] = ()  # the fmtsim profiles it is held to
@@ -81,12 +108,9 @@ class Implementation:
     checked_with: str = ""  # the version(s) the profiles and divergences were read off
 
     def missing(self) -> str | None:
-        """Why this implementation cannot run here, or None when it can."""
-        for mod in self.requires:
-            if importlib.util.find_spec(mod) is None:
-                how = f" ({self.install})" if self.install else ""
-                return f"{self.name}: the {mod} package is not installed{how}"
-        return None
+        """Why this implementation cannot run here (a required module not installed, or
+        installed but failing to import), or None when it can."""
+        return import_problem(self.name, (*self.requires, *self.imports), self.install)
 
     def version(self) -> str:
         """The version actually run (for the report)."""

@@ -17,7 +17,6 @@ torchao are imported only when one of these implementations is asked for.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import ml_dtypes
@@ -25,6 +24,7 @@ import numpy as np
 
 from ..layout import unpack_fp4
 from .adapters import Adapter
+from .plugin import import_problem
 
 __all__ = ["missing", "torch_adapter", "torchao_adapter", "torch_decode", "torchao_decode", "torchao_block_rows",
            "TORCH_DTYPES", "TORCHAO_CASTS"]
@@ -37,11 +37,10 @@ TORCHAO_CASTS = {"e2m1": "f32_to_f4_unpacked", "e2m3": "f32_to_f6_e2m3_unpacked"
 
 def missing(impl: str) -> str | None:
     """Why ``impl`` cannot run here (None when it can)."""
-    need = ("torch",) if impl == "torch" else ("torch", "torchao")
-    for mod in need:
-        if importlib.util.find_spec(mod) is None:
-            return f"{impl}: the {mod} package is not installed (pip install \"fmtsim[torch]\")"
-    return None
+    need = ("torch",) if impl == "torch" else ("torch", "torchao", "torchao.prototype.mx_formats.kernels",
+                                               "torchao.prototype.mx_formats.mx_tensor",
+                                               "torchao.prototype.mx_formats.nvfp4_tensor")
+    return import_problem(impl, need, 'pip install "fmtsim[torch]"')
 
 
 def _tensor(x: np.ndarray) -> Any:

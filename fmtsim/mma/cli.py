@@ -14,6 +14,7 @@ import numpy as np
 from ..fileio import check_replaceable
 from .arith import IEEE_FORMATS, WIDE_FORMATS, canonical_operand_format
 from .compiled import uses_compiled
+from .gemm import too_large
 from .units import get_unit, unit_names
 
 __all__ = ["add_mma_parser", "cmd_mma_matmul"]
@@ -77,7 +78,7 @@ def _progress(total: int) -> tuple[Callable[[int, int], None], Callable[[], None
                 bar.update(done - last[0])
                 last[0] = done
             return update, bar.close
-        except ImportError:
+        except Exception:  # no tqdm, or a broken one: no bar
             pass
     t0 = time.perf_counter()
     shown = [0]
@@ -115,6 +116,11 @@ def cmd_mma_matmul(args: argparse.Namespace) -> int:
     if args.shape:
         m, n, k = args.shape
         shape_a, shape_b = (m, k), ((n, k) if args.b_nk else (k, n))
+        # refused before any file is read: a size no memory holds ends in numpy's MemoryError
+        for what, shape, dt in (("A", shape_a, code_dt(af)), ("B", shape_b, code_dt(bf)), ("D", (m, n), out_dt)):
+            why = too_large(shape, dt, what)
+            if why is not None:
+                raise ValueError(f"--shape {m},{n},{k}: {why}")
     bs = args.block_size
     a = patterns(read_array(args.a, "A", shape_a, code_dt(af)), af)
     b = patterns(read_array(args.b, "B", shape_b, code_dt(bf)), bf)

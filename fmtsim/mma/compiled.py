@@ -53,7 +53,9 @@ def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
     return {"nv": nv, "amd": amd, "grouped": grouped, "fma32": fma32, "fma64": fma64}
 
 
-_LIBRARY = Library("fmtsim.mma", "nv_chain", "the matrix units' C++ engine", _bind)
+_LIBRARY = Library("fmtsim.mma", "nv_chain", "the matrix units' C++ engine",
+                   ("fmtsim_nv_chain", "fmtsim_amd_chain", "fmtsim_grouped_chain", "fmtsim_fma32_chain",
+                    "fmtsim_fma64_chain"), _bind)
 
 
 def unavailable_reason() -> str | None:

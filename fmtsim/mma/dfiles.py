@@ -9,6 +9,7 @@ column.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,10 @@ def read_array(path: str | Path, what: str, shape: tuple[int, ...] | None, dtype
             arr = np.load(io.BytesIO(data), allow_pickle=False)
         except ValueError as e:
             raise ValueError(f"{p}: not a readable .npy file ({e})") from None
-        if shape is not None and arr.shape != shape and arr.size == int(np.prod(shape)) and arr.ndim == 1:
+        except MemoryError:  # a header declaring a shape no memory holds (the file is far shorter)
+            raise ValueError(f"{p}: not a readable .npy file (its header declares {what} larger than this "
+                             f"machine's memory; the file holds {len(data)} bytes)") from None
+        if shape is not None and arr.shape != shape and arr.size == math.prod(shape) and arr.ndim == 1:
             arr = arr.reshape(shape)
         if shape is not None and arr.shape != shape:
             raise ValueError(f"{p}: {what} has shape {arr.shape}; the GEMM needs {shape}")
@@ -43,7 +47,7 @@ def read_array(path: str | Path, what: str, shape: tuple[int, ...] | None, dtype
         return arr
     if shape is None:
         raise ValueError(f"{p}: {what} is raw binary (not .npy): give its shape with --shape M,N,K")
-    want = int(np.prod(shape)) * dt.itemsize
+    want = math.prod(shape) * dt.itemsize  # Python ints: an int64 product wraps (2^32 x 2^32 is 0)
     if len(data) != want:
         raise ValueError(f"{p}: {what} holds {len(data)} bytes; {shape} of {dt.itemsize}-byte values is {want}")
     return np.frombuffer(data, dtype=dt).reshape(shape).astype(dt.newbyteorder("="))

@@ -13,13 +13,17 @@ fma units (fp64 mma, fp64 MFMA) take an fp64 C and return float64, NaN as
 from __future__ import annotations
 
 import copy
+import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
+from ..argcheck import optional_integer
 from ..arrays import as_numpy
+from ..executor import check_scheduler
 from ..formats import get_format
 from .arith import IEEE_FORMATS, NAN, ZERO_EXP, canonical_operand_format, operand_table
 from .compiled import (
@@ -36,7 +40,7 @@ from .compiled import chain as compiled_chain
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
-__all__ = ["matmul", "prepare", "Prepared"]
+__all__ = ["matmul", "prepare", "Prepared", "memory_bytes", "too_large", "check_names", "operand_format"]
 
 _ONE = {"e8m0": 127, "ue4m3": 0x38}
 _CHUNK = 1 << 21  # products per vectorised slab (rows * N * L)
@@ -385,12 +389,41 @@ def _from_tensor(q: Any, which: str) -> tuple[np.ndarray, np.ndarray, str, str, 
     return codes, scales, fmt, sfmt, bs, g
 
 
+def memory_bytes() -> int | None:
+    """This machine's physical memory in bytes, or None where the system does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows), or no such name
+        return None
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def too_large(shape: tuple[int, ...], dtype: Any, what: str) -> str | None:
+    """Why an array ``what`` of ``shape`` and ``dtype`` cannot be held here (more bytes than the
+    machine's memory), or None. Python ints: 2^32 x 2^32 does not wrap to 0 as an int64 does."""
+    need = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+    have = memory_bytes()
+    if have is None or need <= have:
+        return None
+    return (f"{what} would be {' x '.join(map(str, shape))} {np.dtype(dtype)} ({_size(need)}), more than this "
+            f"machine's memory ({_size(have)})")
+
+
 def _to_f32(c: Any, m: int, n: int, dtype: Any = np.float32) -> np.ndarray:
     """C as the unit's accumulator dtype (float32, or float64 for the fp64 units), refused
     where a value would change (never narrowed silently)."""
     dt = np.dtype(dtype)
     what = "fp64" if dt == np.float64 else "fp32"
     if c is None:
+        why = too_large((m, n), dt, "D")
+        if why is not None:  # numpy's MemoryError would say it only after trying
+            raise ValueError(f"matmul: {why}")
         return np.zeros((m, n), dt)
     arr = as_numpy(c, "matmul: c")
     if arr.shape != (m, n):
@@ -415,12 +448,32 @@ def prepare(a: Any, b: Any, *, unit: str | Unit, a_format: str | None = None, b_
     return Prepared(*checked), alpha
 
 
+def check_names(a_format: Any, b_format: Any, scale_format: Any, block_size: Any, who: str = "matmul") -> int | None:
+    """The format arguments are None or names (str) and block_size None or a positive integer
+    (a numpy integer too; a bool or a float such as 32.0 is refused, as numpy's lcm refused it
+    with its own message): TypeError / ValueError naming the argument; block_size as an int."""
+    for name, value in (("a_format", a_format), ("b_format", b_format), ("scale_format", scale_format)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{who}: {name} must be a format name such as 'e4m3', not {type(value).__name__} "
+                            f"({value!r:.40})")
+    return optional_integer(block_size, f"{who}: block_size", low=1)
+
+
+def operand_format(name: str, which: str, who: str = "matmul") -> str:
+    """An operand format name made canonical; an unknown one is a ValueError naming ``which``."""
+    try:
+        return canonical_operand_format(name)
+    except ValueError as e:
+        raise ValueError(f"{who}: {which}: {e}") from None
+
+
 def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format: str | None,
              a_scales: Any, b_scales: Any, scale_format: str | None, block_size: int | None
              ) -> tuple[tuple[Any, ...], float]:
     """The operands of :func:`matmul` checked (codes, formats, scales), not yet split:
     (Prepared's arguments, epilogue alpha)."""
     u = get_unit(unit)
+    block_size = check_names(a_format, b_format, scale_format, block_size)
     alpha = 1.0
     a_operand = a  # named in errors after a becomes its codes
     for which, q, given in (("a", a, (a_format, a_scales)), ("b", b, (b_format, b_scales))):
@@ -445,7 +498,7 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
         alpha *= gb
     if a_format is None or b_format is None:
         raise TypeError("matmul: codes need a_format and b_format")
-    a_format, b_format = canonical_operand_format(a_format), canonical_operand_format(b_format)
+    a_format, b_format = operand_format(a_format, "a_format"), operand_format(b_format, "b_format")
     A, B = _codes(a, "a"), _codes(b, "b")
     A, a_format = tf32_codes(A, a_format, u, "a")
     B, b_format = tf32_codes(B, b_format, u, "b")
@@ -467,7 +520,10 @@ def _checked(a: Any, b: Any, *, unit: str | Unit, a_format: str | None, b_format
                              f"{', '.join(n for n, x in UNITS.items() if x.scaled)})")
         if scale_format is None or block_size is None:
             raise ValueError("matmul: block scales need scale_format and block_size")
-        scale_format = get_format(scale_format).name
+        try:
+            scale_format = get_format(scale_format).name
+        except ValueError as e:
+            raise ValueError(f"matmul: scale_format: {e}") from None
         if scale_format not in u.scale_formats:
             raise ValueError(f"matmul: unit {u.name} takes scale_format {' or '.join(u.scale_formats)}, "
                              f"not {scale_format}")
@@ -629,6 +685,10 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     check_chaining(promote_every, split_k)
     check_engine(engine)
     _check_tile(tile)
+    try:  # checked before the work, even where it runs in this process (empty D, K = 0)
+        check_scheduler(scheduler)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"matmul: {e}") from None
     if progress is not None and not callable(progress):
         raise TypeError(f"matmul: progress must be a function (done, total) or None, not {type(progress).__name__}")
     checked, alpha = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,

@@ -346,10 +346,13 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
                 outputs: list[tuple[int, int]] | None = None) -> np.ndarray:
     """The twin of :func:`fmtsim.mma.matmul` over codes (no tensor objects, no global
     scale), one output at a time; ``outputs`` limits it to those (i, j) (others NaN)."""
-    from .gemm import check_chaining, check_like_matmul
+    from .gemm import check_chaining, check_like_matmul, check_names, operand_format
 
     u = get_unit(unit)
-    af, bf = canonical_operand_format(a_format), canonical_operand_format(b_format)
+    block_size = check_names(a_format, b_format, scale_format, block_size, "slow_matmul")
+    if a_format is None or b_format is None:
+        raise TypeError("slow_matmul: codes need a_format and b_format")
+    af, bf = operand_format(a_format, "a_format", "slow_matmul"), operand_format(b_format, "b_format", "slow_matmul")
     A, B = np.asarray(a), np.asarray(b)
     check_chaining(promote_every, split_k, "slow_matmul")
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
@@ -366,7 +369,8 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
         raise ValueError(f"slow_matmul: c must have shape {(m, n)}, got {np.shape(c)}")
     for ij in outputs or []:
         if (not isinstance(ij, (tuple, list)) or len(ij) != 2
-                or not all(isinstance(t, (int, np.integer)) and 0 <= t < d for t, d in zip(ij, (m, n), strict=True))):
+                or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and 0 <= t < d
+                           for t, d in zip(ij, (m, n), strict=True))):
             raise ValueError(f"slow_matmul: outputs must hold (i, j) pairs with 0 <= i < {m} and 0 <= j < {n}; "
                              f"got {ij!r}")
     check_like_matmul(a, b, c, unit=u, a_format=a_format, b_format=b_format, a_scales=a_scales, b_scales=b_scales,

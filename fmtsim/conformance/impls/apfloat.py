@@ -156,7 +156,8 @@ def library() -> ctypes.CDLL:
                    compile_flags=tuple(ask("--cxxflags")),
                    link_flags=(*ask("--ldflags"), *ask("--libs", "support"), *ask("--system-libs"),
                                f"-Wl,-rpath,{libdir}"),
-                   identity_text=" ".join([config, *ask("--version")]))
+                   identity_text=" ".join([config, *ask("--version")]),
+                   symbols=("fmtsim_apfloat_version", "fmtsim_apfloat_encode", "fmtsim_apfloat_decode"))
     handle.fmtsim_apfloat_version.restype = ctypes.c_char_p
     handle.fmtsim_apfloat_encode.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_long, ctypes.c_int,
                                              ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]

@@ -11,6 +11,7 @@ class Mmasim(Implementation):
     name = "mmasim"
     summary = "MMA-Sim's matrix-instruction models (NVIDIA sm_89..sm_100, AMD CDNA3) against fmtsim.mma"
     requires = ("torch", "mmasim")
+    imports = ("mmasim.amd", "mmasim.nv_ptx")
     install = 'pip install "fmtsim[mma]"'
     capabilities = ("gemm",)
     checked_with = "mmasim 2.1.1"

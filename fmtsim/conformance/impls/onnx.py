@@ -36,6 +36,7 @@ class OnnxReference(Implementation):
     aliases = ("onnx_reference",)
     summary = "the ONNX reference evaluator's Cast (onnx.reference), saturate=1 and saturate=0"
     requires = ("onnx",)
+    imports = ("onnx.reference.ops.op_cast",)
     install = 'pip install "fmtsim[peers]"'
     capabilities = ("encode",)
     profiles = ("onnx_reference_sat", "onnx_reference_nosat")

@@ -115,6 +115,7 @@ class Openvino(Implementation):
     name = "openvino"
     summary = "OpenVINO CPU Convert to f8e4m3/f8e5m2/f8e8m0/f4e2m1 from f32/f16/bf16, and back"
     requires = ("openvino",)
+    imports = ("openvino.opset13",)
     install = 'pip install "fmtsim[runtimes]"'
     capabilities = ("decode", "encode")
     profiles = ("openvino",)

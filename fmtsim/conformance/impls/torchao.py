@@ -14,6 +14,8 @@ class Torchao(Implementation):
     name = "torchao"
     summary = "torchao FP4/FP6 casts (mx_formats.kernels), MX to_mx, NVFP4 nvfp4_quantize"
     requires = ("torch", "torchao")
+    imports = ("torchao.prototype.mx_formats.kernels", "torchao.prototype.mx_formats.mx_tensor",
+               "torchao.prototype.mx_formats.nvfp4_tensor")
     install = 'pip install "fmtsim[torch]"'
     capabilities = ("decode", "encode", "block")
     profiles = ("torchao",)

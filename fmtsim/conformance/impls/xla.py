@@ -145,6 +145,7 @@ class Xla(Implementation):
     aliases = ("jax",)
     summary = "XLA (jax, CPU) convert to FP8/E8M0/FP4: eager, jit, and constant-folded by either folder"
     requires = ("jax", "jaxlib")
+    imports = ("jax.numpy",)
     install = 'pip install "fmtsim[runtimes]"'
     capabilities = ("decode", "encode")
     profiles = ("xla", "xla_folded", "xla_folded_hlo")
