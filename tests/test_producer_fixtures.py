@@ -445,6 +445,43 @@ def test_edge_fixtures_hold_the_edge_blocks():
     assert (qs[np.abs(w.reshape(w.shape[0], -1, 32)).max(axis=2) == 0] == 0x01).all()
 
 
+@pytest.mark.parametrize("name", sorted(EDGE_RECIPES))
+def test_edge_fixtures_dequantize_as_the_producers_own_reader(tmp_path, name):
+    """fmtsim's float32 dequantization of the edge fixtures (UE4M3 scales 0x01 and 0x38 on zero and
+    underflowing blocks, E8M0 0x01, zero codes 0x8) against the producer's own reader (OWN_DEQUANT.json):
+    equal bit for bit for MX; for NVFP4 the readers round s * g to float32 first, so a model of that from
+    the raw bytes equals theirs and fmtsim's once-rounded values are within one float32 ulp of it."""
+    import hashlib
+
+    import ml_dtypes
+
+    d = EDGE / name
+    if not (d / "OWN_DEQUANT.json").is_file():
+        pytest.skip(f"no edge/{name}/OWN_DEQUANT.json: run tools/gen_producer_fixtures.py --model edge")
+    own = json.loads((d / "OWN_DEQUANT.json").read_text())["float32_sha256"]
+    assert len(own) == 7 and all(len(v) == 64 for v in own.values()), own
+    dequantize(d, tmp_path / "out", dtype="float32")
+    after, t = load(tmp_path / "out"), load(d)
+    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    for tensor, digest in own.items():
+        ours = after[tensor].astype(np.float32)
+        if "nvfp4" not in name:
+            assert hashlib.sha256(ours.tobytes()).hexdigest() == digest, tensor
+            continue
+        L = tensor.removesuffix(".weight")
+        b = t[L + ".weight"]
+        codes = np.stack([b & 15, b >> 4], axis=-1).reshape(b.shape[0], -1)
+        sc = t[L + ".weight_scale"].view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+        table = e2m1.copy()
+        if name.startswith("modelopt"):
+            table[8] = 0.0  # ModelOpt's E2M1 table reads code 0x8 as +0
+        theirs = (np.repeat(sc, 16, axis=1) * np.float32(t[L + ".weight_scale_2"])).astype(np.float32) * table[codes]
+        assert hashlib.sha256(theirs.astype(np.float32).tobytes()).hexdigest() == digest, tensor
+        zero = (ours == 0) & (theirs == 0)
+        gap = np.abs(ours.view(np.uint32).astype(np.int64) - theirs.view(np.uint32).astype(np.int64))
+        assert gap[~zero].max() <= 1, tensor
+
+
 def _corrupt(tmp_path, name, key, change):
     """A copy of fixture ``name`` with tensor ``key`` replaced by ``change(tensor)`` (a torch tensor)."""
     import shutil
