@@ -18,9 +18,16 @@ SHA-256 of what it returns goes to ``OWN_DEQUANT.json``. ``FMTSIM_PRODUCER_OUT=D
 elsewhere. Schemes whose weights are byte-identical to another's are removed by hand afterwards
 (listed in the fixtures' README).
 
+``--model edge`` writes a second set under ``edge/`` (its own ``original/``: hidden 64, intermediate 256,
+and the edge weights of :func:`_edge_weights`), e.g. ``--only modelopt --schemes
+NVFP4_DEFAULT_CFG,MXFP4_DEFAULT_CFG --model edge`` and ``--only quark --schemes nvfp4,mxfp4,mxfp6_e2m3
+--model edge``; ``--model large`` (hidden 512, intermediate 2048, plain random weights) writes under
+``large/`` and is for looking for gaps, not committed.
+
 The producers are not dependencies of fmtsim: nothing here is imported by the package or the
 tests. A venv per producer: ``python3 -m venv /work/pvenvs/NAME`` then ``pip install
-torch==2.13.0`` and ``llmcompressor`` / ``nvidia-modelopt[torch]`` / ``amd-quark``.
+torch==2.13.0`` and ``llmcompressor`` / ``nvidia-modelopt[torch]`` (ModelOpt 0.47 also imports
+``requests``) / ``amd-quark`` (Quark's ``import_model_from_safetensors`` needs ``accelerate``).
 """
 
 from __future__ import annotations
