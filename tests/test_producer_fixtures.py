@@ -477,7 +477,8 @@ def test_edge_fixtures_dequantize_as_the_producers_own_reader(tmp_path, name):
         table = e2m1.copy()
         if name.startswith("modelopt"):
             table[8] = 0.0  # ModelOpt's E2M1 table reads code 0x8 as +0
-        theirs = (np.repeat(sc, codes.shape[1] // sc.shape[1], axis=1) * np.float32(t[L + ".weight_scale_2"])).astype(np.float32) * table[codes]
+        s_g = (np.repeat(sc, codes.shape[1] // sc.shape[1], axis=1) * np.float32(t[L + ".weight_scale_2"]))
+        theirs = s_g.astype(np.float32) * table[codes]
         assert hashlib.sha256(theirs.astype(np.float32).tobytes()).hexdigest() == digest, tensor
         zero = (ours == 0) & (theirs == 0)
         gap = np.abs(ours.view(np.uint32).astype(np.int64) - theirs.view(np.uint32).astype(np.int64))
