@@ -21,8 +21,8 @@ elsewhere. Schemes whose weights are byte-identical to another's are removed by 
 ``--model edge`` writes a second set under ``edge/`` (its own ``original/``: hidden 64, intermediate 256,
 and the edge weights of :func:`_edge_weights`), e.g. ``--only modelopt --schemes
 NVFP4_DEFAULT_CFG,NVFP4_MLP_WEIGHT_ONLY_CFG,MXFP4_DEFAULT_CFG --model edge`` and ``--only quark
---schemes nvfp4,mxfp4,mxfp6_e2m3 --model edge``; ``--model large`` (hidden 512, intermediate 2048, plain random weights) writes under
-``large/`` and is for looking for gaps, not committed.
+--schemes nvfp4,mxfp4,mxfp6_e2m3 --model edge``; ``--model large`` (hidden 512, intermediate 2048,
+plain random weights) writes under ``large/`` and is for looking for gaps, not committed.
 
 The producers are not dependencies of fmtsim: nothing here is imported by the package or the
 tests. A venv per producer: ``python3 -m venv /work/pvenvs/NAME`` then ``pip install
