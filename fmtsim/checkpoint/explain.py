@@ -8,9 +8,12 @@ and the bytes compared block by block:
     fp8    scale  amax/448 (a float32 division, DeepSeek / ModelOpt / compressed-tensors), or a
                   power of two by each E8M0 rule (floor / ceil / even / rceil)
            codes  RNE, saturating, of x / s ("divide") or of x * fl(1/s) ("reciprocal")
-    mxfp4  fmtsim.mx.quantize(scale_rule = floor / ceil / even / rceil), RNE elements
+    mxfp4  fmtsim.mx.quantize(scale_rule = floor / ceil / even / rceil), RNE elements; ModelOpt's
+           zeros written as 0x8; Quark's E8M0 code 0 written as 0x01 (MXFP6 too)
     nvfp4  fmtsim.nvfp4.quantize(recipe = te / torchao), the global scale in the producer's
-           convention (multiplier or divisor, stored as fl(1/G) or as fl(2688/amax))
+           convention (multiplier or divisor, stored as fl(1/G) or as fl(2688/amax)); from the
+           stored global scale g: amax / 6 / g, and ModelOpt's and Quark's amax / (6 * g) with
+           their rules for a zero or underflowing block scale (:func:`_nvfp4_one_division`)
     Quark  amdfp4 (UE5M3 block scales, :func:`_explain_amdfp4`), MXFP6 (:func:`_explain_mxfp6`),
            int4_fp8 (two stages, :func:`_explain_int4_fp8`)
 
