@@ -26,7 +26,9 @@ from fmtsim.cli import main  # noqa: E402
 from .conftest import slow_unless  # noqa: E402
 
 HERE = Path(__file__).parent / "fixtures" / "producers"
-FIXTURES = sorted(d.name for d in HERE.iterdir() if d.is_dir() and d.name != "original") if HERE.is_dir() else []
+# edge/ is a second set with its own original (the edge-weight fixtures below)
+FIXTURES = sorted(d.name for d in HERE.iterdir() if d.is_dir() and d.name not in ("original", "edge")) \
+    if HERE.is_dir() else []
 FP8_RECORDS = [p.name for p in PRODUCERS if p.scheme == "fp8" and not p.refuse]
 FAST = {"llmcompressor-fp8_block", "modelopt-mxfp8_default", "quark-fp8", "llmcompressor-nvfp4", "quark-int8"}
 SYNTHETIC_FAST = {"deepseek-fp8-block", "modelopt-mxfp8"}

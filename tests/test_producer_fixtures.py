@@ -17,7 +17,13 @@ pytest.importorskip("safetensors", reason="checkpoint jobs need the safetensors 
 
 from fmtsim.checkpoint import load  # noqa: E402
 from fmtsim.checkpoint.dequant import dequantize  # noqa: E402
-from fmtsim.checkpoint.explain import explain  # noqa: E402
+from fmtsim.checkpoint.explain import (  # noqa: E402
+    MODELOPT_MXFP4,
+    MODELOPT_NVFP4,
+    QUARK_E8M0_MIN,
+    QUARK_NVFP4,
+    explain,
+)
 from fmtsim.checkpoint.inspection import inspect  # noqa: E402
 from fmtsim.checkpoint.producers import get_producer  # noqa: E402
 from fmtsim.cli import main  # noqa: E402
@@ -27,7 +33,9 @@ from .exact_int import e2m1, e4m3, expected_int, mantissa24, round_scaled  # noq
 
 HERE = Path(__file__).parent / "fixtures" / "producers"
 ORIGINAL = HERE / "original"
-FIXTURES = sorted(d.name for d in HERE.iterdir() if d.is_dir() and d.name != "original") if HERE.is_dir() else []
+# edge/ is a second set with its own original (the edge-weight fixtures below)
+FIXTURES = sorted(d.name for d in HERE.iterdir() if d.is_dir() and d.name not in ("original", "edge")) \
+    if HERE.is_dir() else []
 
 # the record each checkpoint's config declares (read off the producers' configs by hand)
 EXPECTED = {
@@ -377,6 +385,104 @@ def test_quark_amdfp4_mxfp6_and_int4_fp8_are_explained_block_by_block(name):
             assert r.by_recipe[QUARK_RECIPES[name].removesuffix(", no -0")] < r.blocks
         if name == "quark-int4_fp8":  # the stored global scale is amax/448 in float32, and said so
             assert any("is amax/448 in float32" in n for n in r.notes), r.notes
+
+
+# ---- edge weights (tests/fixtures/producers/edge/, tools/gen_producer_fixtures.py --model edge) --------------
+# gate/up and q/k/v 2^12 apart under one shared global scale (block scales in and below UE4M3's subnormals),
+# all-zero blocks, single +0 and -0 weights, blocks 2^-14 .. 2^-24 of the tensor's amax, and block maxima
+# on UE4M3 rounding midpoints of amax / 6 / g: each producer's recipe must explain every block, and no
+# recipe without the producer's edge details does
+EDGE = HERE / "edge"
+EDGE_RECIPES = {
+    "modelopt-nvfp4_default": MODELOPT_NVFP4,
+    "modelopt-nvfp4_mlp_weight_only": MODELOPT_NVFP4,  # W4A16_NVFP4: 32 values per scale, MLP only
+    "modelopt-mxfp4_default": MODELOPT_MXFP4,
+    "quark-nvfp4": QUARK_NVFP4,
+    "quark-mxfp4": f"scale mx even, RNE, no -0, {QUARK_E8M0_MIN}",
+    "quark-mxfp6_e2m3": f"scale mx even, RNE, no -0, {QUARK_E8M0_MIN}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_RECIPES))
+def test_edge_weights_are_explained_by_the_producers_recipe(name, capsys):
+    if not (EDGE / name).is_dir():
+        pytest.skip(f"no edge/{name} fixture: run tools/gen_producer_fixtures.py --model edge")
+    rows = explain(EDGE / name, EDGE / "original" / "model.safetensors")
+    recipe = EDGE_RECIPES[name]
+    mlp_only = name == "modelopt-nvfp4_mlp_weight_only"
+    assert len(rows) == (3 if mlp_only else 7)  # (q, k, v, o,) gate, up, down
+    needed = 0
+    for r in rows:
+        assert r.blocks > 0 and r.unexplained == 0, (r.tensor, r.best, r.misses[:2])
+        assert recipe in r.best.split(" = ") and r.by_recipe[recipe] == r.blocks, (r.tensor, r.best)
+        needed += max(v for k, v in r.by_recipe.items() if k != recipe) < r.blocks
+    # the edge blocks are in most tensors, and no other recipe explains all of any of those
+    assert needed >= (2 if mlp_only else 5), {r.tensor: r.by_recipe for r in rows}
+    assert main(["checkpoint", "explain", str(EDGE / name), "--original", str(EDGE / "original")]) == 0
+    assert "UNEXPLAINED" not in capsys.readouterr().out
+
+
+def test_edge_fixtures_hold_the_edge_blocks():
+    """The edge cases are in the bytes the producers wrote (so the test above checks them): ModelOpt NVFP4
+    writes 1.0 (0x38) for an all-zero block and 2^-9 (0x01) for one whose scale underflows, Quark NVFP4
+    1.0 for both; ModelOpt MXFP4 writes a zero weight as 0x8; Quark MXFP4 an all-zero block's scale as 0x01."""
+    if not (EDGE / "modelopt-nvfp4_default").is_dir():
+        pytest.skip("no edge fixtures: run tools/gen_producer_fixtures.py --model edge")
+    orig = load(EDGE / "original")
+    down = "model.layers.0.mlp.down_proj"
+    w = np.asarray(orig[down + ".weight"]).astype(np.float32)
+    amax16 = np.abs(w.reshape(w.shape[0], -1, 16)).max(axis=2)
+    mo = load(EDGE / "modelopt-nvfp4_default")[down + ".weight_scale"].view(np.uint8)
+    qk = load(EDGE / "quark-nvfp4")[down + ".weight_scale"].view(np.uint8)
+    g = float(load(EDGE / "modelopt-nvfp4_default")[down + ".weight_scale_2"].reshape(-1)[0])
+    zero = amax16 == 0
+    under = (amax16 > 0) & (amax16 / (6 * g) <= 2.0 ** -10)  # UE4M3 rounds it to 0
+    assert zero.sum() == 2 and under.sum() >= 4
+    assert (mo[zero] == 0x38).all() and (mo[under] == 0x01).all()
+    assert (qk[zero] == 0x38).all() and (qk[under] == 0x38).all()
+    mx = load(EDGE / "modelopt-mxfp4_default")[down + ".weight"]
+    codes = np.stack([mx & 15, mx >> 4], axis=-1).reshape(w.shape)
+    assert (w == 0).sum() > 32 and (codes[w == 0] == 0x8).all()
+    qs = load(EDGE / "quark-mxfp4")[down + ".weight_scale"].view(np.uint8)
+    assert (qs[np.abs(w.reshape(w.shape[0], -1, 32)).max(axis=2) == 0] == 0x01).all()
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_RECIPES))
+def test_edge_fixtures_dequantize_as_the_producers_own_reader(tmp_path, name):
+    """fmtsim's float32 dequantization of the edge fixtures (UE4M3 scales 0x01 and 0x38 on zero and
+    underflowing blocks, E8M0 0x01, zero codes 0x8) against the producer's own reader (OWN_DEQUANT.json):
+    equal bit for bit for MX; for NVFP4 the readers round s * g to float32 first, so a model of that from
+    the raw bytes equals theirs and fmtsim's once-rounded values are within one float32 ulp of it."""
+    import hashlib
+
+    import ml_dtypes
+
+    d = EDGE / name
+    if not (d / "OWN_DEQUANT.json").is_file():
+        pytest.skip(f"no edge/{name}/OWN_DEQUANT.json: run tools/gen_producer_fixtures.py --model edge")
+    own = json.loads((d / "OWN_DEQUANT.json").read_text())["float32_sha256"]
+    assert len(own) == (3 if "mlp" in name else 7) and all(len(v) == 64 for v in own.values()), own
+    dequantize(d, tmp_path / "out", dtype="float32")
+    after, t = load(tmp_path / "out"), load(d)
+    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    for tensor, digest in own.items():
+        ours = after[tensor].astype(np.float32)
+        if "nvfp4" not in name:
+            assert hashlib.sha256(ours.tobytes()).hexdigest() == digest, tensor
+            continue
+        L = tensor.removesuffix(".weight")
+        b = t[L + ".weight"]
+        codes = np.stack([b & 15, b >> 4], axis=-1).reshape(b.shape[0], -1)
+        sc = t[L + ".weight_scale"].view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+        table = e2m1.copy()
+        if name.startswith("modelopt"):
+            table[8] = 0.0  # ModelOpt's E2M1 table reads code 0x8 as +0
+        s_g = (np.repeat(sc, codes.shape[1] // sc.shape[1], axis=1) * np.float32(t[L + ".weight_scale_2"]))
+        theirs = s_g.astype(np.float32) * table[codes]
+        assert hashlib.sha256(theirs.astype(np.float32).tobytes()).hexdigest() == digest, tensor
+        zero = (ours == 0) & (theirs == 0)
+        gap = np.abs(ours.view(np.uint32).astype(np.int64) - theirs.view(np.uint32).astype(np.int64))
+        assert gap[~zero].max() <= 1, tensor
 
 
 def _corrupt(tmp_path, name, key, change):

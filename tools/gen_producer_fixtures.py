@@ -18,9 +18,16 @@ SHA-256 of what it returns goes to ``OWN_DEQUANT.json``. ``FMTSIM_PRODUCER_OUT=D
 elsewhere. Schemes whose weights are byte-identical to another's are removed by hand afterwards
 (listed in the fixtures' README).
 
+``--model edge`` writes a second set under ``edge/`` (its own ``original/``: hidden 64, intermediate 256,
+and the edge weights of :func:`_edge_weights`), e.g. ``--only modelopt --schemes
+NVFP4_DEFAULT_CFG,NVFP4_MLP_WEIGHT_ONLY_CFG,MXFP4_DEFAULT_CFG --model edge`` and ``--only quark
+--schemes nvfp4,mxfp4,mxfp6_e2m3 --model edge``; ``--model large`` (hidden 512, intermediate 2048,
+plain random weights) writes under ``large/`` and is for looking for gaps, not committed.
+
 The producers are not dependencies of fmtsim: nothing here is imported by the package or the
 tests. A venv per producer: ``python3 -m venv /work/pvenvs/NAME`` then ``pip install
-torch==2.13.0`` and ``llmcompressor`` / ``nvidia-modelopt[torch]`` / ``amd-quark``.
+torch==2.13.0`` and ``llmcompressor`` / ``nvidia-modelopt[torch]`` (ModelOpt 0.47 also imports
+``requests``) / ``amd-quark`` (Quark's ``import_model_from_safetensors`` needs ``accelerate``).
 """
 
 from __future__ import annotations
@@ -47,12 +54,19 @@ OUTLIER_ROWS = {"mlp.down_proj": (5, 200), "mlp.gate_proj": (17,), "self_attn.q_
 # ---- the original model (runs in any producer venv: needs torch and transformers) -------------------
 
 
+# hidden, intermediate, heads, KV heads, head dim: "tiny" is the fixture set under producers/; "edge" (under
+# producers/edge/) adds the edge weights of _edge_weights; "large" is for looking for gaps (not committed)
+MODELS = {"tiny": (128, 320, 4, 2, 32), "edge": (64, 256, 2, 1, 32), "large": (512, 2048, 8, 2, 64)}
+MODEL = "tiny"
+
+
 def build_original(out: Path) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(hidden_size=128, intermediate_size=320, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=32, vocab_size=VOCAB, max_position_embeddings=64,
+    hidden, inter, heads, kv, hd = MODELS[MODEL]
+    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=1, num_attention_heads=heads,
+                      num_key_value_heads=kv, head_dim=hd, vocab_size=VOCAB, max_position_embeddings=64,
                       tie_word_embeddings=True, torch_dtype="bfloat16")
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(cfg).to(torch.bfloat16)
@@ -65,8 +79,47 @@ def build_original(out: Path) -> None:
                         for r in rows:
                             if r < p.shape[0]:
                                 p[r] *= 40.0
+                if MODEL == "edge":
+                    _edge_weights(name, p)
     model.save_pretrained(out, safe_serialization=True)
     _prune(out)
+
+
+def _edge_weights(name: str, p) -> None:  # noqa: ANN001 - a bfloat16 torch parameter, changed in place
+    """Weights at the edges of the block recipes (per 16- or 32-value block along a row):
+    - gate_proj and up_proj (and q/k/v) 2^12 apart in magnitude: producers that share one global scale over
+      fused projections give the smaller one block scales in (or below) UE4M3's subnormal range;
+    - all-zero blocks, and single exact zeros inside blocks (a sign convention for +0);
+    - blocks whose amax is 2^-14 .. 2^-24 of the tensor's (the block scale underflows);
+    - blocks whose amax / 6 / global scale lies on a UE4M3 rounding midpoint (a tensor amax of
+      1.75 x 2^k makes the global scale inexact, so the order of the float32 divisions decides the side)."""
+    import torch
+
+    g = torch.Generator().manual_seed(SEED + 7)
+    rows, cols = p.shape
+    if "up_proj" in name or "v_proj" in name:
+        p.mul_(2.0 ** -12)
+    if "down_proj" in name or "o_proj" in name:
+        p[0, :32] = 0.0  # two 16-blocks, one 32-block
+        p[1, 32:64] *= 2.0 ** -14
+        p[2, 32:64] *= 2.0 ** -20
+        p[3, 32:64] *= 2.0 ** -24
+        p[4, 3::16] = 0.0  # an exact +0 in every block of the row
+    if "gate_proj" in name or "q_proj" in name or "k_proj" in name:
+        p[5, :64] = 0.0
+        p[6, 7::32] = 0.0
+        p[6, 9::32] = -0.0
+        p[7, 16:48] *= 2.0 ** -16
+    if "gate_proj" in name or "down_proj" in name or "k_proj" in name:
+        # the tensor amax 1.75 (above every other |w|), and block maxima m / 256 for UE4M3 midpoints m
+        p.clamp_(-1.0, 1.0)
+        p[8, 0] = 1.75
+        mids = [1.0625, 1.1875, 1.3125, 1.4375, 1.5625, 1.6875, 1.8125, 1.9375]
+        for j in range(min(cols // 16 - 1, 40)):
+            m = mids[j % 8] * 2.0 ** (j // 8 - 2)
+            blk = p[9 + j // 8, 16 * j:16 * j + 16]
+            blk.mul_(0.5 * m / 256 / blk.abs().max().clamp(min=1e-30))
+            blk[int(torch.randint(0, 16, (1,), generator=g))] = m / 256
 
 
 def _prune(d: Path) -> None:
@@ -415,7 +468,13 @@ def main() -> int:
     ap.add_argument("--only", default=",".join(PRODUCERS), help="comma-separated producers")
     ap.add_argument("--schemes", help="comma-separated schemes (one producer only)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--model", choices=sorted(MODELS), default="tiny",
+                    help="tiny: producers/; edge: producers/edge/ (edge weights); large: producers/large/")
     a = ap.parse_args()
+    global OUT, MODEL
+    MODEL = a.model
+    if MODEL != "tiny":
+        OUT = OUT / MODEL
     schemes = a.schemes.split(",") if a.schemes else None
     if a.worker == "ct-own-dequant":
         _ct_own_dequant(schemes)
@@ -438,13 +497,13 @@ def main() -> int:
             print(f"{name}: no venv at {py.parent.parent}; skipped", file=sys.stderr)
             rc = 1
             continue
-        cmd = [str(py), __file__, "--worker", name] + (["--schemes", a.schemes] if a.schemes else [])
+        cmd = [str(py), __file__, "--worker", name, "--model", MODEL] + (["--schemes", a.schemes] if a.schemes else [])
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH="")
         if subprocess.run(cmd, env=env).returncode:
             rc = 1
         own = {"llmcompressor": "ct-own-dequant", "modelopt": "modelopt-own-dequant",
                "quark": "quark-own-dequant"}.get(name)
-        if own and subprocess.run([str(py), __file__, "--worker", own], env=env).returncode:
+        if own and subprocess.run([str(py), __file__, "--worker", own, "--model", MODEL], env=env).returncode:
             rc = 1
     return rc
 

@@ -8,9 +8,12 @@ and the bytes compared block by block:
     fp8    scale  amax/448 (a float32 division, DeepSeek / ModelOpt / compressed-tensors), or a
                   power of two by each E8M0 rule (floor / ceil / even / rceil)
            codes  RNE, saturating, of x / s ("divide") or of x * fl(1/s) ("reciprocal")
-    mxfp4  fmtsim.mx.quantize(scale_rule = floor / ceil / even / rceil), RNE elements
+    mxfp4  fmtsim.mx.quantize(scale_rule = floor / ceil / even / rceil), RNE elements; ModelOpt's
+           zeros written as 0x8; Quark's E8M0 code 0 written as 0x01 (MXFP6 too)
     nvfp4  fmtsim.nvfp4.quantize(recipe = te / torchao), the global scale in the producer's
-           convention (multiplier or divisor, stored as fl(1/G) or as fl(2688/amax))
+           convention (multiplier or divisor, stored as fl(1/G) or as fl(2688/amax)); from the
+           stored global scale g: amax / 6 / g, and ModelOpt's and Quark's amax / (6 * g) with
+           their rules for a zero or underflowing block scale (:func:`_nvfp4_one_division`)
     Quark  amdfp4 (UE5M3 block scales, :func:`_explain_amdfp4`), MXFP6 (:func:`_explain_mxfp6`),
            int4_fp8 (two stages, :func:`_explain_int4_fp8`)
 
@@ -230,7 +233,16 @@ def _mx_candidates(x: np.ndarray, per: int, element: str, fmax: float, neg_zero:
         cands[f"scale {sname}, RNE"] = (k.astype(np.uint8), rne)
         cands[f"scale {sname}, RNE, no -0"] = (k.astype(np.uint8), _no_neg_zero(rne, neg_zero))
         cands[f"scale {sname}, ties toward zero"] = (k.astype(np.uint8), _ties_to_zero(y, element))
+        if sname.startswith("mx "):
+            # Quark 0.13 writes an E8M0 scale through torch/utils/numerics.py to_e8m0_uint8, whose safe_log2
+            # clamps the scale to 2^-126 first: code 0 (an all-zero block's) is written as 0x01, the elements
+            # having been quantized with the unclamped scale
+            cands[f"scale {sname}, RNE, no -0, {QUARK_E8M0_MIN}"] = (np.maximum(k, 1).astype(np.uint8),
+                                                                     _no_neg_zero(rne, neg_zero))
     return cands
+
+
+QUARK_E8M0_MIN = "E8M0 code 0 written as 0x01 (Quark)"
 
 
 def _explain_mxfp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorExplanation:
@@ -255,6 +267,10 @@ def _explain_mxfp8(m: LayerMatch, tj: Any, read: Any, w: np.ndarray) -> TensorEx
     return TensorExplanation(m.codes, m.producer.name, int(scales.size), by, best, int(np.count_nonzero(miss)), misses)
 
 
+MODELOPT_MXFP4 = ("scale ceil(log2(amax/6)) in float32, ties toward zero, a zero element written as 0x8 "
+                  "(ModelOpt MXFP4QTensor)")
+
+
 def _explain_mxfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation:
     packed = read(m.codes).view(np.uint8)
     scales = read(m.scale).view(np.uint8).reshape(-1)
@@ -266,6 +282,10 @@ def _explain_mxfp4(m: LayerMatch, read: Any, w: np.ndarray) -> TensorExplanation
         cands[f"mx scale {rule}, RNE"] = (np.asarray(q.scales, np.uint8).reshape(-1), q.codes.reshape(-1, 32))
     for k, v in _mx_candidates(x.reshape(-1, 32), 32, "e2m1", 6.0, 0x8).items():
         cands.setdefault(k, v)
+    # ModelOpt's cast_fp4 takes the sign bit from (2 - sign(y)) // 2: 1 for y < 0 and for y = +-0
+    ks, kc = cands["scale ceil(log2(amax/6)) in float32, ties toward zero"]
+    y = (x.reshape(-1, 32).astype(np.float64) * np.exp2(127 - ks.astype(np.float64))[:, None]).astype(F32)
+    cands[MODELOPT_MXFP4] = (ks, np.where(y == 0, 0x8, kc).astype(np.uint8))
     groups = scales.size // x.shape[0] if x.shape[0] else 1
 
     def coords(b: int) -> list[int]:
@@ -448,11 +468,52 @@ def _nvfp4_stored_global(x: np.ndarray, per: int, g: np.float32, direction: str
             else:
                 ys = {"x / (s / G)": xb / (sval / g).astype(F32), "x * G / s": (xb * g).astype(F32) / sval}
             for yname, y in ys.items():
-                c = np.where(sval == 0, 0, np.asarray(encode(y.astype(F32), "e2m1"), np.uint8)).astype(np.uint8)
+                # a block scale of 0 (an all-zero block, or one that underflows UE4M3) makes x / 0 NaN: code 0
+                y = np.where(sval == 0, F32(0), y).astype(F32)
+                c = np.where(sval == 0, 0, np.asarray(encode(y, "e2m1"), np.uint8)).astype(np.uint8)
                 label = f"nvfp4 stored global scale, amax/6 in {aname}, elements {yname}"
                 cands[label] = (sc, c)
                 cands[label + ", no -0"] = (sc, _no_neg_zero(c, 0x8))
+        if direction == "multiplier":
+            cands[MODELOPT_NVFP4] = _nvfp4_one_division(xb, amax, g, "modelopt")
+            cands[QUARK_NVFP4] = _nvfp4_one_division(xb, amax, g, "quark")
     return cands
+
+
+MODELOPT_NVFP4 = ("nvfp4 ModelOpt: scale s e4m3(clamp(amax / (6 * g), 2^-9, 448)), 1.0 for a zero amax; "
+                  "elements e2m1(x / (s * g)), sign bit from x < 0")
+QUARK_NVFP4 = ("nvfp4 Quark: scale s e4m3(amax / (g * 6)), 1.0 where that code is 0; elements e2m1(x / (s * g)), "
+               "no -0")
+
+
+def _nvfp4_one_division(xb: np.ndarray, amax: np.ndarray, g: np.float32, producer: str
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """NVFP4 with a multiplier global scale g as ModelOpt 0.47 and Quark 0.13 write it: the block scale
+    is amax / (6 * g), one float32 division by the float32 product (not amax / 6 / g: the two round to
+    different UE4M3 codes when the quotient lies near a rounding midpoint, as it does for some blocks
+    of the projections that share one global scale), and the elements x / (float32(s) * g).
+
+    ``producer`` "modelopt" (``torch/quantization/qtensor/nvfp4_tensor.py``,
+    ``NVFP4QTensor.get_weights_scaling_factor``, ``_cast_per_block_scale_to_fp8``, ``quantize``): a zero
+    quotient (an all-zero block) becomes 1.0 and the quotient is clamped to [2^-9, 448] before the FP8
+    cast, so a block scale below UE4M3's smallest subnormal is written as 2^-9; ``_cast_fp4`` rounds to
+    nearest even and takes the sign bit from ``x < 0``, so a -0 weight is written as +0 (a negative value
+    that rounds to 0 keeps its sign). "quark" (``torch/quantization/post_calibration.py``,
+    ``realign_single_sequential_quantizer``): the quotient is cast to FP8 first and a code 0 (an all-zero
+    block, or one that underflows) is replaced by 1.0; Quark writes no -0."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        sv = (amax / (F32(6) * g).astype(F32)).astype(F32)
+        if producer == "modelopt":
+            sv = np.clip(np.where(sv == 0, F32(1), sv), F32(2.0 ** -9), F32(448)).astype(F32)
+        sc = np.asarray(encode(sv, "e4m3"), np.uint8)
+        if producer == "quark":
+            sc = np.where(sc == 0, np.uint8(0x38), sc).astype(np.uint8)
+        sval = np.asarray(decode(sc, "e4m3", np.float32), F32)[:, None]
+        y = (xb / (sval * g).astype(F32)).astype(F32)
+        c = np.asarray(encode(y, "e2m1"), np.uint8)
+    if producer == "quark":
+        return sc, _no_neg_zero(c, 0x8)
+    return sc, np.where(np.signbit(y) & (y == 0), c & 0x7, c).astype(np.uint8)
 
 
 def _bf16_preimage(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
