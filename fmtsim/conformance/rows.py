@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ..bitpatterns import array_pattern, flags_text, short_value
+
 __all__ = ["Row", "mismatch", "input_text"]
 
 
@@ -50,19 +52,24 @@ class Row:
         self.examples.append(why)
 
 
-def mismatch(src: str, x: np.ndarray, a: np.ndarray, a_name: str, b: np.ndarray, b_name: str
-             ) -> Callable[[int], str]:
-    """A describer for :meth:`Row.add`: the input and both codes of case ``i``."""
+_SOURCE_NAMES = {"float16", "bfloat16", "float32", "float64"}
+
+
+def mismatch(src: str, x: np.ndarray, a: np.ndarray, a_name: str, b: np.ndarray, b_name: str,
+             *, flags: bool = False) -> Callable[[int], str]:
+    """A describer for :meth:`Row.add`: the input (as a bit pattern ``fmtsim encode`` reads back)
+    and both results of case ``i``: codes in hex, or with ``flags`` the flags by name.
+    ``src`` names where the inputs come from when it is not their type (a vector file's name)."""
+    def result(v: int) -> str:
+        return flags_text(v) if flags else f"{v:#x}"
+
     def describe(i: int) -> str:
-        return f"{src} {input_text(x[i])}: {a_name} {int(a[i]):#x}, {b_name} {int(b[i]):#x}"
+        where = "" if src in _SOURCE_NAMES else f"{src} "
+        return f"{where}{input_text(x[i])}: {a_name} {result(int(a[i]))}, {b_name} {result(int(b[i]))}"
     return describe
 
 
 def input_text(v: Any) -> str:
-    """One input as its value and its bits, sign included (a NaN's sign and payload are in the bits):
-    '-nan (0xffc00000)', '0.1 (0x3dcccccd)'."""
-    v = np.asarray(v)
-    bits = int(v.reshape(1).view(f"u{v.dtype.itemsize}")[0])
-    f = float(v)
-    value = ("-nan" if np.signbit(v) else "nan") if f != f else repr(f)
-    return f"{value} ({bits:#0{2 + 2 * v.dtype.itemsize}x})"
+    """One input as its bit pattern then its value (fmtsim.bitpatterns): 'f32:0xffc00000 (-nan)',
+    'f32:0x3dcccccd (0.1)'; the pattern pastes into ``fmtsim encode`` as the same input."""
+    return f"{array_pattern(v)} ({short_value(v)})"

@@ -127,7 +127,8 @@ def encode_rows(adapter: Adapter, names: tuple[str, ...], big: bool) -> list[Row
                     frow.fail_all(xs.size, f"{src}: adapter returned {got_flags.size} flags for {xs.size} inputs")
                     continue
                 frow.add(got_flags == want_flags, known,
-                         mismatch(src, xs, got_flags, f"{adapter.name} flags", want_flags, f"fmtsim[{claim}] flags"))
+                         mismatch(src, xs, got_flags, f"{adapter.name} flags", want_flags, f"fmtsim[{claim}] flags",
+                                  flags=True))
         rows.extend(by_model.values())
     return rows
 

@@ -27,6 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import __version__
+from ..bitpatterns import SOURCE_TAGS, BitPattern, flags_text, short_value
 from ..codec import decode, encode_with_flags
 from ..fileio import atomic_write
 from ..formats import get_format
@@ -509,11 +510,48 @@ class VerifyResult:
 
 def _describe(fmt: str, code: int) -> str:
     f = get_format(fmt)
+    if code >= f.n_codes:
+        return f"{code:#04x} (not a {f.name} code)"
     if f.kind == "int":
-        return f"code {code:02X} ({f.code_value(code)})"
+        return f"code 0x{code:02X} ({f.code_value(code)})"
     s, e, m = f.code_fields(code)
     v = f.code_value(code)
-    return f"{code:02X} (sign {s}, exp {e}, man {m}, {float(v) if not isinstance(v, float) else v})"
+    return f"0x{code:02X} (sign {s}, exp {e}, man {m}, {float(v) if not isinstance(v, float) else v})"
+
+
+_TAG_OF_SOURCE = {name: tag for tag, (_, name) in SOURCE_TAGS.items()}
+
+
+def input_pattern(meta: dict[str, Any], field: str) -> str:
+    """A .tv file's input field as the bit pattern ``fmtsim encode`` reads back (fmtsim.bitpatterns),
+    with its value: 'f32:0x3a800000 (0.0009765625)', 'e5m2:0x3c (1)' for a conversion's source code."""
+    bits = int(field, 16)
+    source = meta.get("source")
+    if isinstance(source, str) and source in _TAG_OF_SOURCE:
+        p = BitPattern(_TAG_OF_SOURCE[source], bits)
+    else:
+        sf = meta.get("source_format")
+        name = sf.get("name") if isinstance(sf, dict) else None
+        try:
+            p = BitPattern(get_format(str(name)).name, bits)
+            if bits >= get_format(p.tag).n_codes:
+                return field
+        except ValueError:
+            return field  # an entry that does not say the input's type: the field as written
+    return f"{p} ({short_value(p.as_array())})"
+
+
+def _f32_text(bits: int) -> str:
+    if bits >> 32:
+        return f"{bits:#x} (not a float32 pattern)"
+    p = BitPattern("f32", bits)
+    return f"{p} ({short_value(p.as_array())})"
+
+
+def _flags_field(text: str | None) -> str:
+    if text is None:
+        return "missing"
+    return flags_text(int(text, 16))
 
 
 def _meta_fields(meta: Any, what: str) -> tuple[str, str, int]:
@@ -541,8 +579,11 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
         if len(g) != len(e) and not (not check_flags and len(g) == len(e) - 1):
             hint = "" if check_flags else f" or {len(e) - 1} (no flags)"
             fields = meta.get("line", "")
+            flagless = check_flags and len(g) == len(e) - 1
             raise ValueError(f"{what}: {where} {n}: {len(g)} fields, expected {len(e)}{hint}"
-                             + (f" ({fields})" if fields else ""))
+                             + (f" ({fields})" if fields else "")
+                             + ("; for a device that reports no flags, pass --ignore-flags (check_flags=False "
+                                "in Python): the flags field may then be left out" if flagless else ""))
         if [int(v, 16) for v in g[:n_ops]] != [int(v, 16) for v in e[:n_ops]]:
             raise ValueError(f"{what}: {where} {n}: operands {' '.join(g[:n_ops])} do not match case "
                              f"{' '.join(e[:n_ops])} (results must be in the vector file's order)")
@@ -551,18 +592,24 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
         ok = ec == gc
         if not ok and encode_op and not check_nans and ec in f.nan_codes and gc in f.nan_codes:
             ok = True  # any NaN of the target format
-        got_flags = g[n_ops + 1] if len(g) > n_ops + 1 else "--"
-        if ok and check_flags and int(e[-1], 16) != int(got_flags, 16):
+        got_flags = g[n_ops + 1] if len(g) > n_ops + 1 else None
+        if ok and check_flags and (got_flags is None or int(e[-1], 16) != int(got_flags, 16)):
             ok = False
         if not ok:
             res.failed += 1
             if len(res.messages) < max_errors:
                 if encode_op:
-                    res.messages.append(f"{where} {n}: input {' '.join(e[:n_ops])}: expected {_describe(fmt, ec)} "
-                                        f"flags {e[-1]}, got {_describe(fmt, gc) if gc < f.n_codes else hex(gc)} "
-                                        f"flags {got_flags}")
+                    given = input_pattern(meta, e[0]) + (f" rbits 0x{int(e[1], 16):08X}" if n_ops == 2 else "")
+                    got_text = _describe(fmt, gc)
+                    if check_flags:
+                        res.messages.append(f"{where} {n}: input {given}: expected {_describe(fmt, ec)} flags "
+                                            f"{_flags_field(e[-1])}, got {got_text} flags {_flags_field(got_flags)}")
+                    else:
+                        res.messages.append(f"{where} {n}: input {given}: expected {_describe(fmt, ec)}, "
+                                            f"got {got_text}")
                 else:
-                    res.messages.append(f"{where} {n}: code {e[0]}: expected {e[1]}, got {g[1]}")
+                    res.messages.append(f"{where} {n}: code 0x{int(e[0], 16):02X}: expected "
+                                        f"{_f32_text(int(e[1], 16))}, got {_f32_text(int(g[1], 16))}")
     return res
 
 
