@@ -69,10 +69,11 @@ def parse_value(text: str) -> float | Fraction:
             n = parse_integer(text)
         except ValueError:
             return v  # a hex float (0x1.8p3, 0x1p-3): only one reading
+        hex_float = f" (or the hex float {text.strip()}p0)" if body[:2] == "0x" else ""
         raise UsageError(
-            f"{text!r} could be the number {n} or a bit pattern, so it is refused: write the number as {n} "
-            f"(or the hex float {text.strip()}p0), a bit pattern with its type, as in f32:{abs(n):#010x} "
-            "(f16:, bf16:, f64:, or a format name for one of its codes: e5m2:0x3c)")
+            f"{text!r} could be the number {n} or a bit pattern, so it is refused: write the number as {n}"
+            f"{hex_float}, a bit pattern with its type, as in f32:{abs(n):#010x} (f16:, bf16:, f64:, or a format "
+            "name for one of its codes: e5m2:0x3c)")
     return v
 
 

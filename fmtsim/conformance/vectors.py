@@ -63,9 +63,10 @@ def _hex(bits: np.ndarray, width: int) -> list[str]:
     return [format(int(b), f"0{width}X") for b in bits]
 
 
-def _encode_lines(x: np.ndarray, src: str, fmt: str, rounding: str, overflow: str, nan: str | None,
-                  rbits: np.ndarray | None = None) -> bytes:
-    codes, flags = encode_with_flags(x, fmt, rounding=rounding, overflow=overflow, nan=nan, rbits=rbits)
+def _encode_lines(x: np.ndarray, src: str, fmt: str, rounding: str | None, overflow: str | None, nan: str | None,
+                  rbits: np.ndarray | None = None, profile: str | None = None) -> bytes:
+    codes, flags = encode_with_flags(x, fmt, rounding=rounding, overflow=overflow, nan=nan, rbits=rbits,
+                                     profile=profile)
     width = SRC[src].itemsize * 2
     ins = _hex(x.view(UINT[SRC[src].itemsize]), width)
     rows = []
@@ -98,7 +99,10 @@ def _encode_file(model: str, x: np.ndarray, src: str, fmt: str, rounding: str | 
             "rounding": pol.rounding, "overflow": pol.overflow, "nan": pol.nan, "profile": profile,
             "coverage_model": model, "cases": int(x.size),
             "line": "input code flags" if rbits is None else "input rbits code flags"}
-    return VectorFile(name, _encode_lines(x, src, fmt, pol.rounding, pol.overflow, pol.nan, rbits), meta)
+    # under a profile, the profile itself (its flag conventions, per-source NaN codes ...) with the options
+    # given beside it; the rounding, overflow and NaN mode it resolves to alone would drop those
+    args = (rounding, overflow, nan) if profile else (pol.rounding, pol.overflow, pol.nan)
+    return VectorFile(name, _encode_lines(x, src, fmt, *args, rbits, profile), meta)
 
 
 def policy_files(src: str, fmt: str, rounding: str | None, overflow: str | None, profile: str | None,
