@@ -306,6 +306,12 @@ def cmd_conform(args: argparse.Namespace) -> int:
     failed = sum(r.failed for r in rows)
     cases = sum(r.cases for r in rows)
     known_total = sum(sum(r.known.values()) for r in rows)
+    by_rule = [(r, rule, n, why) for r in rows
+               for rule, (n, why) in sorted(r.classes.items(), key=lambda kv: -kv[1][0])]
+    if by_rule:  # the rules broken, before the lines that break them
+        print("\nunexpected failures by rule (one example each):")
+        for r, rule, n, why in by_rule:
+            print(f"  {r.impl} {r.fmt} {r.model}: {rule}: {n} ({why})")
     for r in rows:
         for example in r.examples:
             print(f"FAIL {r.impl} {r.fmt} {r.model}: {example}")
@@ -422,6 +428,11 @@ def cmd_ver(args: argparse.Namespace) -> int:
             res = _verify_one(vec_dir, name, path, meta, args)
         except (ValueError, TypeError, OSError) as e:
             raise UsageError(str(e)) from None
+        rules = res.summary() if hasattr(res, "summary") else []
+        if rules:  # the rules broken, before the lines that break them
+            print(f"{name}: {res.failed} mismatches by rule:")
+            for line in rules:
+                print(f"  {line}")
         for m in res.messages:
             print(f"{name}: {m}" if len(jobs) > 1 else m)
         if getattr(res, "note", ""):

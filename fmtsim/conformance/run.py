@@ -119,7 +119,8 @@ def encode_rows(adapter: Adapter, names: tuple[str, ...], big: bool) -> list[Row
                 continue
             claim = ",".join([adapter.profile, *(f"{k}={v}" for k, v in adapter.options.items())])
             known = adapter.known(name, src, xs)
-            row.add(got == want, known, mismatch(src, xs, got, adapter.name, want, f"fmtsim[{claim}]"))
+            row.add(got == want, known, mismatch(src, xs, got, adapter.name, want, f"fmtsim[{claim}]"),
+                    _rule_of(adapter, name, src, xs, want, got))
             if got_flags is not None:  # the exception flags, a row of their own
                 frow = by_model.setdefault(f"{model} flags", Row(adapter.name, name, f"{model} flags"))
                 want_flags = adapter.expected_flags(xs, name)
@@ -131,6 +132,28 @@ def encode_rows(adapter: Adapter, names: tuple[str, ...], big: bool) -> list[Row
                                   flags=True))
         rows.extend(by_model.values())
     return rows
+
+
+def _rule_of(adapter: Adapter, fmt: str, src: str, xs: np.ndarray, want: np.ndarray, got: np.ndarray
+             ) -> Any:
+    """``classify(i)`` for :meth:`Row.add`: the rule case ``i``'s code breaks (conformance.classify),
+    with the input as a bit pattern; None when the claimed policy cannot be rebuilt here."""
+    from ..bitpatterns import SOURCE_TAGS
+    from ..policy import resolve
+    from .classify import encode_classifier
+    from .rows import input_text
+
+    if not any(n == src for _, n in SOURCE_TAGS.values()):
+        return None
+    try:
+        clf = encode_classifier(resolve(fmt, **adapter.policy_for(fmt)), src, who=adapter.name)
+    except ValueError:
+        return None
+
+    def classify(i: int) -> tuple[str, str]:
+        m = clf(xs[i], int(want[i]), int(got[i]), 0)
+        return m.rule, f"{input_text(xs[i])}: {m.why}"
+    return classify
 
 
 def vector_rows(impl: Implementation, names: tuple[str, ...], vec_dir: Path) -> list[Row]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -510,6 +510,55 @@ class VerifyResult:
     failed: int = 0
     messages: list[str] = field(default_factory=list)
     note: str = ""
+    # rule (fmtsim.conformance.classify.CLASSES) -> [failures it explains, the first one's message]
+    classes: dict[str, list[Any]] = field(default_factory=dict)
+    unclassified: int = 0  # failures past CLASSIFY_LIMIT, counted but not classified
+
+    def summary(self) -> list[str]:
+        """The failures by rule, most frequent first, each with its first example."""
+        lines = [f"{rule}: {n} ({example})" for rule, (n, example) in
+                 sorted(self.classes.items(), key=lambda kv: -kv[1][0])]
+        if self.unclassified:
+            lines.append(f"not classified: {self.unclassified} (past the first {CLASSIFY_LIMIT} failures)")
+        return lines
+
+
+CLASSIFY_LIMIT = 100_000  # each classification is a few exact (Fraction) conversions
+
+
+def _classifier(meta: dict[str, Any], fmt: str) -> Callable[[list[str], int], Any] | None:
+    """``classify(expected_row, got_code) -> Mismatch`` for an encode or convert file's lines, under
+    the policy its manifest entry records; None for an entry whose policy cannot be rebuilt."""
+    from .classify import classify_encode
+
+    try:
+        profile = meta.get("profile")
+        pol = resolve(fmt, meta.get("rounding"), meta.get("overflow"), None if profile else meta.get("nan"),
+                      profile)
+    except (ValueError, TypeError):
+        return None
+    source = meta.get("source")
+    if meta.get("operation") == "encode" and source in _TAG_OF_SOURCE:
+        tag, src = _TAG_OF_SOURCE[source], source
+    else:
+        sf = meta.get("source_format")
+        try:
+            tag, src = get_format(str(sf.get("name") if isinstance(sf, dict) else None)).name, "float32"
+        except ValueError:
+            return None
+    p = pol.for_source(src)
+    f = get_format(fmt)
+    n_ops = 2 if "rbits" in str(meta.get("line", "")) else 1
+
+    def classify(e: list[str], got: int) -> Any:
+        bits = BitPattern(tag, int(e[0], 16))
+        if tag not in SOURCE_TAGS and bits.bits >= get_format(tag).n_codes:
+            return None
+        with np.errstate(invalid="ignore"):
+            value = bits.value()
+        return classify_encode(value, src, f, p, int(e[n_ops], 16), got,
+                               rbits=int(e[1], 16) if n_ops == 2 else 0)
+    return classify
 
 
 def _describe(fmt: str, code: int) -> str:
@@ -579,6 +628,7 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
         raise ValueError(f"{what}: {len(got_rows)} {unit} for {len(exp_rows)} cases")
     f = get_format(fmt)
     encode_op = op in ("encode", "convert")
+    classify = _classifier(meta, fmt) if encode_op else None
     for n, (e, g) in enumerate(zip(exp_rows, got_rows, strict=True), 1):
         if len(g) != len(e) and not (not check_flags and len(g) == len(e) - 1):
             hint = "" if check_flags else f" or {len(e) - 1} (no flags)"
@@ -601,16 +651,32 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
             ok = False
         if not ok:
             res.failed += 1
+            rule = None
+            if encode_op:
+                given = input_pattern(meta, e[0]) + (f" rbits 0x{int(e[1], 16):08X}" if n_ops == 2 else "")
+                if ec == gc:  # the code is right: the flags are wrong
+                    rule = ("flags", f"{where} {n}: input {given}: flags {_flags_field(e[-1])} expected, the "
+                                     f"device gave {_flags_field(got_flags)}")
+                elif classify is not None and res.failed <= CLASSIFY_LIMIT:
+                    m = classify(e, gc)
+                    if m is not None:
+                        rule = (m.rule, f"{where} {n}: input {given}: {m.why}")
+                elif classify is not None:
+                    res.unclassified += 1
+                if rule is not None:
+                    cell = res.classes.setdefault(rule[0], [0, rule[1]])
+                    cell[0] += 1
             if len(res.messages) < max_errors:
                 if encode_op:
-                    given = input_pattern(meta, e[0]) + (f" rbits 0x{int(e[1], 16):08X}" if n_ops == 2 else "")
                     got_text = _describe(fmt, gc)
+                    tag = f" [{rule[0]}]" if rule is not None else ""
                     if check_flags:
                         res.messages.append(f"{where} {n}: input {given}: expected {_describe(fmt, ec)} flags "
-                                            f"{_flags_field(e[-1])}, got {got_text} flags {_flags_field(got_flags)}")
+                                            f"{_flags_field(e[-1])}, got {got_text} flags {_flags_field(got_flags)}"
+                                            f"{tag}")
                     else:
                         res.messages.append(f"{where} {n}: input {given}: expected {_describe(fmt, ec)}, "
-                                            f"got {got_text}")
+                                            f"got {got_text}{tag}")
                 else:
                     res.messages.append(f"{where} {n}: code 0x{int(e[0], 16):02X}: expected "
                                         f"{_f32_text(int(e[1], 16))}, got {_f32_text(int(g[1], 16))}")
