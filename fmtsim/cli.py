@@ -306,8 +306,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
     failed = sum(r.failed for r in rows)
     cases = sum(r.cases for r in rows)
     known_total = sum(sum(r.known.values()) for r in rows)
-    by_rule = [(r, rule, n, why) for r in rows
-               for rule, (n, why) in sorted(r.classes.items(), key=lambda kv: -kv[1][0])]
+    by_rule = [(r, rule, n, why) for r in rows if r.rules is not None for rule, n, why in r.rules.summary()]
     if by_rule:  # the rules broken, before the lines that break them
         print("\nunexpected failures by rule (one example each):")
         for r, rule, n, why in by_rule:

@@ -322,3 +322,165 @@ def test_conform_flags_rows_print_names(tmp_path, capsys):
             m.group(3).endswith("saturated"), ln
         assert flag_names(int(m.group(2), 16)) == m.group(1) and flag_names(int(m.group(4), 16)) == m.group(3)
         assert int(m.group(4), 16) & ~0x20 == int(m.group(2), 16)
+
+
+# ---------------------------------------------------------------- mismatches by rule
+#
+# Deliberately wrong quantizers, written with numpy and ml_dtypes alone, run on a vector file's
+# inputs; 'fmtsim ver' must put each wrong line under the rule it breaks, and the count per rule
+# must equal the count worked out here from the quantizer's own definition.
+
+E4M3 = ml_dtypes.float8_e4m3fn
+_E4M3_VALUES = np.unique(np.array(range(256), np.uint8).view(E4M3).astype(np.float64))
+_E4M3_VALUES = _E4M3_VALUES[np.isfinite(_E4M3_VALUES)]
+E4M3_MIDPOINTS = set(((_E4M3_VALUES[:-1] + _E4M3_VALUES[1:]) / 2).tolist())
+
+
+def _half_up(x):
+    """E4M3 with ties rounded half up in magnitude (away from zero), saturating; NaN -> 0x7F."""
+    v = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        a = np.abs(v)
+        step = 2.0 ** (np.maximum(np.floor(np.log2(np.where(a > 0, a, 1))), -6) - 3)
+        q = np.minimum(np.floor(a / step + 0.5) * step, 448)
+        codes = np.copysign(q, v).astype(E4M3).view(np.uint8).copy()
+    codes[np.isnan(v)] = 0x7F
+    return codes
+
+
+def _truncate(x):
+    """E4M3 rounded toward zero (truncation), saturating."""
+    v = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        a = np.abs(v)
+        step = 2.0 ** (np.maximum(np.floor(np.log2(np.where(a > 0, a, 1))), -6) - 3)
+        q = np.minimum(np.floor(a / step) * step, 448)
+        return np.copysign(q, v).astype(E4M3).view(np.uint8)
+
+
+def _flush(x):
+    """ml_dtypes' E4M3 cast (correct, saturated first) with results below 2^-6 flushed to zero."""
+    v = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        codes = np.clip(v, -448, 448).astype(E4M3).view(np.uint8).copy()
+    codes[np.abs(v) < 2.0**-6] &= 0x80
+    return codes
+
+
+def _via_float16(x):
+    """ml_dtypes' E4M3 cast of the input first rounded to float16: two roundings."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.clip(x.astype(np.float16).astype(np.float64), -448, 448).astype(E4M3).view(np.uint8)
+
+
+def _no_saturation(x):
+    """ml_dtypes' plain cast: beyond 464 (and Inf) it gives NaN where satfinite gives +-448."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        codes = x.astype(np.float64).astype(E4M3).view(np.uint8).copy()
+    codes[np.isnan(x)] = np.where(np.signbit(x[np.isnan(x)]), 0xFF, 0x7F)
+    return codes
+
+
+def _unsigned_zero(x):
+    """ml_dtypes' cast, saturated, but every zero is +0."""
+    with np.errstate(invalid="ignore"):
+        codes = np.clip(x.astype(np.float64), -448, 448).astype(E4M3).view(np.uint8).copy()
+    codes[codes == 0x80] = 0
+    return codes
+
+
+def _positive_nan(x):
+    """ml_dtypes' cast, saturated, but every NaN is +NaN (0x7F), as PTX writes it."""
+    with np.errstate(invalid="ignore"):
+        codes = np.clip(x.astype(np.float64), -448, 448).astype(E4M3).view(np.uint8).copy()
+    codes[np.isnan(x)] = 0x7F
+    return codes
+
+
+def _rules(out):
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^  (.+?): (\d+) \(", out, re.M)}
+
+
+def _run_device(tmp_path, capsys, name, device, *options):
+    rows = read_tv((VEC / name).read_text(), "vector")
+    x = np.array([int(r[0], 16) for r in rows], np.uint32).view(np.float32)
+    codes = device(x)
+    p = tmp_path / "device.tv"
+    p.write_text("".join(f"{r[0]} {c:02X}\n" for r, c in zip(rows, codes.tolist(), strict=True)))
+    rc, out, err = cli(capsys, "ver", name, str(p), "--vectors", str(VEC), "--ignore-flags", "--errors", "100000",
+                       *options)
+    assert rc in (0, 1), err
+    want = np.array([int(r[1], 16) for r in rows])
+    wrong = codes != want
+    if "--check-nans" not in options:  # any NaN code passes for a NaN
+        wrong &= ~(np.isin(codes, [0x7F, 0xFF]) & np.isin(want, [0x7F, 0xFF]))
+    tagged = re.findall(r"^line (\d+): .*\[(.+)\]$", out, re.M)
+    assert len(tagged) == int(wrong.sum())  # every wrong line printed, each with its rule
+    with np.errstate(invalid="ignore"):  # signalling NaN inputs widen quietly
+        wide = x.astype(np.float64)
+    return wide, want, codes, wrong, _rules(out), {int(n) - 1: rule for n, rule in tagged}, out
+
+
+def test_half_up_ties_are_named_ties(tmp_path, capsys):
+    """The issue's quantizer: the summary says 'tie', with the count of inputs that are E4M3 midpoints
+    and that half-up rounds the other way; the one example reads as the tie it is."""
+    x, _, _, wrong, rules, per_line, out = _run_device(tmp_path, capsys, "f32_to_e4m3.rne.satfinite.encode_ties.tv",
+                                                     _half_up)
+    ties = np.array([abs(v) in E4M3_MIDPOINTS for v in x]) & wrong
+    assert ties.sum() == 126 and rules["tie"] == 126
+    assert rules == {"tie": 126, "NaN/Inf encoding": int((wrong & np.isinf(x)).sum())}  # +-Inf -> NaN
+    assert all((per_line[i] == "tie") == bool(ties[i]) for i in np.nonzero(wrong)[0])
+    summary = out.split("\nline ")[0]
+    assert "this input is a tie between 0 and 0.001953125; RNE picks the even code 0x00 (0), the device gave " \
+           "0x01 (0.001953125) (ties away from zero)" in summary
+    assert out.index("mismatches by rule") < out.index("\nline ")  # the summary before the lines
+
+
+@pytest.mark.parametrize("name,device,rule,lines", [
+    # truncation on random inputs (none a tie): another rounding mode
+    ("f32_to_e4m3.rne.satfinite.encode_random.tv", _truncate, "rounding direction (rtz)", None),
+    # results below E4M3's smallest normal flushed: every wrong line is a nonzero answer below 2^-6
+    ("f32_to_e4m3.rne.satfinite.encode_ties.tv", _flush, "subnormal flush",
+     lambda x, want: np.abs(x) < 2.0**-6),
+    # one float32 ulp off a midpoint that float16 holds: through float16 the input lands on the tie
+    ("f32_to_e4m3.rne.satfinite.double_rounding.tv", _via_float16, "double rounding (float16)", None),
+    ("f32_to_e4m3.rne.satfinite.encode_range.tv", _unsigned_zero, "sign of zero", lambda x, want: want == 0x80),
+    ("f32_to_e4m3.rne.satfinite.encode_range.tv", _positive_nan, "NaN/Inf encoding", lambda x, want: np.isnan(x)),
+])
+def test_wrong_quantizers_are_named_by_rule(name, device, rule, lines, tmp_path, capsys):
+    options = ["--check-nans"] if device is _positive_nan else []  # the NaN's code itself is the rule here
+    x, want, _, wrong, rules, per_line, _ = _run_device(tmp_path, capsys, name, device, *options)
+    assert wrong.any()
+    assert rules == {rule: int(wrong.sum())}, rules
+    assert set(per_line.values()) == {rule}
+    if lines is not None:  # the lines the quantizer's own definition says it gets wrong
+        assert (wrong == (lines(x, want) & wrong)).all()
+
+
+def test_no_saturation_is_overflow(tmp_path, capsys):
+    x, _, _, wrong, rules, per_line, out = _run_device(tmp_path, capsys, "f32_to_e4m3.rne.satfinite.encode_range.tv",
+                                                     _no_saturation)
+    beyond = wrong & np.isfinite(x) & (np.abs(x) > 448)
+    assert rules == {"overflow/saturation": int(beyond.sum()), "NaN/Inf encoding": int((wrong & np.isinf(x)).sum())}
+    assert beyond.sum() >= 4 and all((per_line[i] == "overflow/saturation") == bool(beyond[i])
+                                     for i in np.nonzero(wrong)[0])
+    assert "is beyond e4m3's largest finite magnitude 448; overflow=satfinite gives 0x7E (448), the device gave " \
+           "0x7F (nan)" in out
+
+
+def test_conform_names_the_rule(tmp_path, capsys):
+    """conform: the same classification, one line per row and rule before the FAIL lines."""
+    (tmp_path / "half_up.py").write_text(HALF_UP)
+    rc, out, _ = cli(capsys, "conform", "--impl", f"{tmp_path}/half_up.py:encode_e4m3", "--formats", "e4m3",
+                     "--quick")
+    assert rc == 1
+    by_rule = re.findall(r"^  \S+ e4m3 encode_ties: (.+?): (\d+) \(((?:f16|bf16|f32):0x[0-9a-f]+)", out, re.M)
+    assert by_rule and out.index("by rule") < out.index("\nFAIL ")
+    counts = {}
+    for rule, n, pattern in by_rule:
+        counts[rule] = counts.get(rule, 0) + int(n)
+        if rule == "tie":  # the example is a tie indeed: exactly halfway between two E4M3 values
+            p = parse_pattern(pattern)
+            assert abs(p.value()) in E4M3_MIDPOINTS
+    row = re.search(r"encode_ties +(\d+) +(\d+) +- +(\d+)", out)
+    assert sum(counts.values()) == int(row.group(3)) and counts["tie"] > 0

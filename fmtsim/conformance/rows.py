@@ -14,7 +14,7 @@ import numpy as np
 
 from ..bitpatterns import array_pattern, flags_text, short_value
 
-__all__ = ["Row", "mismatch", "input_text", "CLASSIFY_LIMIT"]
+__all__ = ["Row", "mismatch", "input_text"]
 
 
 @dataclass
@@ -27,15 +27,15 @@ class Row:
     known: dict[str, int] = field(default_factory=dict)
     failed: int = 0
     examples: list[str] = field(default_factory=list)
-    # rule (fmtsim.conformance.classify.CLASSES) -> [unexpected failures it explains, the first one's text]
-    classes: dict[str, list[Any]] = field(default_factory=dict)
+    # the unexpected failures with the rules that explain them (conformance.classify.RuleTally), or None
+    rules: Any = None
 
     def add(self, ok: np.ndarray, known: dict[str, np.ndarray], describe: Callable[[int], str],
-            classify: Callable[[int], tuple[str, str]] | None = None) -> None:
+            classify: Callable[[int], tuple[str, list[Any]]] | None = None) -> None:
         """Count one batch: ``ok`` per case; ``known`` name -> mask of the cases a named
         divergence covers (a failed case inside one is counted under its name). ``classify(i)``
-        gives the rule an unexpected failure breaks and a sentence saying how (counted in
-        :attr:`classes`, up to CLASSIFY_LIMIT failures per row)."""
+        gives an unexpected failure's input text and the rules that explain it
+        (conformance.classify.explain_encode), tallied in :attr:`rules`."""
         self.cases += ok.size
         self.passed += int(ok.sum())
         covered = np.zeros(ok.shape, bool)
@@ -45,12 +45,15 @@ class Row:
                 self.known[name] = self.known.get(name, 0) + int(hit.sum())
             covered |= mask
         bad = np.nonzero(~ok & ~covered)[0]
-        if classify is not None:
-            done = sum(n for n, _ in self.classes.values())
-            for i in bad[: max(0, CLASSIFY_LIMIT - done)]:
-                rule, why = classify(int(i))
-                cell = self.classes.setdefault(rule, [0, why])
-                cell[0] += 1
+        if classify is not None and bad.size:
+            if self.rules is None:
+                from .classify import RuleTally
+
+                self.rules = RuleTally()
+            room = max(0, self.rules.limit - len(self.rules.items))
+            for i in bad[:room]:
+                self.rules.add(*classify(int(i)))
+            self.rules.unclassified += max(0, bad.size - room)
         self.failed += bad.size
         for i in bad[: max(0, 3 - len(self.examples))]:
             self.examples.append(describe(int(i)))
@@ -64,7 +67,6 @@ class Row:
 
 
 _SOURCE_NAMES = {"float16", "bfloat16", "float32", "float64"}
-CLASSIFY_LIMIT = 100_000  # each classification is a few exact (Fraction) conversions
 
 
 def mismatch(src: str, x: np.ndarray, a: np.ndarray, a_name: str, b: np.ndarray, b_name: str,

@@ -150,9 +150,8 @@ def _rule_of(adapter: Adapter, fmt: str, src: str, xs: np.ndarray, want: np.ndar
     except ValueError:
         return None
 
-    def classify(i: int) -> tuple[str, str]:
-        m = clf(xs[i], int(want[i]), int(got[i]), 0)
-        return m.rule, f"{input_text(xs[i])}: {m.why}"
+    def classify(i: int) -> tuple[str, list[Any]]:
+        return input_text(xs[i]), clf(xs[i], int(want[i]), int(got[i]), 0)
     return classify
 
 

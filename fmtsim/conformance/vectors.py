@@ -510,26 +510,23 @@ class VerifyResult:
     failed: int = 0
     messages: list[str] = field(default_factory=list)
     note: str = ""
-    # rule (fmtsim.conformance.classify.CLASSES) -> [failures it explains, the first one's message]
-    classes: dict[str, list[Any]] = field(default_factory=dict)
-    unclassified: int = 0  # failures past CLASSIFY_LIMIT, counted but not classified
+    # every failure with the rules that explain it (fmtsim.conformance.classify), up to its limit
+    rules: Any = None
 
     def summary(self) -> list[str]:
         """The failures by rule, most frequent first, each with its first example."""
-        lines = [f"{rule}: {n} ({example})" for rule, (n, example) in
-                 sorted(self.classes.items(), key=lambda kv: -kv[1][0])]
-        if self.unclassified:
-            lines.append(f"not classified: {self.unclassified} (past the first {CLASSIFY_LIMIT} failures)")
+        if self.rules is None:
+            return []
+        lines = [f"{rule}: {n} ({example})" for rule, n, example in self.rules.summary()]
+        if self.rules.unclassified:
+            lines.append(f"not classified: {self.rules.unclassified} (past the first {self.rules.limit} failures)")
         return lines
-
-
-CLASSIFY_LIMIT = 100_000  # each classification is a few exact (Fraction) conversions
 
 
 def _classifier(meta: dict[str, Any], fmt: str) -> Callable[[list[str], int], Any] | None:
     """``classify(expected_row, got_code) -> Mismatch`` for an encode or convert file's lines, under
     the policy its manifest entry records; None for an entry whose policy cannot be rebuilt."""
-    from .classify import classify_encode
+    from .classify import explain_encode
 
     try:
         profile = meta.get("profile")
@@ -556,8 +553,7 @@ def _classifier(meta: dict[str, Any], fmt: str) -> Callable[[list[str], int], An
             return None
         with np.errstate(invalid="ignore"):
             value = bits.value()
-        return classify_encode(value, src, f, p, int(e[n_ops], 16), got,
-                               rbits=int(e[1], 16) if n_ops == 2 else 0)
+        return explain_encode(value, src, f, p, int(e[n_ops], 16), got, rbits=int(e[1], 16) if n_ops == 2 else 0)
     return classify
 
 
@@ -629,6 +625,11 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
     f = get_format(fmt)
     encode_op = op in ("encode", "convert")
     classify = _classifier(meta, fmt) if encode_op else None
+    if encode_op:
+        from .classify import Mismatch, RuleTally
+
+        res.rules = RuleTally()
+    tags: list[tuple[int, int]] = []  # (message, tally item): each line's rule, known once every line is in
     for n, (e, g) in enumerate(zip(exp_rows, got_rows, strict=True), 1):
         if len(g) != len(e) and not (not check_flags and len(g) == len(e) - 1):
             hint = "" if check_flags else f" or {len(e) - 1} (no flags)"
@@ -651,35 +652,37 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
             ok = False
         if not ok:
             res.failed += 1
-            rule = None
+            item = None
             if encode_op:
                 given = input_pattern(meta, e[0]) + (f" rbits 0x{int(e[1], 16):08X}" if n_ops == 2 else "")
+                candidates = None
                 if ec == gc:  # the code is right: the flags are wrong
-                    rule = ("flags", f"{where} {n}: input {given}: flags {_flags_field(e[-1])} expected, the "
-                                     f"device gave {_flags_field(got_flags)}")
-                elif classify is not None and res.failed <= CLASSIFY_LIMIT:
-                    m = classify(e, gc)
-                    if m is not None:
-                        rule = (m.rule, f"{where} {n}: input {given}: {m.why}")
+                    candidates = [Mismatch("flags", f"flags {_flags_field(e[-1])} expected, the device gave "
+                                                    f"{_flags_field(got_flags)}")]
+                elif classify is not None and len(res.rules.items) < res.rules.limit:
+                    candidates = classify(e, gc)
+                if candidates is not None:
+                    item = res.rules.add(f"{where} {n}: input {given}", candidates)
                 elif classify is not None:
-                    res.unclassified += 1
-                if rule is not None:
-                    cell = res.classes.setdefault(rule[0], [0, rule[1]])
-                    cell[0] += 1
+                    res.rules.unclassified += 1
             if len(res.messages) < max_errors:
+                if item is not None:
+                    tags.append((len(res.messages), item))
                 if encode_op:
                     got_text = _describe(fmt, gc)
-                    tag = f" [{rule[0]}]" if rule is not None else ""
                     if check_flags:
                         res.messages.append(f"{where} {n}: input {given}: expected {_describe(fmt, ec)} flags "
-                                            f"{_flags_field(e[-1])}, got {got_text} flags {_flags_field(got_flags)}"
-                                            f"{tag}")
+                                            f"{_flags_field(e[-1])}, got {got_text} flags {_flags_field(got_flags)}")
                     else:
                         res.messages.append(f"{where} {n}: input {given}: expected {_describe(fmt, ec)}, "
-                                            f"got {got_text}{tag}")
+                                            f"got {got_text}")
                 else:
                     res.messages.append(f"{where} {n}: code 0x{int(e[0], 16):02X}: expected "
                                         f"{_f32_text(int(e[1], 16))}, got {_f32_text(int(g[1], 16))}")
+    if tags:
+        chosen = res.rules.chosen()
+        for m, item in tags:
+            res.messages[m] += f" [{chosen[item].rule}]"
     return res
 
 
