@@ -429,7 +429,7 @@ def cmd_ver(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
         rules = res.summary() if hasattr(res, "summary") else []
         if rules:  # the rules broken, before the lines that break them
-            print(f"{name}: {res.failed} mismatches by rule:")
+            print(f"{name}: {res.failed} {'mismatch' if res.failed == 1 else 'mismatches'} by rule:")
             for line in rules:
                 print(f"  {line}")
         for m in res.messages:
