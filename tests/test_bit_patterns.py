@@ -484,3 +484,35 @@ def test_conform_names_the_rule(tmp_path, capsys):
             assert abs(p.value()) in E4M3_MIDPOINTS
     row = re.search(r"encode_ties +(\d+) +(\d+) +- +(\d+)", out)
     assert sum(counts.values()) == int(row.group(3)) and counts["tie"] > 0
+
+
+def test_decode_mismatches_by_rule(tmp_path, capsys):
+    """A decoder that flushes E4M3 subnormals, drops -0's sign and writes every NaN as +NaN: 14 subnormal
+    codes (0x01-0x07, 0x81-0x87), one zero, one NaN (0xFF; 0x7F is already +NaN)."""
+    name = "e4m3_to_f32.decode_all.tv"
+    codes = np.arange(256, dtype=np.uint8)
+    bits = np.clip(codes.view(E4M3).astype(np.float32), -np.inf, np.inf).view(np.uint32).copy()
+    subnormal = ((codes & 0x78) == 0) & ((codes & 0x07) != 0)
+    bits[subnormal] &= 0x80000000
+    bits[0x80] = 0
+    bits[np.isnan(codes.view(E4M3).astype(np.float32))] = 0x7FC00000
+    p = tmp_path / "dec.tv"
+    p.write_text("".join(f"{c:02X} {b:08X}\n" for c, b in zip(codes.tolist(), bits.tolist(), strict=True)))
+    rc, out, _ = cli(capsys, "ver", name, str(p), "--vectors", str(VEC), "--ignore-flags", "--errors", "300")
+    assert rc == 1 and _rules(out) == {"subnormal flush": int(subnormal.sum()), "sign of zero": 1,
+                                       "NaN/Inf encoding": 1}
+    assert "line 2: code 0x01: e4m3 code 0x01 is 0.001953125; fmtsim decodes it to f32:0x3b000000, the device " \
+           "gave f32:0x00000000 (0): a subnormal read as zero" in out
+
+
+def test_gen_profile_writes_the_profile_itself(tmp_path, capsys):
+    """'fmtsim gen OP --profile ptx' lines are what encode gives under that profile, its finer fields
+    included: PTX's cvt.rp.ue8m0 reads a negative input's exponent bits (-3 -> 0x81)."""
+    vf = next(policy_files("f32", "e8m0", "rup", None, "ptx"))
+    rows = read_tv(vf.text.decode(), "vector")
+    x = np.array([int(r[0], 16) for r in rows], np.uint32).view(np.float32)
+    codes, flags = encode_with_flags(x, "e8m0", rounding="rup", profile="ptx")
+    assert [int(r[1], 16) for r in rows] == codes.tolist() and [int(r[2], 16) for r in rows] == flags.tolist()
+    assert encode_rows(capsys, "e8m0", ["-3"], "--rounding", "rup", "--profile", "ptx")[0][0] == 0x81
+    neg = [int(r[1], 16) for r, v in zip(rows, x.tolist(), strict=True) if v == -3.0]
+    assert neg == [0x81] * len(neg) and neg

@@ -19,7 +19,9 @@ format-to-format conversion, the rule that explains it, decided with the exact o
                          float16, bfloat16), then into the format, gives the code seen
     other                none of these explains it
 
-``fmtsim ver`` adds ``flags`` for a line whose code is right and whose flags are not.
+``fmtsim ver`` adds ``flags`` for a line whose code is right and whose flags are not. A
+decode (code -> float32) mismatch is ``NaN/Inf encoding``, ``sign of zero``, ``subnormal
+flush`` (a subnormal code read as zero) or ``other`` (:func:`explain_decode`).
 
 A mismatch may fit several (a truncated value below the smallest normal is both a flush and
 rtz): one rule that explains every mismatch of a file (or a conform row) names them all, else
@@ -39,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..bitpatterns import SOURCE_TAGS
+from ..bitpatterns import SOURCE_TAGS, short_value
 from ..formats import Format
 from ..oracle import _sorted_values, encode_one, round_ieee, value_of
 from ..policy import Resolved
@@ -170,6 +172,21 @@ def classify_encode(value: float | Fraction, src: str, f: Format, pol: Resolved,
                     rbits: int = 0, who: str = "the device") -> Mismatch:
     """The rule that names one mismatch alone (the first of :func:`explain_encode`)."""
     return explain_encode(value, src, f, pol, want, got, rbits=rbits, who=who)[0]
+
+
+def explain_decode(f: Format, code: int, want_bits: int, got_bits: int, who: str = "the device") -> list[Mismatch]:
+    """The rule a wrong float32 decode of ``code`` breaks (fmtsim's ``want_bits``, ``got_bits`` given)."""
+    want, got = np.array([want_bits, got_bits], np.uint32).view(np.float32).astype(np.float64).tolist()
+    value = _code_text(f, code).split(" ", 1)[1].strip("()")
+    text = f"{f.name} code 0x{code:02X} is {value}; fmtsim decodes it to f32:0x{want_bits:08x}, {who} gave " \
+           f"f32:0x{got_bits:08x} ({short_value(np.float32(got))})"
+    if not (math.isfinite(want) and math.isfinite(got)):
+        return [Mismatch("NaN/Inf encoding", text)]
+    if want == got == 0:
+        return [Mismatch("sign of zero", text)]
+    if got == 0 and f.kind == "float" and f.code_fields(code)[1] == 0:
+        return [Mismatch("subnormal flush", text + ": a subnormal read as zero")]
+    return [Mismatch("other", text)]
 
 
 class RuleTally:

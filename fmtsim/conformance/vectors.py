@@ -625,8 +625,8 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
     f = get_format(fmt)
     encode_op = op in ("encode", "convert")
     classify = _classifier(meta, fmt) if encode_op else None
-    if encode_op:
-        from .classify import Mismatch, RuleTally
+    if encode_op or op == "decode":
+        from .classify import Mismatch, RuleTally, explain_decode
 
         res.rules = RuleTally()
     tags: list[tuple[int, int]] = []  # (message, tally item): each line's rule, known once every line is in
@@ -665,6 +665,11 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
                     item = res.rules.add(f"{where} {n}: input {given}", candidates)
                 elif classify is not None:
                     res.rules.unclassified += 1
+            elif res.rules is not None and len(res.rules.items) < res.rules.limit:
+                code = int(e[0], 16)
+                if code < f.n_codes and int(g[1], 16) < 1 << 32:
+                    item = res.rules.add(f"{where} {n}: code 0x{code:02X}",
+                                         explain_decode(f, code, int(e[1], 16), int(g[1], 16)))
             if len(res.messages) < max_errors:
                 if item is not None:
                     tags.append((len(res.messages), item))
