@@ -516,3 +516,25 @@ def test_gen_profile_writes_the_profile_itself(tmp_path, capsys):
     assert encode_rows(capsys, "e8m0", ["-3"], "--rounding", "rup", "--profile", "ptx")[0][0] == 0x81
     neg = [int(r[1], 16) for r, v in zip(rows, x.tolist(), strict=True) if v == -3.0]
     assert neg == [0x81] * len(neg) and neg
+
+
+def test_conform_decode_rows_name_the_rule(monkeypatch):
+    """A registered decoder that flushes E4M3 subnormals: its decode_all row tallies 'subnormal flush'."""
+    from fmtsim.conformance import impls, run
+    from fmtsim.conformance.plugin import Decoder, Implementation
+
+    def flushing(codes, fmt):
+        v = np.asarray(codes, np.uint8).view(E4M3).astype(np.float32)
+        return np.where(np.abs(v) < 2.0**-6, np.copysign(np.float32(0), v), v).astype(np.float32)
+
+    class Flush(Implementation):
+        name = "flushing"
+        summary = "test double"
+        capabilities = ("decode",)
+
+        def decoders(self, req):
+            return [Decoder("flushing", flushing, ("e4m3",))]
+
+    monkeypatch.setitem(impls.registry(), "flushing", Flush())
+    (row,) = run.run(("flushing",), formats=["e4m3"], big=False)
+    assert row.failed == 14 and [(r, n) for r, n, _ in row.rules.summary()] == [("subnormal flush", 14)]

@@ -84,7 +84,13 @@ def decode_rows(dec: Decoder, names: tuple[str, ...]) -> list[Row]:
             return (f"code {i:#x}: {dec.label} {t[i]!r} ({int(t[i:i + 1].view(np.uint32)[0]):#010x}), "
                     f"fmtsim {o[i]!r} ({int(o[i:i + 1].view(np.uint32)[0]):#010x})")
 
-        row.add(ok, {}, describe)
+        def classify(i: int, t: np.ndarray = theirs, o: np.ndarray = ours, f: Any = f) -> tuple[str, list[Any]]:
+            from .classify import explain_decode
+
+            return f"code {i:#x}", explain_decode(f, i, int(o[i:i + 1].view(np.uint32)[0]),
+                                                  int(t[i:i + 1].view(np.uint32)[0]), who=dec.label)
+
+        row.add(ok, {}, describe, classify)
         rows.append(row)
     return rows
 
