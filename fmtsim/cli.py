@@ -432,6 +432,9 @@ def cmd_ver(args: argparse.Namespace) -> int:
             print(f"{name}: {res.failed} {'mismatch' if res.failed == 1 else 'mismatches'} by rule:")
             for line in rules:
                 print(f"  {line}")
+        explained = getattr(res, "explained_by", [])
+        if explained:  # a policy the device follows on every line: what it is, rather than what it breaks
+            print(f"{name}: every line matches fmtsim under {', '.join(explained)}")
         for m in res.messages:
             print(f"{name}: {m}" if len(jobs) > 1 else m)
         if getattr(res, "note", ""):

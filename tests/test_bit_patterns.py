@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from fmtsim import encode as fmtsim_encode
 from fmtsim import encode_with_flags
 from fmtsim.bitpatterns import BitPattern, array_pattern, flag_names, flags_text, parse_pattern
 from fmtsim.cli import main
@@ -538,3 +539,27 @@ def test_conform_decode_rows_name_the_rule(monkeypatch):
     monkeypatch.setitem(impls.registry(), "flushing", Flush())
     (row,) = run.run(("flushing",), formats=["e4m3"], big=False)
     assert row.failed == 14 and [(r, n) for r, n, _ in row.rules.summary()] == [("subnormal flush", 14)]
+
+
+@pytest.mark.parametrize("device,name,options", [
+    (_truncate, "f32_to_e4m3.rne.satfinite.encode_random.tv", ["--rounding rtz --overflow satfinite"]),
+    (_no_saturation, "f32_to_e4m3.rne.satfinite.encode_range.tv",
+     ["--profile ml_dtypes", "--rounding rne --overflow nonsat"]),
+])
+def test_ver_names_the_policy_the_device_follows(device, name, options, tmp_path, capsys):
+    """A device that follows another fmtsim policy on every line is told which: each option named, re-run
+    through 'fmtsim encode' on the file's inputs, gives the device's codes."""
+    *_, out = _run_device(tmp_path, capsys, name, device)
+    line = next(ln for ln in out.splitlines() if "every line matches fmtsim under" in ln)
+    assert all(o in line for o in options), line
+    x = np.array([int(r[0], 16) for r in read_tv((VEC / name).read_text(), "vector")], np.uint32).view(np.float32)
+    for opt in options:
+        kw = dict(zip(opt.split()[::2], opt.split()[1::2], strict=True))
+        kw = {k.lstrip("-"): v for k, v in kw.items()}
+        with np.errstate(invalid="ignore"):
+            got = fmtsim_encode(x, "e4m3", **kw)
+        same = (got == device(x)) | (np.isin(got, [0x7F, 0xFF]) & np.isin(device(x), [0x7F, 0xFF]))
+        assert same.all(), opt
+    # the issue's quantizer follows no policy: nothing is claimed
+    *_, out = _run_device(tmp_path, capsys, "f32_to_e4m3.rne.satfinite.encode_ties.tv", _half_up)
+    assert "every line matches" not in out

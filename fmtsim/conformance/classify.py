@@ -194,7 +194,7 @@ class RuleTally:
     one rule that explains all of them when there is one (a truncating kernel's flushed subnormals
     and ties toward zero are truncation too), else each mismatch's first."""
 
-    def __init__(self, limit: int = 100_000) -> None:
+    def __init__(self, limit: int = 10_000) -> None:  # a classification is a few exact conversions
         self.limit = limit
         self.items: list[tuple[str, list[Mismatch]]] = []
         self.unclassified = 0

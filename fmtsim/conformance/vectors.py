@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import __version__
 from ..bitpatterns import SOURCE_TAGS, BitPattern, flags_text, short_value
-from ..codec import decode, encode_with_flags
+from ..codec import decode, encode, encode_with_flags
 from ..fileio import atomic_write
 from ..formats import get_format
 from ..layout import pack_fp4
@@ -512,6 +512,7 @@ class VerifyResult:
     note: str = ""
     # every failure with the rules that explain it (fmtsim.conformance.classify), up to its limit
     rules: Any = None
+    explained_by: list[str] = field(default_factory=list)  # fmtsim options that give every line's code
 
     def summary(self) -> list[str]:
         """The failures by rule, most frequent first, each with its first example."""
@@ -688,7 +689,61 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
         chosen = res.rules.chosen()
         for m, item in tags:
             res.messages[m] += f" [{chosen[item].rule}]"
+    if encode_op and n_ops == 1 and res.failed and len(exp_rows) <= SUGGEST_LIMIT:
+        codes_seen = [int(g[n_ops], 16) for g in got_rows]
+        if not check_flags or all(int(e[-1], 16) == int(g[-1], 16) for e, g in zip(exp_rows, got_rows, strict=True)):
+            res.explained_by = explaining_policies(meta, [e[0] for e in exp_rows], codes_seen, check_nans)
     return res
+
+
+SUGGEST_LIMIT = 1 << 20  # inputs re-encoded under each profile and option to find one that explains a file
+
+
+def explaining_policies(meta: dict[str, Any], inputs: list[str], codes: list[int], check_nans: bool = False
+                        ) -> list[str]:
+    """The fmtsim options under which every line's code is ``codes`` (any NaN for a NaN unless
+    ``check_nans``): each profile, and each rounding mode with each overflow policy, as
+    ``fmtsim encode`` spells them ('--profile ml_dtypes', '--rounding rtz --overflow satfinite');
+    empty when none does, or for an entry that does not say its inputs' type."""
+    from ..policy import OVERFLOW_MODES, PROFILES, ROUNDING_MODES
+
+    fmt = meta["format"]["name"]
+    f = get_format(fmt)
+    bits = np.array([int(t, 16) for t in inputs], dtype=np.uint64)
+    source = meta.get("source")
+    if meta.get("operation") == "encode" and source in _TAG_OF_SOURCE:
+        dt = SOURCE_TAGS[_TAG_OF_SOURCE[source]][0]
+        x = bits.astype(UINT[dt.itemsize]).view(dt)
+    else:
+        sf = meta.get("source_format")
+        try:
+            src_fmt = get_format(str(sf.get("name") if isinstance(sf, dict) else None))
+        except ValueError:
+            return []
+        if (bits >= src_fmt.n_codes).any():
+            return []
+        x = decode(bits.astype(np.int64), src_fmt, np.float32)
+    seen = np.array(codes, dtype=np.int64)
+    own = (meta.get("rounding"), meta.get("overflow"), meta.get("profile"))
+    options: list[tuple[str, dict[str, Any]]] = [(f"--profile {p}", {"profile": p}) for p in PROFILES
+                                                 if p != own[2]]
+    nan = meta.get("nan") if not own[2] else None
+    options += [(f"--rounding {r} --overflow {o}", {"rounding": r, "overflow": o, "nan": nan})
+                for r in ROUNDING_MODES if r != "sr" for o in OVERFLOW_MODES
+                if (r, o, None) != own and (o != "satsym" or (f.kind == "int" and f.signed))]
+    found = []
+    for label, kw in options:
+        try:
+            with np.errstate(all="ignore"):
+                got = np.asarray(encode(x, fmt, **kw), dtype=np.int64).reshape(-1)
+        except (ValueError, TypeError):
+            continue  # a policy that refuses some input (NaN into FP4) or this format
+        same = got == seen
+        if not check_nans:
+            same |= np.isin(got, f.nan_codes) & np.isin(seen, f.nan_codes)
+        if same.all():
+            found.append(label)
+    return found
 
 
 def verify_lines(expected: str, actual: str, meta: dict[str, Any], *, check_flags: bool = True,
