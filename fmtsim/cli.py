@@ -226,7 +226,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
             lo, hi = (code, code) if flags == 0 else _neighbours(f, exact)
             tie = _is_tie(f, exact, lo, hi)
         width = (f.bits + 3) // 4
-        # what the bits mean, beside them (shortest digits of the pattern's type; the pattern is the input)
+        # what the bits mean, beside them (shortest float64 digits; the pattern itself is the input)
         shown = f"{text} ({short_value(v.as_array())})" if isinstance(v, BitPattern) else text
         rows.append([
             shown,
@@ -311,6 +311,10 @@ def cmd_conform(args: argparse.Namespace) -> int:
         print("\nunexpected failures by rule (one example each):")
         for r, rule, n, why in by_rule:
             print(f"  {r.impl} {r.fmt} {r.model}: {rule}: {n} ({why})")
+        for r in rows:
+            if r.rules is not None and r.rules.unclassified:
+                print(f"  {r.impl} {r.fmt} {r.model}: not classified: {r.rules.unclassified} (past the first "
+                      f"{r.rules.limit})")
     for r in rows:
         for example in r.examples:
             print(f"FAIL {r.impl} {r.fmt} {r.model}: {example}")

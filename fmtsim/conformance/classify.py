@@ -71,7 +71,7 @@ class Mismatch:
 
 def _code_text(f: Format, code: int) -> str:
     if code >= f.n_codes:
-        return f"{code:#04x} (not a {f.name} code)"
+        return f"{code:#04x} (not a code of {f.name})"
     v = value_of(code, f)
     if isinstance(v, str):
         return f"0x{code:02X} ({v.lstrip('+')})"
@@ -107,6 +107,8 @@ def explain_encode(value: float | Fraction, src: str, f: Format, pol: Resolved, 
     rule = _RULE.get(pol.rounding, pol.rounding)
     gave = f"{who} gave {_code_text(f, got)}"
     expected = _code_text(f, want)
+    if not 0 <= got < f.n_codes:
+        return [Mismatch("other", f"{expected} expected, {gave}")]
     if isinstance(value, float) and math.isnan(value):
         return [Mismatch("NaN/Inf encoding", f"the input is NaN; {expected} is the policy's NaN code, {gave}")]
     if isinstance(value, float) and math.isinf(value):

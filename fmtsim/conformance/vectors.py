@@ -561,7 +561,7 @@ def _classifier(meta: dict[str, Any], fmt: str) -> Callable[[list[str], int], An
 def _describe(fmt: str, code: int) -> str:
     f = get_format(fmt)
     if code >= f.n_codes:
-        return f"{code:#04x} (not a {f.name} code)"
+        return f"{code:#04x} (not a code of {f.name})"
     if f.kind == "int":
         return f"code 0x{code:02X} ({f.code_value(code)})"
     s, e, m = f.code_fields(code)
