@@ -22,6 +22,7 @@ import numpy as np
 from tabulate import tabulate
 
 from . import __version__
+from .bitpatterns import BitPattern, flags_text, parse_pattern, short_value
 from .checkpoint.cli import add_checkpoint_parser, add_fnuz_convert_arguments
 from .describe import (
     CODE_COLUMNS,
@@ -37,8 +38,6 @@ from .mma.cli import add_mma_parser
 from .numbers import parse_integer, parse_number, round_to_float
 from .oracle import encode_one
 from .policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES, resolve
-
-FLAG_NAMES = ["inexact", "underflow", "overflow", "infinite", "invalid", "saturated"]
 
 
 class UsageError(Exception):
@@ -57,11 +56,35 @@ def _fmt(name: str) -> Format:
 
 
 def parse_value(text: str) -> float | Fraction:
-    """A number exactly as written (fmtsim.numbers): decimal, hex float, ratio, inf or nan."""
+    """A number exactly as written (fmtsim.numbers): decimal, hex float, ratio, inf or nan. An
+    integer with a 0x/0o/0b prefix is refused: fmtsim prints codes and bit patterns that way, so
+    ``0x3a800000`` could be the number 981467136 or float32 bits, and it is not guessed which."""
     try:
-        return parse_number(text)
+        v = parse_number(text)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    body = text.strip().lower().lstrip("+-")
+    if body[:2] in ("0x", "0o", "0b"):
+        try:
+            n = parse_integer(text)
+        except ValueError:
+            return v  # a hex float (0x1.8p3, 0x1p-3): only one reading
+        hex_float = f" (or the hex float {text.strip()}p0)" if body[:2] == "0x" else ""
+        raise UsageError(
+            f"{text!r} could be the number {n} or a bit pattern, so it is refused: write the number as {n}"
+            f"{hex_float}, a bit pattern with its type, as in f32:{abs(n):#010x} (f16:, bf16:, f64:, or a format "
+            "name for one of its codes: e5m2:0x3c)")
+    return v
+
+
+def parse_input(text: str) -> float | Fraction | BitPattern:
+    """One input of ``fmtsim encode``/``diff``: a bit pattern ``TYPE:0xHEX`` (fmtsim.bitpatterns),
+    as ``fmtsim ver`` and ``conform`` print inputs, or a number (:func:`parse_value`)."""
+    try:
+        p = parse_pattern(text)
+    except ValueError as e:
+        raise UsageError(f"not a bit pattern: {e}") from None
+    return p if p is not None else parse_value(text)
 
 
 def _rbits(text: str) -> int:
@@ -77,21 +100,32 @@ def _rbits(text: str) -> int:
 # argparse reads a token starting with '-' as an option unless it looks like a negative number to
 # its private _negative_number_matcher (stable since Python 3.2); numbers here are also -inf, -nan,
 # -0x1p3 and -.5, so the commands that take numbers widen it
-_NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d|0x|inf|nan)", re.I)
+_NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d|0x|inf|nan|[a-z][a-z0-9_]*:)", re.I)
 
 
 def parse_code(text: str, f: Format) -> int:
+    """A code of ``f``: an integer (digits alone are decimal), or ``FORMAT:0xCODE`` naming ``f``."""
+    try:
+        p = parse_pattern(text)
+    except ValueError as e:
+        raise UsageError(f"not a code: {e}") from None
+    if p is not None:
+        if p.tag != f.name:
+            raise UsageError(f"not a code of {f.name}: {text!r} is a {p.src if p.is_source_type else p.tag} "
+                             f"bit pattern" + (f" (encode it: fmtsim encode {f.name} {p})" if p.is_source_type
+                                               else ""))
+        return p.bits
     try:
         c = parse_integer(text)
     except ValueError as e:
+        body = text.strip().lower().lstrip("+-")
+        if body and all(ch in "0123456789abcdef_" for ch in body) and body[0] != "_":
+            raise UsageError(f"not a code: {text!r} has hex digits but no 0x; write 0x{text.strip()} (digits "
+                             "alone are decimal)") from None
         raise UsageError(f"not a code: {str(e).removeprefix('not an integer: ')}") from None
     if not 0 <= c < f.n_codes:
         raise UsageError(f"{f.name}: code {text} is outside 0..{f.n_codes - 1:#x}")
     return c
-
-
-def _flag_text(flags: int) -> str:
-    return ",".join(n for i, n in enumerate(FLAG_NAMES) if flags >> i & 1) or "exact"
 
 
 def _value_text(f: Format, code: int) -> str:
@@ -165,28 +199,44 @@ def cmd_encode(args: argparse.Namespace) -> int:
         raise UsageError("--rounding sr needs --rbits N")
     if pol.rounding != "sr" and args.rbits is not None:
         raise UsageError(f"--rbits is only used with --rounding sr (rounding is {pol.rounding})")
+    inputs = [(text, parse_input(text)) for text in args.values]
+    for text, v in inputs:
+        if args.src is not None and isinstance(v, BitPattern) and v.is_source_type and v.src != args.src:
+            raise UsageError(f"{text} is a {v.src} bit pattern, and --src says {args.src}: the source type is "
+                             "the pattern's own (leave --src out)")
     rows = []
-    for text in args.values:
-        x = parse_value(text)
+    for text, v in inputs:
+        nan_bits = None
+        src = args.src or "float32"  # a number has no source type: --src, default float32
+        if isinstance(v, BitPattern):
+            x: float | Fraction = v.value()
+            if v.is_source_type or src == "float32":  # a format's code reaches the encoder as a float32
+                src = v.src
+                nan_bits = v.ieee_bits() if x != x else None
+        else:
+            x = v
         if isinstance(x, float) and x != x and pol.nan == "raise":
             raise UsageError(f"{f.name} has no NaN encoding; choose one with --nan")
-        code, flags = encode_one(x, f, rbits=args.rbits or 0, src=args.src, policy=pol)
+        code, flags = encode_one(x, f, rbits=args.rbits or 0, src=src, policy=pol, nan_bits=nan_bits,
+                                 nan_bits32=nan_bits if src == "float32" else None)
         lo = hi = None
         tie = False
         if isinstance(x, Fraction) or (isinstance(x, float) and x == x and abs(x) != float("inf")):
-            v = Fraction(x)
-            lo, hi = (code, code) if flags == 0 else _neighbours(f, v)
-            tie = _is_tie(f, v, lo, hi)
+            exact = Fraction(x)
+            lo, hi = (code, code) if flags == 0 else _neighbours(f, exact)
+            tie = _is_tie(f, exact, lo, hi)
         width = (f.bits + 3) // 4
+        # what the bits mean, beside them (shortest float64 digits; the pattern itself is the input)
+        shown = f"{text} ({short_value(v.as_array())})" if isinstance(v, BitPattern) else text
         rows.append([
-            text,
+            shown,
             f"0x{code:0{width}X}",
             code_bits(f, code),
             _value_text(f, code),
             "-" if lo is None else f"0x{lo:0{width}X} ({_value_text(f, lo)})",
             "-" if hi is None else f"0x{hi:0{width}X} ({_value_text(f, hi)})",
             "yes" if tie else "no",
-            _flag_text(flags),
+            flags_text(flags),
         ])
     print(f"{f.name}: rounding={pol.rounding} overflow={pol.overflow} nan={pol.nan}")
     print(_table(rows, ["input", "code", "bits", "value", "below", "above", "tie", "flags"]))
@@ -256,6 +306,15 @@ def cmd_conform(args: argparse.Namespace) -> int:
     failed = sum(r.failed for r in rows)
     cases = sum(r.cases for r in rows)
     known_total = sum(sum(r.known.values()) for r in rows)
+    by_rule = [(r, rule, n, why) for r in rows if r.rules is not None for rule, n, why in r.rules.summary()]
+    if by_rule:  # the rules broken, before the lines that break them
+        print("\nunexpected failures by rule (one example each):")
+        for r, rule, n, why in by_rule:
+            print(f"  {r.impl} {r.fmt} {r.model}: {rule}: {n} ({why})")
+        for r in rows:
+            if r.rules is not None and r.rules.unclassified:
+                print(f"  {r.impl} {r.fmt} {r.model}: not classified: {r.rules.unclassified} (past the first "
+                      f"{r.rules.limit})")
     for r in rows:
         for example in r.examples:
             print(f"FAIL {r.impl} {r.fmt} {r.model}: {example}")
@@ -376,6 +435,14 @@ def cmd_ver(args: argparse.Namespace) -> int:
             res = _verify_one(vec_dir, name, path, meta, args)
         except (ValueError, TypeError, OSError) as e:
             raise UsageError(str(e)) from None
+        rules = res.summary() if hasattr(res, "summary") else []
+        if rules:  # the rules broken, before the lines that break them
+            print(f"{name}: {res.failed} {'mismatch' if res.failed == 1 else 'mismatches'} by rule:")
+            for line in rules:
+                print(f"  {line}")
+        explained = getattr(res, "explained_by", [])
+        if explained:  # a policy the device follows on every line: what it is, rather than what it breaks
+            print(f"{name}: every line matches fmtsim under {', '.join(explained)}")
         for m in res.messages:
             print(f"{name}: {m}" if len(jobs) > 1 else m)
         if getattr(res, "note", ""):
@@ -479,8 +546,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
             raise UsageError("fmtsim diff VALUE... needs --format FMT")
         values = []
         for text in args.values:
-            v = parse_value(text)
+            given = parse_input(text)
+            v = given.value() if isinstance(given, BitPattern) else given
             x = round_to_float(v, args.src)
+            if isinstance(given, BitPattern) and not (float(x) == v or (x != x and v != v)):
+                raise UsageError(f"{text} is not a {args.src} value; implementations are compared on {args.src} "
+                                 f"arrays (--src), and its value would be rounded first")
             if np.isinf(x) and not (isinstance(v, float) and math.isinf(v)):
                 raise UsageError(f"{text} is beyond {args.src}'s range; implementations are compared on "
                                  f"{args.src} arrays (use 'fmtsim encode' for any exact value)")
@@ -522,28 +593,37 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", action="store_true", help="CSV instead of a text table")
     s.set_defaults(func=cmd_table)
 
-    numbers = ("numbers are read exactly, in one grammar: integers (123, 1_000, 0x7f, 0o17, 0b101; leading zeros "
-               "stay decimal), decimals (-1.5e-3), C99 hex floats (0x1.8p3), ratios (1/3), inf, nan; single "
-               "underscores between digits as in Python")
-    s = sub.add_parser("encode", help="encode values (exact decimals, hex floats, inf, nan)", description=numbers)
+    numbers = ("each value is a number or a bit pattern. Numbers are read exactly, in one grammar: decimal integers "
+               "(123, 1_000; leading zeros stay decimal), decimals (-1.5e-3), C99 hex floats (0x1.8p3, 0x7fp0), "
+               "ratios (1/3), inf, nan; single underscores between digits as in Python. A bit pattern is TYPE:0xHEX "
+               "as 'fmtsim ver' and 'conform' print inputs: f32:0x3a800000, bf16:0x7f81, f16:0x3c00, "
+               "f64:0x3ff0000000000000 (that type's bits, NaN sign and payload included), or FORMAT:0xCODE "
+               "(e5m2:0x3c, a code of that format). An integer with a base prefix (0x7f, 0o17, 0b101) could be a "
+               "number or a bit pattern and is refused")
+    s = sub.add_parser("encode", help="encode values (exact decimals, hex floats, inf, nan, bit patterns)",
+                       description=numbers)
     s._negative_number_matcher = _NEGATIVE_NUMBER
-    s.add_argument("format")
-    s.add_argument("values", nargs="+")
+    s.add_argument("format", help="the format to encode into (see 'fmtsim formats')")
+    s.add_argument("values", nargs="+", help="numbers or bit patterns (TYPE:0xHEX), as described above")
     s.add_argument("--rounding", choices=ROUNDING_MODES)
     s.add_argument("--overflow", choices=OVERFLOW_MODES)
     s.add_argument("--nan", choices=NAN_MODES)
     s.add_argument("--profile", choices=list(PROFILES))
     s.add_argument("--rbits", type=_rbits,
                    help="random bits for --rounding sr (a non-negative integer: decimal, 0x.., 0o.., 0b..)")
-    s.add_argument("--src", default="float32", choices=["float16", "bfloat16", "float32", "float64"],
-                   help="source type whose ulp sets how many bits sr discards (default float32)")
+    s.add_argument("--src", choices=["float16", "bfloat16", "float32", "float64"],
+                   help="source type of the numbers: its ulp sets how many bits sr discards, and profiles that "
+                        "treat sources apart read it (default float32; a bit pattern's own type for a bit "
+                        "pattern, which --src may not contradict)")
     s.set_defaults(func=cmd_encode)
 
     s = sub.add_parser("decode", help="decode codes (integers: decimal, 0x hex, 0o octal, 0b binary)",
-                       description="codes are integers in the grammar 'fmtsim encode' reads numbers in: 123, 0017 "
-                                   "(decimal), 0x7f, 0o17, 0b1000_0000, single underscores between digits")
-    s.add_argument("format")
-    s.add_argument("codes", nargs="+")
+                       description="codes are integers: 123, 0017 (decimal: digits alone are always decimal), 0x7f, "
+                                   "0o17, 0b1000_0000, single underscores between digits, or FORMAT:0xCODE "
+                                   "(e4m3:0x7e) naming the format given. Codes in .tv vector files are bare hex "
+                                   "digits: write them with 0x (7E is refused, 10 is ten)")
+    s.add_argument("format", help="the format the codes belong to")
+    s.add_argument("codes", nargs="+", help="codes: decimal, 0x.., 0o.., 0b.., or FORMAT:0xCODE")
     s.set_defaults(func=cmd_decode)
 
     s = sub.add_parser("fnuz", help="OCP FP8 -> AMD FNUZ conversion of safetensors checkpoints")

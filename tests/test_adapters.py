@@ -38,7 +38,7 @@ def test_adapters(tmp_path, capsys):
     assert "encode_all16" in out and "0 unexpected failures" in out
     assert main(["conform", "--impl", f"{p}:ties_up_fp4", "--quick", "--formats", "e2m1"]) == 1
     out = capsys.readouterr().out
-    assert "float32 0.25 (0x3e800000)" in out and "fmtsim[ptx] 0x0" in out  # value and bits
+    assert "f32:0x3e800000 (0.25)" in out and "fmtsim[ptx] 0x0" in out  # bits (as encode reads them), value
     assert main(["conform", "--impl", f"{p}:wrong_length", "--quick", "--formats", "e2m1"]) == 1
     assert "codes for" in capsys.readouterr().out
     assert main(["conform", "--impl", f"{p}:missing"]) == 2

@@ -410,13 +410,13 @@ def test_ver_lines_without_flags_need_ignore_flags(tmp_path):
     rc, out, _ = _ver(ENC, str(p), "--vectors", str(VEC), "--ignore-flags")
     assert rc == 0 and f"{len(rows)} cases, {len(rows)} passed" in out
     rc, _, err = _ver(ENC, str(p), "--vectors", str(VEC))
-    assert rc == 2 and f"{p}: line 1: 2 fields, expected 3 (input code flags)" in err
+    assert rc == 2 and f"{p}: line 1: 2 fields, expected 3 (input code flags)" in err and "--ignore-flags" in err
     # a wrong code in a flag-less line is reported with the decoded fields
     bad = [f"{r[0]} {r[1]}" for r in rows]
     bad[4] = f"{rows[4][0]} {int(rows[4][1], 16) ^ 1:02x}"
     p.write_text("\n".join(bad) + "\n")
     rc, out, _ = _ver(ENC, str(p), "--vectors", str(VEC), "--ignore-flags")
-    assert rc == 1 and f"line 5: input {rows[4][0]}: expected " in out and "sign" in out and "1 failed" in out
+    assert rc == 1 and f"line 5: input f32:0x{int(rows[4][0], 16):08x} (" in out and "sign" in out and "1 failed" in out
 
 
 def test_ver_binary_file_for_a_tv_check(tmp_path):
@@ -486,11 +486,15 @@ def test_ver_raw_arrays_of_codes(tmp_path, name):
         write(p, bad)
         rc, out, _ = _ver(name, str(p), "--vectors", str(VEC))
         e = rows[7]
-        assert rc == 1 and f"case 8: input {' '.join(e[:n_ops])}: expected " in out and "1 failed" in out
+        # the input as the bit pattern 'fmtsim encode' reads: float32 bits, or the source format's code
+        given = f"e5m2:0x{int(e[0], 16):02x} (" if name.startswith("e5m2_") else f"f32:0x{int(e[0], 16):08x} ("
+        assert rc == 1 and f"case 8: input {given}" in out and "1 failed" in out
+        if n_ops == 2:
+            assert f") rbits 0x{int(e[1], 16):08X}: expected " in out
         fmt = fmtsim.get_format(name.split("_to_")[1].split(".")[0])
         if fmt.kind == "float":
             s_, e_, m_ = fmt.code_fields(int(bad[7]))
-            assert f"got {int(bad[7]):02X} (sign {s_}, exp {e_}, man {m_}," in out
+            assert f"got 0x{int(bad[7]):02X} (sign {s_}, exp {e_}, man {m_}," in out
 
 
 def test_ver_raw_arrays_wrong_size_or_type(tmp_path):
@@ -543,7 +547,7 @@ def test_ver_decode_file_as_float32_array(tmp_path):
     bits2[0x38] ^= 1
     p.write_bytes(bits2.astype("<u4").tobytes())
     rc, out, _ = _ver(DEC, str(p), "--vectors", str(VEC))
-    assert rc == 1 and "case 57: code 38: expected 3F800000, got 3F800001" in out
+    assert rc == 1 and "case 57: code 0x38: expected f32:0x3f800000 (1), got f32:0x3f800001 (1.0000001192092896)" in out
 
 
 # ---------------------------------------------------------------- hypothesis: wrong types, shapes, ranges, dtypes

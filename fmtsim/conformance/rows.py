@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ..bitpatterns import array_pattern, flags_text, short_value
+
 __all__ = ["Row", "mismatch", "input_text"]
 
 
@@ -25,10 +27,15 @@ class Row:
     known: dict[str, int] = field(default_factory=dict)
     failed: int = 0
     examples: list[str] = field(default_factory=list)
+    # the unexpected failures with the rules that explain them (conformance.classify.RuleTally), or None
+    rules: Any = None
 
-    def add(self, ok: np.ndarray, known: dict[str, np.ndarray], describe: Callable[[int], str]) -> None:
+    def add(self, ok: np.ndarray, known: dict[str, np.ndarray], describe: Callable[[int], str],
+            classify: Callable[[int], tuple[str, list[Any]]] | None = None) -> None:
         """Count one batch: ``ok`` per case; ``known`` name -> mask of the cases a named
-        divergence covers (a failed case inside one is counted under its name)."""
+        divergence covers (a failed case inside one is counted under its name). ``classify(i)``
+        gives an unexpected failure's input text and the rules that explain it
+        (conformance.classify.explain_encode), tallied in :attr:`rules`."""
         self.cases += ok.size
         self.passed += int(ok.sum())
         covered = np.zeros(ok.shape, bool)
@@ -38,6 +45,15 @@ class Row:
                 self.known[name] = self.known.get(name, 0) + int(hit.sum())
             covered |= mask
         bad = np.nonzero(~ok & ~covered)[0]
+        if classify is not None and bad.size:
+            if self.rules is None:
+                from .classify import RuleTally
+
+                self.rules = RuleTally()
+            room = max(0, self.rules.limit - len(self.rules.items))
+            for i in bad[:room]:
+                self.rules.add(*classify(int(i)))
+            self.rules.unclassified += max(0, bad.size - room)
         self.failed += bad.size
         for i in bad[: max(0, 3 - len(self.examples))]:
             self.examples.append(describe(int(i)))
@@ -50,19 +66,24 @@ class Row:
         self.examples.append(why)
 
 
-def mismatch(src: str, x: np.ndarray, a: np.ndarray, a_name: str, b: np.ndarray, b_name: str
-             ) -> Callable[[int], str]:
-    """A describer for :meth:`Row.add`: the input and both codes of case ``i``."""
+_SOURCE_NAMES = {"float16", "bfloat16", "float32", "float64"}
+
+
+def mismatch(src: str, x: np.ndarray, a: np.ndarray, a_name: str, b: np.ndarray, b_name: str,
+             *, flags: bool = False) -> Callable[[int], str]:
+    """A describer for :meth:`Row.add`: the input (as a bit pattern ``fmtsim encode`` reads back)
+    and both results of case ``i``: codes in hex, or with ``flags`` the flags by name.
+    ``src`` names where the inputs come from when it is not their type (a vector file's name)."""
+    def result(v: int) -> str:
+        return flags_text(v) if flags else f"{v:#x}"
+
     def describe(i: int) -> str:
-        return f"{src} {input_text(x[i])}: {a_name} {int(a[i]):#x}, {b_name} {int(b[i]):#x}"
+        where = "" if src in _SOURCE_NAMES else f"{src} "
+        return f"{where}{input_text(x[i])}: {a_name} {result(int(a[i]))}, {b_name} {result(int(b[i]))}"
     return describe
 
 
 def input_text(v: Any) -> str:
-    """One input as its value and its bits, sign included (a NaN's sign and payload are in the bits):
-    '-nan (0xffc00000)', '0.1 (0x3dcccccd)'."""
-    v = np.asarray(v)
-    bits = int(v.reshape(1).view(f"u{v.dtype.itemsize}")[0])
-    f = float(v)
-    value = ("-nan" if np.signbit(v) else "nan") if f != f else repr(f)
-    return f"{value} ({bits:#0{2 + 2 * v.dtype.itemsize}x})"
+    """One input as its bit pattern then its value (fmtsim.bitpatterns): 'f32:0xffc00000 (-nan)',
+    'f32:0x3dcccccd (0.1)'; the pattern pastes into ``fmtsim encode`` as the same input."""
+    return f"{array_pattern(v)} ({short_value(v)})"

@@ -84,7 +84,13 @@ def decode_rows(dec: Decoder, names: tuple[str, ...]) -> list[Row]:
             return (f"code {i:#x}: {dec.label} {t[i]!r} ({int(t[i:i + 1].view(np.uint32)[0]):#010x}), "
                     f"fmtsim {o[i]!r} ({int(o[i:i + 1].view(np.uint32)[0]):#010x})")
 
-        row.add(ok, {}, describe)
+        def classify(i: int, t: np.ndarray = theirs, o: np.ndarray = ours, f: Any = f) -> tuple[str, list[Any]]:
+            from .classify import explain_decode
+
+            return f"code {i:#x}", explain_decode(f, i, int(o[i:i + 1].view(np.uint32)[0]),
+                                                  int(t[i:i + 1].view(np.uint32)[0]), who=dec.label)
+
+        row.add(ok, {}, describe, classify)
         rows.append(row)
     return rows
 
@@ -119,7 +125,8 @@ def encode_rows(adapter: Adapter, names: tuple[str, ...], big: bool) -> list[Row
                 continue
             claim = ",".join([adapter.profile, *(f"{k}={v}" for k, v in adapter.options.items())])
             known = adapter.known(name, src, xs)
-            row.add(got == want, known, mismatch(src, xs, got, adapter.name, want, f"fmtsim[{claim}]"))
+            row.add(got == want, known, mismatch(src, xs, got, adapter.name, want, f"fmtsim[{claim}]"),
+                    _rule_of(adapter, name, src, xs, want, got))
             if got_flags is not None:  # the exception flags, a row of their own
                 frow = by_model.setdefault(f"{model} flags", Row(adapter.name, name, f"{model} flags"))
                 want_flags = adapter.expected_flags(xs, name)
@@ -127,9 +134,31 @@ def encode_rows(adapter: Adapter, names: tuple[str, ...], big: bool) -> list[Row
                     frow.fail_all(xs.size, f"{src}: adapter returned {got_flags.size} flags for {xs.size} inputs")
                     continue
                 frow.add(got_flags == want_flags, known,
-                         mismatch(src, xs, got_flags, f"{adapter.name} flags", want_flags, f"fmtsim[{claim}] flags"))
+                         mismatch(src, xs, got_flags, f"{adapter.name} flags", want_flags, f"fmtsim[{claim}] flags",
+                                  flags=True))
         rows.extend(by_model.values())
     return rows
+
+
+def _rule_of(adapter: Adapter, fmt: str, src: str, xs: np.ndarray, want: np.ndarray, got: np.ndarray
+             ) -> Any:
+    """``classify(i)`` for :meth:`Row.add`: the rule case ``i``'s code breaks (conformance.classify),
+    with the input as a bit pattern; None when the claimed policy cannot be rebuilt here."""
+    from ..bitpatterns import SOURCE_TAGS
+    from ..policy import resolve
+    from .classify import encode_classifier
+    from .rows import input_text
+
+    if not any(n == src for _, n in SOURCE_TAGS.values()):
+        return None
+    try:
+        clf = encode_classifier(resolve(fmt, **adapter.policy_for(fmt)), src, who=adapter.name)
+    except ValueError:
+        return None
+
+    def classify(i: int) -> tuple[str, list[Any]]:
+        return input_text(xs[i]), clf(xs[i], int(want[i]), int(got[i]), 0)
+    return classify
 
 
 def vector_rows(impl: Implementation, names: tuple[str, ...], vec_dir: Path) -> list[Row]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ import ml_dtypes
 import numpy as np
 
 from .. import __version__
-from ..codec import decode, encode_with_flags
+from ..bitpatterns import SOURCE_TAGS, BitPattern, flags_text, short_value
+from ..codec import decode, encode, encode_with_flags
 from ..fileio import atomic_write, check_replaceable
 from ..formats import get_format
 from ..layout import pack_fp4
@@ -63,9 +64,10 @@ def _hex(bits: np.ndarray, width: int) -> list[str]:
     return [format(int(b), f"0{width}X") for b in bits]
 
 
-def _encode_lines(x: np.ndarray, src: str, fmt: str, rounding: str, overflow: str, nan: str | None,
-                  rbits: np.ndarray | None = None) -> bytes:
-    codes, flags = encode_with_flags(x, fmt, rounding=rounding, overflow=overflow, nan=nan, rbits=rbits)
+def _encode_lines(x: np.ndarray, src: str, fmt: str, rounding: str | None, overflow: str | None, nan: str | None,
+                  rbits: np.ndarray | None = None, profile: str | None = None) -> bytes:
+    codes, flags = encode_with_flags(x, fmt, rounding=rounding, overflow=overflow, nan=nan, rbits=rbits,
+                                     profile=profile)
     width = SRC[src].itemsize * 2
     ins = _hex(x.view(UINT[SRC[src].itemsize]), width)
     rows = []
@@ -98,7 +100,10 @@ def _encode_file(model: str, x: np.ndarray, src: str, fmt: str, rounding: str | 
             "rounding": pol.rounding, "overflow": pol.overflow, "nan": pol.nan, "profile": profile,
             "coverage_model": model, "cases": int(x.size),
             "line": "input code flags" if rbits is None else "input rbits code flags"}
-    return VectorFile(name, _encode_lines(x, src, fmt, pol.rounding, pol.overflow, pol.nan, rbits), meta)
+    # under a profile, the profile itself (its flag conventions, per-source NaN codes ...) with the options
+    # given beside it; the rounding, overflow and NaN mode it resolves to alone would drop those
+    args = (rounding, overflow, nan) if profile else (pol.rounding, pol.overflow, pol.nan)
+    return VectorFile(name, _encode_lines(x, src, fmt, *args, rbits, profile), meta)
 
 
 def policy_files(src: str, fmt: str, rounding: str | None, overflow: str | None, profile: str | None,
@@ -538,15 +543,98 @@ class VerifyResult:
     failed: int = 0
     messages: list[str] = field(default_factory=list)
     note: str = ""
+    # every failure with the rules that explain it (fmtsim.conformance.classify), up to its limit
+    rules: Any = None
+    explained_by: list[str] = field(default_factory=list)  # fmtsim options that give every line's code
+
+    def summary(self) -> list[str]:
+        """The failures by rule, most frequent first, each with its first example."""
+        if self.rules is None:
+            return []
+        lines = [f"{rule}: {n} ({example})" for rule, n, example in self.rules.summary()]
+        if self.rules.unclassified:
+            lines.append(f"not classified: {self.rules.unclassified} (past the first {self.rules.limit} failures)")
+        return lines
+
+
+def _classifier(meta: dict[str, Any], fmt: str) -> Callable[[list[str], int], Any] | None:
+    """``classify(expected_row, got_code) -> Mismatch`` for an encode or convert file's lines, under
+    the policy its manifest entry records; None for an entry whose policy cannot be rebuilt."""
+    from .classify import explain_encode
+
+    try:
+        profile = meta.get("profile")
+        pol = resolve(fmt, meta.get("rounding"), meta.get("overflow"), None if profile else meta.get("nan"),
+                      profile)
+    except (ValueError, TypeError):
+        return None
+    source = meta.get("source")
+    if meta.get("operation") == "encode" and source in _TAG_OF_SOURCE:
+        tag, src = _TAG_OF_SOURCE[source], source
+    else:
+        sf = meta.get("source_format")
+        try:
+            tag, src = get_format(str(sf.get("name") if isinstance(sf, dict) else None)).name, "float32"
+        except ValueError:
+            return None
+    p = pol.for_source(src)
+    f = get_format(fmt)
+    n_ops = 2 if "rbits" in str(meta.get("line", "")) else 1
+
+    def classify(e: list[str], got: int) -> Any:
+        bits = BitPattern(tag, int(e[0], 16))
+        if tag not in SOURCE_TAGS and bits.bits >= get_format(tag).n_codes:
+            return None
+        with np.errstate(invalid="ignore"):
+            value = bits.value()
+        return explain_encode(value, src, f, p, int(e[n_ops], 16), got, rbits=int(e[1], 16) if n_ops == 2 else 0)
+    return classify
 
 
 def _describe(fmt: str, code: int) -> str:
     f = get_format(fmt)
+    if code >= f.n_codes:
+        return f"{code:#04x} (not a code of {f.name})"
     if f.kind == "int":
-        return f"code {code:02X} ({f.code_value(code)})"
+        return f"code 0x{code:02X} ({f.code_value(code)})"
     s, e, m = f.code_fields(code)
     v = f.code_value(code)
-    return f"{code:02X} (sign {s}, exp {e}, man {m}, {float(v) if not isinstance(v, float) else v})"
+    return f"0x{code:02X} (sign {s}, exp {e}, man {m}, {float(v) if not isinstance(v, float) else v})"
+
+
+_TAG_OF_SOURCE = {name: tag for tag, (_, name) in SOURCE_TAGS.items()}
+
+
+def input_pattern(meta: dict[str, Any], field: str) -> str:
+    """A .tv file's input field as the bit pattern ``fmtsim encode`` reads back (fmtsim.bitpatterns),
+    with its value: 'f32:0x3a800000 (0.0009765625)', 'e5m2:0x3c (1)' for a conversion's source code."""
+    bits = int(field, 16)
+    source = meta.get("source")
+    if isinstance(source, str) and source in _TAG_OF_SOURCE:
+        p = BitPattern(_TAG_OF_SOURCE[source], bits)
+    else:
+        sf = meta.get("source_format")
+        name = sf.get("name") if isinstance(sf, dict) else None
+        try:
+            p = BitPattern(get_format(str(name)).name, bits)
+            if bits >= get_format(p.tag).n_codes:
+                return field
+        except ValueError:
+            return field  # an entry that does not say the input's type: the field as written
+    return f"{p} ({short_value(p.as_array())})"
+
+
+def _f32_text(bits: int) -> str:
+    if bits >> 32:
+        return f"{bits:#x} (not a float32 pattern)"
+    p = BitPattern("f32", bits)
+    return f"{p} ({short_value(p.as_array())})"
+
+
+def _flags_field(text: str | None) -> str:
+    if text is None:
+        return "missing"
+    return flags_text(int(text, 16))
 
 
 def _meta_fields(meta: Any, what: str) -> tuple[str, str, int]:
@@ -570,12 +658,21 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
         raise ValueError(f"{what}: {len(got_rows)} {unit} for {len(exp_rows)} cases")
     f = get_format(fmt)
     encode_op = op in ("encode", "convert")
+    classify = _classifier(meta, fmt) if encode_op else None
+    if encode_op or op == "decode":
+        from .classify import Mismatch, RuleTally, explain_decode
+
+        res.rules = RuleTally()
+    tags: list[tuple[int, int]] = []  # (message, tally item): each line's rule, known once every line is in
     for n, (e, g) in enumerate(zip(exp_rows, got_rows, strict=True), 1):
         if len(g) != len(e) and not (not check_flags and len(g) == len(e) - 1):
             hint = "" if check_flags else f" or {len(e) - 1} (no flags)"
             fields = meta.get("line", "")
+            flagless = check_flags and len(g) == len(e) - 1
             raise ValueError(f"{what}: {where} {n}: {len(g)} fields, expected {len(e)}{hint}"
-                             + (f" ({fields})" if fields else ""))
+                             + (f" ({fields})" if fields else "")
+                             + ("; for a device that reports no flags, pass --ignore-flags (check_flags=False "
+                                "in Python): the flags field may then be left out" if flagless else ""))
         if [int(v, 16) for v in g[:n_ops]] != [int(v, 16) for v in e[:n_ops]]:
             raise ValueError(f"{what}: {where} {n}: operands {' '.join(g[:n_ops])} do not match case "
                              f"{' '.join(e[:n_ops])} (results must be in the vector file's order)")
@@ -584,19 +681,102 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
         ok = ec == gc
         if not ok and encode_op and not check_nans and ec in f.nan_codes and gc in f.nan_codes:
             ok = True  # any NaN of the target format
-        got_flags = g[n_ops + 1] if len(g) > n_ops + 1 else "--"
-        if ok and check_flags and int(e[-1], 16) != int(got_flags, 16):
+        got_flags = g[n_ops + 1] if len(g) > n_ops + 1 else None
+        if ok and check_flags and (got_flags is None or int(e[-1], 16) != int(got_flags, 16)):
             ok = False
         if not ok:
             res.failed += 1
+            item = None
+            if encode_op:
+                given = input_pattern(meta, e[0]) + (f" rbits 0x{int(e[1], 16):08X}" if n_ops == 2 else "")
+                candidates = None
+                if ec == gc:  # the code is right: the flags are wrong
+                    candidates = [Mismatch("flags", f"flags {_flags_field(e[-1])} expected, the device gave "
+                                                    f"{_flags_field(got_flags)}")]
+                elif classify is not None and len(res.rules.items) < res.rules.limit:
+                    candidates = classify(e, gc)
+                if candidates is not None:
+                    item = res.rules.add(f"{where} {n}: input {given}", candidates)
+                elif classify is not None:
+                    res.rules.unclassified += 1
+            elif res.rules is not None and len(res.rules.items) < res.rules.limit:
+                code = int(e[0], 16)
+                if code < f.n_codes and int(g[1], 16) < 1 << 32:
+                    item = res.rules.add(f"{where} {n}: code 0x{code:02X}",
+                                         explain_decode(f, code, int(e[1], 16), int(g[1], 16)))
             if len(res.messages) < max_errors:
+                if item is not None:
+                    tags.append((len(res.messages), item))
                 if encode_op:
-                    res.messages.append(f"{where} {n}: input {' '.join(e[:n_ops])}: expected {_describe(fmt, ec)} "
-                                        f"flags {e[-1]}, got {_describe(fmt, gc) if gc < f.n_codes else hex(gc)} "
-                                        f"flags {got_flags}")
+                    got_text = _describe(fmt, gc)
+                    if check_flags:
+                        res.messages.append(f"{where} {n}: input {given}: expected {_describe(fmt, ec)} flags "
+                                            f"{_flags_field(e[-1])}, got {got_text} flags {_flags_field(got_flags)}")
+                    else:
+                        res.messages.append(f"{where} {n}: input {given}: expected {_describe(fmt, ec)}, "
+                                            f"got {got_text}")
                 else:
-                    res.messages.append(f"{where} {n}: code {e[0]}: expected {e[1]}, got {g[1]}")
+                    res.messages.append(f"{where} {n}: code 0x{int(e[0], 16):02X}: expected "
+                                        f"{_f32_text(int(e[1], 16))}, got {_f32_text(int(g[1], 16))}")
+    if tags:
+        chosen = res.rules.chosen()
+        for m, item in tags:
+            res.messages[m] += f" [{chosen[item].rule}]"
+    if encode_op and n_ops == 1 and res.failed and len(exp_rows) <= SUGGEST_LIMIT:
+        codes_seen = [int(g[n_ops], 16) for g in got_rows]
+        if not check_flags or all(int(e[-1], 16) == int(g[-1], 16) for e, g in zip(exp_rows, got_rows, strict=True)):
+            res.explained_by = explaining_policies(meta, [e[0] for e in exp_rows], codes_seen, check_nans)
     return res
+
+
+SUGGEST_LIMIT = 1 << 20  # inputs re-encoded under each profile and option to find one that explains a file
+
+
+def explaining_policies(meta: dict[str, Any], inputs: list[str], codes: list[int], check_nans: bool = False
+                        ) -> list[str]:
+    """The fmtsim options under which every line's code is ``codes`` (any NaN for a NaN unless
+    ``check_nans``): each profile, and each rounding mode with each overflow policy, as
+    ``fmtsim encode`` spells them ('--profile ml_dtypes', '--rounding rtz --overflow satfinite');
+    empty when none does, or for an entry that does not say its inputs' type."""
+    from ..policy import OVERFLOW_MODES, PROFILES, ROUNDING_MODES
+
+    fmt = meta["format"]["name"]
+    f = get_format(fmt)
+    bits = np.array([int(t, 16) for t in inputs], dtype=np.uint64)
+    source = meta.get("source")
+    if meta.get("operation") == "encode" and source in _TAG_OF_SOURCE:
+        dt = SOURCE_TAGS[_TAG_OF_SOURCE[source]][0]
+        x = bits.astype(UINT[dt.itemsize]).view(dt)
+    else:
+        sf = meta.get("source_format")
+        try:
+            src_fmt = get_format(str(sf.get("name") if isinstance(sf, dict) else None))
+        except ValueError:
+            return []
+        if (bits >= src_fmt.n_codes).any():
+            return []
+        x = decode(bits.astype(np.int64), src_fmt, np.float32)
+    seen = np.array(codes, dtype=np.int64)
+    own = (meta.get("rounding"), meta.get("overflow"), meta.get("profile"))
+    options: list[tuple[str, dict[str, Any]]] = [(f"--profile {p}", {"profile": p}) for p in PROFILES
+                                                 if p != own[2]]
+    nan = meta.get("nan") if not own[2] else None
+    options += [(f"--rounding {r} --overflow {o}", {"rounding": r, "overflow": o, "nan": nan})
+                for r in ROUNDING_MODES if r != "sr" for o in OVERFLOW_MODES
+                if (r, o, None) != own and (o != "satsym" or (f.kind == "int" and f.signed))]
+    found = []
+    for label, kw in options:
+        try:
+            with np.errstate(all="ignore"):
+                got = np.asarray(encode(x, fmt, **kw), dtype=np.int64).reshape(-1)
+        except (ValueError, TypeError):
+            continue  # a policy that refuses some input (NaN into FP4) or this format
+        same = got == seen
+        if not check_nans:
+            same |= np.isin(got, f.nan_codes) & np.isin(seen, f.nan_codes)
+        if same.all():
+            found.append(label)
+    return found
 
 
 def verify_lines(expected: str, actual: str, meta: dict[str, Any], *, check_flags: bool = True,

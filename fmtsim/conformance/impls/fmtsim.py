@@ -62,7 +62,7 @@ def _encode_ties(name: str, profile: str | None = None) -> Row:
                            negative_nan=bool(np.signbit(v)))[0]
                 for v in wide
             ], dtype=np.uint8)
-            row.add(got == want, {}, mismatch(src, wide, got, "fmtsim", want, "oracle"))
+            row.add(got == want, {}, mismatch(src, xs, got, "fmtsim", want, "oracle"))
     return row
 
 
