@@ -98,6 +98,12 @@ class Implementation:
                 continue
         return ", ".join(out)
 
+    def code_path(self, profile: str) -> str | None:
+        """The code path (CPU kernel, folder, header path) this implementation takes here for the
+        entry points held to ``profile``, as the profile's variants name it; None: the one path
+        there is, or one that does not decide the behaviour (every variant applies)."""
+        return None
+
     def decoders(self, req: Request) -> list[Decoder]:
         return []
 

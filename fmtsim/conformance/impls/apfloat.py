@@ -107,27 +107,36 @@ extern "C" int fmtsim_apfloat_decode(int f, const uint8_t *codes, long n, uint32
 """
 
 
-def _major(config: str) -> int | None:
+def llvm_version(config: str) -> str | None:
+    """What ``config --version`` prints (e.g. '19.1.7'), None when it cannot be run."""
     try:
         out = subprocess.run([config, "--version"], capture_output=True, text=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
+    return out.stdout.strip() or None
+
+
+def _major(config: str) -> int | None:
+    version = llvm_version(config)
     try:
-        return int(out.stdout.strip().split(".")[0])
+        return int(version.split(".")[0]) if version else None
     except ValueError:
         return None
+
+
+def llvm_config_candidates() -> list[str]:
+    """Every existing llvm-config, in the order :func:`find_llvm_config` tries them."""
+    candidates = [os.environ.get("FMTSIM_LLVM_CONFIG", "")]
+    for nn in range(30, MIN_MAJOR - 1, -1):
+        candidates += [shutil.which(f"llvm-config-{nn}") or "", f"/usr/lib/llvm-{nn}/bin/llvm-config"]
+    candidates.append(shutil.which("llvm-config") or "")
+    return [c for c in candidates if c and os.path.exists(c)]
 
 
 def find_llvm_config() -> tuple[str | None, str]:
     """(path of an llvm-config of LLVM 19 or newer, or None; what was found, for the reason)."""
     seen = []
-    candidates = [os.environ.get("FMTSIM_LLVM_CONFIG", "")]
-    for nn in range(30, MIN_MAJOR - 1, -1):
-        candidates += [shutil.which(f"llvm-config-{nn}") or "", f"/usr/lib/llvm-{nn}/bin/llvm-config"]
-    candidates.append(shutil.which("llvm-config") or "")
-    for c in candidates:
-        if not c or not os.path.exists(c):
-            continue
+    for c in llvm_config_candidates():
         major = _major(c)
         if major is None:
             continue

@@ -1,0 +1,397 @@
+"""What this machine has for ``fmtsim conform``: ``fmtsim env`` and conform's header lines.
+
+For every registered implementation: the version it would run (or why it cannot run: its
+``missing()``) and the profile variant it is held to (:func:`fmtsim.profiles.select` on that
+version and the code path the implementation reports), verified or not. For the machine: the
+CPU's instruction sets that pick kernels (x86: AVX2, AVX-512 F/BW/BF16/FP16, AMX; Arm: NEON,
+SVE, BF16), the C++ compiler, CUDA (nvcc, headers, NVIDIA's pip wheels), HIP headers, every
+llvm-config and the one apfloat uses, and the build cache. Where nothing says, the answer is
+"unknown", never a guess.
+
+The detection itself lives with what uses it (shim_build: compiler and cache; cuda_impl,
+hip_impl: headers; impls.apfloat: llvm-config); this module only asks. Asking an
+implementation's ``missing()`` and ``version()`` may compile its shim once (cached), as
+``fmtsim conform`` would.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..profiles import Selection, select
+from .plugin import Implementation
+
+__all__ = ["Held", "ImplementationStatus", "Cpu", "X86_FEATURES", "ARM_FEATURES", "implementation_status",
+           "header_line", "profile_version", "cpu_info", "parse_cpuinfo", "toolchain", "build_cache",
+           "environment", "render"]
+
+WIDTH = 100  # the widest line render() and header_line() write
+
+# instruction sets that pick a conversion kernel, by their Linux /proc/cpuinfo names
+X86_FEATURES = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+ARM_FEATURES = ("neon", "sve", "sve2", "bf16")
+# Linux aarch64 calls NEON "asimd" (32-bit Arm kernels say "neon")
+_ARM_CPUINFO = {"neon": ("asimd", "neon"), "sve": ("sve",), "sve2": ("sve2",), "bf16": ("bf16",)}
+# macOS sysctl keys (a missing key is "unknown": Apple documents no key for the others)
+_X86_SYSCTL = {"avx2": "AVX2", "avx512f": "AVX512F", "avx512bw": "AVX512BW"}
+_ARM_SYSCTL = {"neon": "hw.optional.neon", "sve": "hw.optional.arm.FEAT_SVE", "bf16": "hw.optional.arm.FEAT_BF16"}
+
+
+# ---------------------------------------------------------------------------------------------
+# implementations
+
+
+@dataclass(frozen=True)
+class Held:
+    """One profile an implementation is held to, and the variant of it that applies here."""
+
+    profile: str
+    label: str  # the profile, with the code path in brackets where the implementation reports one
+    code_path: str | None
+    verified: bool
+    status: str  # "verified on 19", "unverified version 22.1.8 (profile read off 19)", ...
+    read_off: str  # the variant's provenance, in words
+
+
+@dataclass(frozen=True)
+class ImplementationStatus:
+    name: str
+    summary: str
+    version: str | None  # what version() says; None when it cannot run or does not say
+    missing: str | None  # why it cannot run here (its missing()), None when it can
+    held: tuple[Held, ...] = ()
+    checked_with: str = ""
+
+    @property
+    def runs(self) -> bool:
+        return self.missing is None
+
+
+def profile_version(impl: Implementation, version_text: str) -> str | None:
+    """The version the profiles are keyed by, out of ``version()``'s text ('onnxruntime 1.32.0,
+    onnx 1.23.0', 'LLVM 19.1.7'): the number of the component named after the implementation
+    (or one of its aliases, any case), else of the first component; None when none has one."""
+    names = {impl.name.lower(), *(a.lower() for a in impl.aliases)}
+    parts = [p.split() for p in version_text.split(",") if p.strip()]
+    numbered = [p for p in parts if len(p) >= 2 and re.match(r"\d", p[-1])]
+    for p in numbered:
+        if " ".join(p[:-1]).lower() in names:
+            return p[-1]
+    return numbered[0][-1] if numbered else None
+
+
+def _status(sel: Selection, version: str | None, code_path: str | None) -> str:
+    v = sel.variant
+    theirs = ", ".join(v.verified_versions)
+    if sel.verified:
+        return f"verified on {theirs}" if theirs else "verified (a spec's rules: every version)"
+    if not v.applies_to_path(code_path):
+        where = v.provenance.code_path or ", ".join(v.code_paths)
+        return f"unverified code path {code_path} (profile read off {where or 'another'})"
+    if version is None:
+        return f"version unknown (profile read off {theirs})"
+    return f"unverified version {version} (profile read off {theirs})"
+
+
+def implementation_status(impl: Implementation) -> ImplementationStatus:
+    """What ``impl`` would be here: its version or why it cannot run, each profile's variant."""
+    why = impl.missing()
+    version: str | None = None
+    if why is None:
+        try:
+            version = impl.version() or None
+        except Exception as e:  # a version query must not hide the rest of the report
+            version = f"version unknown ({type(e).__name__}: {e})"
+    key = profile_version(impl, version) if version else None
+    held = []
+    for profile in impl.profiles:
+        try:
+            path = impl.code_path(profile) if why is None else None
+        except Exception:  # the implementation's own query failed: every variant applies
+            path = None
+        sel = select(profile, key, path)
+        label = f"{profile}[{path}]" if path else profile
+        held.append(Held(profile, label, path, sel.verified, _status(sel, key, path),
+                         sel.variant.provenance.describe()))
+    return ImplementationStatus(impl.name, impl.summary, version, why, tuple(held), impl.checked_with)
+
+
+def header_line(status: ImplementationStatus | Implementation, width: int = WIDTH) -> str:
+    """The line ``fmtsim conform`` prints for an implementation it runs (wrapped to ``width``):
+    ``name: version; profile[code path] verified on V`` (or unverified, and what it was read off)."""
+    st = status if isinstance(status, ImplementationStatus) else implementation_status(status)
+    first = f"{st.name}: {st.version or 'version unknown'}" if st.missing is None else \
+        f"{st.name}: cannot run here: {st.missing}"
+    parts = [first, *(f"{h.label} {h.status}" for h in st.held)]
+    # a part that fits stays whole on one line; the continuation lines are indented
+    lines: list[str] = []
+    for i, part in enumerate(parts):
+        piece = part + (";" if i < len(parts) - 1 else "")
+        if lines and len(lines[-1]) + 1 + len(piece) <= width:
+            lines[-1] += " " + piece
+            continue
+        lines += textwrap.wrap(piece, width, initial_indent="    " if lines else "", subsequent_indent="    ",
+                               break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# the CPU
+
+
+@dataclass(frozen=True)
+class Cpu:
+    arch: str  # platform.machine(): x86_64, aarch64, arm64, ...
+    model: str  # the CPU's name where the system says it, else ""
+    source: str  # where the features were read: /proc/cpuinfo, sysctl, or "" (nowhere)
+    features: dict[str, bool | None] = field(default_factory=dict)  # None: unknown
+
+
+def _family(arch: str) -> str:
+    a = arch.lower()
+    if a in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return "x86"
+    if a in ("aarch64", "arm64") or a.startswith("arm"):
+        return "arm"
+    return ""
+
+
+def parse_cpuinfo(text: str, arch: str) -> Cpu:
+    """The instruction sets /proc/cpuinfo's text says the (first) CPU has. A flags line that is
+    not there makes every feature unknown (None); a flag not in the line is absent (False)."""
+    fam = _family(arch)
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+    model = fields.get("model name") or fields.get("Hardware") or fields.get("cpu model") or ""
+    if fam == "x86":
+        flags = fields.get("flags")
+        have = set(flags.split()) if flags is not None else None
+        feats = {f: (None if have is None else f in have) for f in X86_FEATURES}
+    elif fam == "arm":
+        flags = fields.get("Features")
+        have = set(flags.split()) if flags is not None else None
+        feats = {f: (None if have is None else any(n in have for n in _ARM_CPUINFO[f])) for f in ARM_FEATURES}
+    else:
+        feats = {}
+    return Cpu(arch, model, "/proc/cpuinfo", feats)
+
+
+def _sysctl(key: str) -> str | None:
+    try:
+        r = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def _from_sysctl(arch: str, sysctl: Callable[[str], str | None]) -> Cpu:
+    fam = _family(arch)
+    model = sysctl("machdep.cpu.brand_string") or ""
+    feats: dict[str, bool | None] = {}
+    if fam == "x86":
+        words = [sysctl(k) for k in ("machdep.cpu.features", "machdep.cpu.leaf7_features")]
+        have = set(" ".join(w for w in words if w).upper().split()) if any(words) else None
+        for f in X86_FEATURES:
+            name = _X86_SYSCTL.get(f)
+            feats[f] = None if have is None or name is None else name in have
+    elif fam == "arm":
+        for f in ARM_FEATURES:
+            key = _ARM_SYSCTL.get(f)
+            value = sysctl(key) if key else None
+            feats[f] = None if value not in ("0", "1") else value == "1"
+    return Cpu(arch, model, "sysctl", feats)
+
+
+def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo"), arch: str | None = None,
+             sysctl: Callable[[str], str | None] | None = None) -> Cpu:
+    """This machine's CPU: /proc/cpuinfo on Linux, sysctl on macOS, else every feature unknown."""
+    arch = arch or platform.machine()
+    try:
+        return parse_cpuinfo(cpuinfo.read_text(errors="replace"), arch)
+    except OSError:
+        pass
+    if sysctl is not None or sys.platform == "darwin":
+        return _from_sysctl(arch, sysctl or _sysctl)
+    fam = _family(arch)
+    names = X86_FEATURES if fam == "x86" else ARM_FEATURES if fam == "arm" else ()
+    return Cpu(arch, platform.processor(), "", {f: None for f in names})
+
+
+# ---------------------------------------------------------------------------------------------
+# compilers, headers, the build cache
+
+
+def _first_line(cmd: Sequence[str]) -> str | None:
+    try:
+        r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [ln.strip() for ln in (r.stdout or r.stderr).splitlines() if ln.strip()]
+    return lines[0] if r.returncode == 0 and lines else None
+
+
+def _nvcc_release(nvcc: str) -> str | None:
+    try:
+        r = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release ([\d.]+), (V[\d.]+)", r.stdout)
+    return f"{m.group(1)} ({m.group(2)})" if m else None
+
+
+def toolchain() -> dict[str, Any]:
+    """The compilers and headers the shims are built with, as found by the code that builds them."""
+    from . import cuda_impl, hip_impl
+    from .impls import apfloat
+    from .shim_build import find_compiler
+
+    cxx = find_compiler()
+    out: dict[str, Any] = {"cxx": {"path": cxx, "version": _first_line([cxx, "--version"]) if cxx else None,
+                                   "from": "$CXX" if os.environ.get("CXX") else "PATH"}}
+    nvcc = cuda_impl.find_nvcc()
+    out["nvcc"] = {"path": nvcc, "version": _nvcc_release(nvcc) if nvcc else None}
+    dirs, origin = cuda_impl.find_include_dirs()
+    out["cuda_headers"] = {"dirs": [str(d) for d in dirs or []], "from": origin or None,
+                           "version": cuda_impl.header_version(dirs) if dirs else None}
+    wheels = cuda_impl.wheel_include_dirs()
+    out["cuda_wheels"] = {"dirs": [str(d) for d in wheels or []],
+                          "version": cuda_impl.header_version(wheels) if wheels else None}
+    inc, hip_origin = hip_impl.find_include_dir()
+    out["hip_headers"] = {"dir": str(inc) if inc else None, "from": hip_origin or None,
+                          "version": hip_impl.header_version(inc) if inc else None}
+    chosen, _ = apfloat.find_llvm_config()
+    configs, seen = [], set()
+    for c in apfloat.llvm_config_candidates():
+        real = os.path.realpath(c)
+        if real in seen:
+            continue
+        seen.add(real)
+        configs.append({"path": c, "version": apfloat.llvm_version(c),
+                        "used_by_apfloat": chosen is not None and real == os.path.realpath(chosen)})
+    out["llvm"] = {"configs": configs, "apfloat_uses": chosen, "minimum_major": apfloat.MIN_MAJOR}
+    return out
+
+
+def build_cache() -> dict[str, Any]:
+    """Where the compiled shims are cached and what is there (a ``.failed`` file is a compile
+    that failed, remembered so that it is not tried again)."""
+    from .shim_build import cache_dir
+
+    d = cache_dir()
+    how = "$FMTSIM_CACHE" if os.environ.get("FMTSIM_CACHE") else (
+        "$XDG_CACHE_HOME/fmtsim" if os.environ.get("XDG_CACHE_HOME") else "~/.cache/fmtsim")
+    files = []
+    if d.is_dir():
+        for p in sorted(d.iterdir()):
+            if p.is_file():
+                files.append({"name": p.name, "bytes": p.stat().st_size})
+    return {"path": str(d), "from": how, "exists": d.is_dir(), "files": files}
+
+
+# ---------------------------------------------------------------------------------------------
+# the report
+
+
+def environment(names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Everything ``fmtsim env`` reports, as plain data (what ``--json`` writes)."""
+    from .. import __version__
+    from .impls import get_implementation, registry
+
+    chosen = [get_implementation(n) for n in names] if names else list(registry().values())
+    return {
+        "fmtsim": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "implementations": [asdict(implementation_status(i)) for i in chosen],
+        "cpu": asdict(cpu_info()),
+        "toolchain": toolchain(),
+        "build_cache": build_cache(),
+    }
+
+
+def _table(rows: list[list[str]], widths: list[int]) -> list[str]:
+    """Rows of cells, each column wrapped to its width (a cell's own newlines kept)."""
+    out = []
+    for row in rows:
+        cells = []
+        for text, w in zip(row, widths, strict=True):
+            lines: list[str] = []
+            for part in text.split("\n"):
+                lines.extend(textwrap.wrap(part, w, subsequent_indent="  ", break_on_hyphens=False) or [""])
+            cells.append(lines)
+        for i in range(max(len(c) for c in cells)):
+            out.append("  ".join((c[i] if i < len(c) else "").ljust(w)
+                                 for c, w in zip(cells, widths, strict=True)).rstrip())
+    return out
+
+
+def _yes_no(v: bool | None) -> str:
+    return "unknown" if v is None else "yes" if v else "no"
+
+
+def _size(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.0f} KiB" if n < 1024 * 1024 else f"{n / 1024 ** 2:.1f} MiB"
+
+
+def render(env: dict[str, Any]) -> str:
+    """``environment()`` as the text ``fmtsim env`` prints (lines of at most 100 columns)."""
+    lines = [f"fmtsim {env['fmtsim']}, Python {env['python']}, {env['platform']}", "",
+             "implementations (fmtsim conform --impl NAME)"]
+    rows = [["implementation", "version, or why it cannot run", "held to (profile variant here)"],
+            ["-" * 14, "-" * 38, "-" * 44]]
+    for st in env["implementations"]:
+        why = st["missing"]
+        if why is not None and why.startswith(f"{st['name']}: "):  # the reasons name their implementation
+            why = why[len(st["name"]) + 2:]
+        what = st["version"] or "version unknown" if why is None else f"cannot run: {why}"
+        held = "\n".join(f"{h['label']} {h['status']}" for h in st["held"]) or "no profile"
+        rows.append([st["name"], what, held])
+    lines += _table(rows, [14, 38, 44])
+
+    cpu, tc, cache = env["cpu"], env["toolchain"], env["build_cache"]
+    kv: list[list[str]] = []
+    where = f" (from {cpu['source']})" if cpu["source"] else " (no /proc/cpuinfo or sysctl: features unknown)"
+    kv.append(["CPU", f"{cpu['model'] or 'model unknown'}, {cpu['arch']}{where}"])
+    kv.append(["instruction sets", ", ".join(f"{k} {_yes_no(v)}" for k, v in cpu["features"].items())
+               or "none that fmtsim's profiles depend on for this architecture"])
+    cxx = tc["cxx"]
+    how = "from $CXX" if cxx["from"] == "$CXX" else "found on PATH; set CXX to choose another"
+    kv.append(["C++ compiler", f"{cxx['path']}: {cxx['version'] or 'version unknown'} ({how})"
+               if cxx["path"] else "none found (set CXX, or install g++): cuda, hip, apfloat cannot run"])
+    nv = tc["nvcc"]
+    kv.append(["nvcc", f"{nv['path']}: release {nv['version'] or 'unknown'}" if nv["path"] else "not on PATH"])
+    ch = tc["cuda_headers"]
+    kv.append(["CUDA headers", f"{', '.join(ch['dirs'])} (from {ch['from']}): CUDA {ch['version'] or 'unknown'}"
+               if ch["dirs"] else "not found ($CUDA_HOME, $CUDA_PATH, beside nvcc, /usr/local/cuda, pip wheels)"])
+    cw = tc["cuda_wheels"]
+    kv.append(["NVIDIA wheels", f"{', '.join(cw['dirs'])}: CUDA {cw['version'] or 'unknown'}" if cw["dirs"]
+               else 'not installed (pip install "fmtsim[cuda]": nvidia-cuda-runtime, -crt, -cccl)'])
+    hh = tc["hip_headers"]
+    kv.append(["HIP headers", f"{hh['dir']} (from {hh['from']}): "
+               + (f"HIP {hh['version']}" if hh["version"] else "version unknown (no hip/hip_version.h)")
+               if hh["dir"] else "not found ($ROCM_PATH, $HIP_PATH, /opt/rocm)"])
+    llvm = tc["llvm"]
+    cfgs = [f"{c['path']}: LLVM {c['version'] or 'unknown'}"
+            + (" (apfloat uses this)" if c["used_by_apfloat"] else "") for c in llvm["configs"]]
+    if llvm["apfloat_uses"] is None:
+        cfgs.append(f"none of LLVM {llvm['minimum_major']} or newer: apfloat cannot run")
+    kv.append(["llvm-config", "\n".join(cfgs) if llvm["configs"] else
+               f"none found (apfloat needs LLVM {llvm['minimum_major']} or newer; set FMTSIM_LLVM_CONFIG)"])
+    total = sum(f["bytes"] for f in cache["files"])
+    head = f"{cache['path']} (from {cache['from']}): " + (
+        f"{len(cache['files'])} files, {_size(total)}" if cache["exists"] else "not created yet")
+    kv.append(["build cache", "\n".join([head, *(f"{f['name']} {_size(f['bytes'])}" for f in cache["files"])])])
+    lines += ["", "machine"] + _table(kv, [16, 82])
+    return "\n".join(lines)
