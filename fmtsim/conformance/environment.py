@@ -329,7 +329,9 @@ def _table(rows: list[list[str]], widths: list[int]) -> list[str]:
         for text, w in zip(row, widths, strict=True):
             lines: list[str] = []
             for part in text.split("\n"):
-                lines.extend(textwrap.wrap(part, w, subsequent_indent="  ", break_on_hyphens=False) or [""])
+                # a path longer than the column stays whole: a broken one cannot be copied
+                lines.extend(textwrap.wrap(part, w, subsequent_indent="  ", break_on_hyphens=False,
+                                           break_long_words=False) or [""])
             cells.append(lines)
         for i in range(max(len(c) for c in cells)):
             out.append("  ".join((c[i] if i < len(c) else "").ljust(w)
@@ -392,6 +394,8 @@ def render(env: dict[str, Any]) -> str:
     total = sum(f["bytes"] for f in cache["files"])
     head = f"{cache['path']} (from {cache['from']}): " + (
         f"{len(cache['files'])} files, {_size(total)}" if cache["exists"] else "not created yet")
-    kv.append(["build cache", "\n".join([head, *(f"{f['name']} {_size(f['bytes'])}" for f in cache["files"])])])
+    files = [f"{f['name']} {_size(f['bytes'])}" + (" (a failed compile, remembered: delete it to try again)"
+                                                   if f["name"].endswith(".failed") else "") for f in cache["files"]]
+    kv.append(["build cache", "\n".join([head, *files])])
     lines += ["", "machine"] + _table(kv, [16, 82])
     return "\n".join(lines)
