@@ -311,3 +311,18 @@ def test_a_long_header_line_wraps_whole_parts_under_100_columns():
 def test_an_unknown_implementation_is_a_usage_error(capsys):
     assert main(["env", "--impl", "nope"]) == 2
     assert "unknown implementation 'nope'" in capsys.readouterr().err
+
+
+def test_a_failing_version_query_is_reported_and_keys_no_variant():
+    class Broken(_NewLLVM):
+        def version(self) -> str:
+            raise RuntimeError("shim for LLVM 19 did not load")
+
+    st = envmod.implementation_status(Broken())
+    assert st.version == "version unknown (RuntimeError: shim for LLVM 19 did not load)"
+    assert not st.held[0].verified and st.held[0].status.startswith("version unknown (profile read off ")
+
+
+def test_an_adapter_spec_is_refused_by_name(capsys):
+    assert main(["env", "--impl", "my_kernels.py:encode"]) == 2
+    assert "not an adapter (my_kernels.py:encode)" in capsys.readouterr().err

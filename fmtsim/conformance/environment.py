@@ -106,12 +106,13 @@ def implementation_status(impl: Implementation) -> ImplementationStatus:
     """What ``impl`` would be here: its version or why it cannot run, each profile's variant."""
     why = impl.missing()
     version: str | None = None
+    key: str | None = None  # the version the profiles are keyed by
     if why is None:
         try:
             version = impl.version() or None
+            key = profile_version(impl, version) if version else None
         except Exception as e:  # a version query must not hide the rest of the report
             version = f"version unknown ({type(e).__name__}: {e})"
-    key = profile_version(impl, version) if version else None
     held = []
     for profile in impl.profiles:
         try:
@@ -309,6 +310,10 @@ def environment(names: Sequence[str] | None = None) -> dict[str, Any]:
     from .. import __version__
     from .impls import get_implementation, registry
 
+    for n in names or ():
+        if ":" in n:
+            raise ValueError(f"env reports registered implementations, not an adapter ({n}): an adapter's version "
+                             "and profile are what its own code says")
     chosen = [get_implementation(n) for n in names] if names else list(registry().values())
     return {
         "fmtsim": __version__,
