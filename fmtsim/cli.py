@@ -235,7 +235,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
 
     for spec in args.impl:  # the versions and profile variants actually run, for the record
         if ":" not in spec and not any(why.startswith(f"{get_implementation(spec).name}:") for why in skipped):
-            print(header_line(get_implementation(spec)))
+            print(header_line(get_implementation(spec), args.profile))
     if skipped and not rows:
         raise UsageError("nothing could run here: " + "; ".join(skipped))
     if sum(r.cases for r in rows) == 0:

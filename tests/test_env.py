@@ -63,6 +63,9 @@ class _NewLLVM(Implementation):
     def version(self) -> str:
         return "LLVM 99.0.1"
 
+    def profile_version(self) -> str | None:
+        return "99.0.1"
+
     def encoders(self, req):
         import fmtsim
 
@@ -244,15 +247,22 @@ def test_the_build_cache_lists_its_files(monkeypatch, tmp_path, capsys):
     assert "cuda_shim-0123456789abcdef.so 3 KiB hip_shim-fedcba9876543210.failed 21 B (a failed compile" in out
 
 
-@pytest.mark.parametrize("name,text,want", [
-    ("onnxruntime", "onnxruntime 1.32.0, onnx 1.23.2", "1.32.0"),
-    ("torchao", "torch 2.13.0+cpu, torchao 0.18.0", "0.18.0"),
-    ("apfloat", "LLVM 19.1.7", "19.1.7"),  # named by its alias, in another case
-    ("xla", "jax 0.10.2, jaxlib 0.10.2", "0.10.2"),
-    ("hip", "", None),
-])
-def test_the_version_profiles_are_keyed_by(name, text, want):
-    assert envmod.profile_version(impls.get_implementation(name), text) == want
+@pytest.mark.parametrize("name,module", [("ml_dtypes", "ml_dtypes"), ("onnxruntime", "onnxruntime"),
+                                         ("torchao", "torchao"), ("xla", "jax")])
+def test_the_version_profiles_are_keyed_by_is_the_implementations_own(name, module):
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed")
+    assert impls.get_implementation(name).profile_version() == version(module)
+
+
+def test_cuda_is_keyed_by_its_headers_version():
+    from fmtsim.conformance import cuda_impl
+
+    cuda = impls.get_implementation("cuda")
+    if cuda.missing() is not None:
+        pytest.skip(cuda.missing())
+    dirs, _ = cuda_impl.find_include_dirs()
+    assert cuda.profile_version() == cuda_impl.header_version(dirs)  # the shim's CUDART_VERSION, the text's
 
 
 def test_a_version_no_profile_was_read_off_says_so(monkeypatch, capsys):
@@ -260,7 +270,7 @@ def test_a_version_no_profile_was_read_off_says_so(monkeypatch, capsys):
 
     st = envmod.implementation_status(_NewLLVM())
     (held,) = st.held
-    read_off = ", ".join(select("apfloat", "99.0.1").variant.verified_versions)
+    read_off = select("apfloat", "99.0.1").variant.provenance.version  # the variant nearest 99
     assert not held.verified and held.status == f"unverified version 99.0.1 (profile read off {read_off})"
     # conform prints the same header line for it
     monkeypatch.setitem(impls.registry(), "newllvm", _NewLLVM())
@@ -282,19 +292,36 @@ def test_a_verified_version_and_a_spec_say_so():
     assert [(h.label, h.verified) for h in own.held] == [("ocp", True)]
 
 
-def test_numkong_names_the_kernel_path_it_takes(monkeypatch):
+def test_a_code_path_no_variant_was_read_off_says_so():
+    class ArmKong(Implementation):
+        name = "armkong"
+        profiles = ("numkong_simd", "numkong_serial")
+
+        def version(self) -> str:
+            return "numkong 7.8.6"
+
+        def profile_version(self) -> str | None:
+            return "7.8.6"
+
+        def code_path(self) -> str | None:
+            return "Arm SIMD"
+
+    simd, serial = envmod.implementation_status(ArmKong()).held
+    assert simd.label == "numkong_simd[Arm SIMD]" and not simd.verified
+    assert simd.status == "unverified code path Arm SIMD (profile read off 7.8, code path x86 SIMD)"
+    assert not serial.verified and serial.status.startswith("unverified code path Arm SIMD")
+
+
+def test_the_label_names_the_code_path_a_variant_was_read_off():
     if importlib.util.find_spec("numkong") is None:
         pytest.skip("numkong is not installed (pip install 'fmtsim[runtimes]')")
-    import numkong
+    held = envmod.implementation_status(impls.get_implementation("numkong")).held
+    assert [h.label for h in held] == ["numkong_simd[x86 SIMD]", "numkong_serial[serial]"]
 
-    nk = impls.get_implementation("numkong")
-    monkeypatch.setattr(numkong, "get_capabilities", lambda: {"serial": True, "neon": True, "sve": False})
-    simd, serial = envmod.implementation_status(nk).held
-    assert simd.label == "numkong_simd[Arm SIMD]" and not simd.verified
-    assert simd.status == "unverified code path Arm SIMD (profile read off x86 SIMD)"
-    assert serial.label == "numkong_serial[serial]"
-    monkeypatch.setattr(numkong, "get_capabilities", lambda: {"serial": True, "haswell": True, "neon": False})
-    assert envmod.implementation_status(nk).held[0].label == "numkong_simd[x86 SIMD]"
+
+def test_conform_with_profile_says_every_entry_point_is_held_to_it(capsys):
+    assert main(["conform", "--impl", "ml_dtypes", "--quick", "--formats", "e2m1", "--profile", "ocp"]) in (0, 1)
+    assert f"ml_dtypes: ml_dtypes {version('ml_dtypes')}; held to --profile ocp" in capsys.readouterr().out
 
 
 def test_a_long_header_line_wraps_whole_parts_under_100_columns():

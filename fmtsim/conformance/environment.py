@@ -31,7 +31,7 @@ from ..profiles import Selection, select
 from .plugin import Implementation
 
 __all__ = ["Held", "ImplementationStatus", "Cpu", "X86_FEATURES", "ARM_FEATURES", "implementation_status",
-           "header_line", "profile_version", "cpu_info", "parse_cpuinfo", "toolchain", "build_cache",
+           "header_line", "cpu_info", "parse_cpuinfo", "toolchain", "build_cache",
            "environment", "render"]
 
 WIDTH = 100  # the widest line render() and header_line() write
@@ -55,8 +55,8 @@ class Held:
     """One profile an implementation is held to, and the variant of it that applies here."""
 
     profile: str
-    label: str  # the profile, with the code path in brackets where the implementation reports one
-    code_path: str | None
+    label: str  # the profile, with the code path in brackets where one is known
+    code_path: str | None  # the code path the implementation reports (code_path())
     verified: bool
     status: str  # "verified on 19", "unverified version 22.1.8 (profile read off 19)", ...
     read_off: str  # the variant's provenance, in words
@@ -76,63 +76,60 @@ class ImplementationStatus:
         return self.missing is None
 
 
-def profile_version(impl: Implementation, version_text: str) -> str | None:
-    """The version the profiles are keyed by, out of ``version()``'s text ('onnxruntime 1.32.0,
-    onnx 1.23.0', 'LLVM 19.1.7'): the number of the component named after the implementation
-    (or one of its aliases, any case), else of the first component; None when none has one."""
-    names = {impl.name.lower(), *(a.lower() for a in impl.aliases)}
-    parts = [p.split() for p in version_text.split(",") if p.strip()]
-    numbered = [p for p in parts if len(p) >= 2 and re.match(r"\d", p[-1])]
-    for p in numbered:
-        if " ".join(p[:-1]).lower() in names:
-            return p[-1]
-    return numbered[0][-1] if numbered else None
+def _label(profile: str, sel: Selection, code_path: str | None) -> str:
+    """The profile, with the code path in brackets: the one the implementation reports, else
+    the one its variant names (numkong_simd[x86 SIMD], torch[CPU])."""
+    paths = sel.variant.code_paths
+    path = code_path or (paths[0] if len(paths) == 1 else None)
+    return f"{profile}[{path}]" if path else profile
 
 
 def _status(sel: Selection, version: str | None, code_path: str | None) -> str:
     v = sel.variant
     theirs = ", ".join(v.verified_versions)
+    prov = v.provenance
+    off = ", ".join(p for p in (prov.version, prov.code_path and f"code path {prov.code_path}") if p)
     if sel.verified:
         return f"verified on {theirs}" if theirs else "verified (a spec's rules: every version)"
     if not v.applies_to_path(code_path):
-        where = v.provenance.code_path or ", ".join(v.code_paths)
-        return f"unverified code path {code_path} (profile read off {where or 'another'})"
+        return f"unverified code path {code_path} (profile read off {off or prov.read_off})"
     if version is None:
-        return f"version unknown (profile read off {theirs})"
-    return f"unverified version {version} (profile read off {theirs})"
+        return f"version unknown (profile read off {off or prov.read_off})"
+    return f"unverified version {version} (profile read off {off or prov.read_off})"
 
 
 def implementation_status(impl: Implementation) -> ImplementationStatus:
-    """What ``impl`` would be here: its version or why it cannot run, each profile's variant."""
+    """What ``impl`` would be here: its version or why it cannot run, each profile's variant
+    (:func:`fmtsim.profiles.select` on its ``profile_version()`` and ``code_path()``)."""
     why = impl.missing()
     version: str | None = None
     key: str | None = None  # the version the profiles are keyed by
+    path: str | None = None
     if why is None:
         try:
             version = impl.version() or None
-            key = profile_version(impl, version) if version else None
+            key, path = impl.profile_version(), impl.code_path()
         except Exception as e:  # a version query must not hide the rest of the report
             version = f"version unknown ({type(e).__name__}: {e})"
+            key = path = None
     held = []
     for profile in impl.profiles:
-        try:
-            path = impl.code_path(profile) if why is None else None
-        except Exception:  # the implementation's own query failed: every variant applies
-            path = None
         sel = select(profile, key, path)
-        label = f"{profile}[{path}]" if path else profile
-        held.append(Held(profile, label, path, sel.verified, _status(sel, key, path),
+        held.append(Held(profile, _label(profile, sel, path), path, sel.verified, _status(sel, key, path),
                          sel.variant.provenance.describe()))
     return ImplementationStatus(impl.name, impl.summary, version, why, tuple(held), impl.checked_with)
 
 
-def header_line(status: ImplementationStatus | Implementation, width: int = WIDTH) -> str:
+def header_line(status: ImplementationStatus | Implementation, profile: str | None = None,
+                width: int = WIDTH) -> str:
     """The line ``fmtsim conform`` prints for an implementation it runs (wrapped to ``width``):
-    ``name: version; profile[code path] verified on V`` (or unverified, and what it was read off)."""
+    ``name: version; profile[code path] verified on V`` (or unverified, and what it was read
+    off); ``profile``: conform's --profile, which every entry point is held to instead."""
     st = status if isinstance(status, ImplementationStatus) else implementation_status(status)
     first = f"{st.name}: {st.version or 'version unknown'}" if st.missing is None else \
         f"{st.name}: cannot run here: {st.missing}"
-    parts = [first, *(f"{h.label} {h.status}" for h in st.held)]
+    held = [f"held to --profile {profile}"] if profile is not None else [f"{h.label} {h.status}" for h in st.held]
+    parts = [first, *held]
     # a part that fits stays whole on one line; the continuation lines are indented
     lines: list[str] = []
     for i, part in enumerate(parts):

@@ -98,10 +98,21 @@ class Implementation:
                 continue
         return ", ".join(out)
 
-    def code_path(self, profile: str) -> str | None:
-        """The code path (CPU kernel, folder, header path) this implementation takes here for the
-        entry points held to ``profile``, as the profile's variants name it; None: the one path
-        there is, or one that does not decide the behaviour (every variant applies)."""
+    def profile_version(self) -> str | None:
+        """The version its profile variants are keyed by (:func:`fmtsim.profiles.select`), or
+        None where it is unknown: by default the installed version of the module named as the
+        implementation, else of the first of :attr:`requires` installed (torchao needs torch,
+        and torchao's version keys it)."""
+        for mod in sorted(self.requires, key=lambda m: m != self.name):
+            try:
+                return importlib.metadata.version(mod)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+
+    def code_path(self) -> str | None:
+        """The code path its profile variants are keyed by here (None: the entry points'
+        profiles name it, or there is one)."""
         return None
 
     def decoders(self, req: Request) -> list[Decoder]:

@@ -107,21 +107,27 @@ extern "C" int fmtsim_apfloat_decode(int f, const uint8_t *codes, long n, uint32
 """
 
 
-def llvm_version(config: str) -> str | None:
-    """What ``config --version`` prints (e.g. '19.1.7'), None when it cannot be run."""
+def _version(config: str) -> str | None:
+    """``config --version`` ("22.1.8"), or None when it does not run or says no version."""
     try:
         out = subprocess.run([config, "--version"], capture_output=True, text=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    text = out.stdout.strip()
+    return text if text[:1].isdigit() else None
 
 
 def _major(config: str) -> int | None:
-    version = llvm_version(config)
+    version = _version(config)
     try:
         return int(version.split(".")[0]) if version else None
     except ValueError:
         return None
+
+
+def llvm_version(config: str) -> str | None:
+    """The LLVM version ``config`` (an llvm-config) reports, e.g. '19.1.7'; None if it says none."""
+    return _version(config)
 
 
 def llvm_config_candidates() -> list[str]:
@@ -248,6 +254,10 @@ class Apfloat(Implementation):
 
     def version(self) -> str:
         return f"LLVM {library().fmtsim_apfloat_version().decode()}"
+
+    def profile_version(self) -> str | None:
+        config, _ = find_llvm_config()
+        return _version(config) if config else None
 
     def _formats(self) -> tuple[str, ...]:
         config, _ = find_llvm_config()

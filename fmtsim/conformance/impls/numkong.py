@@ -23,9 +23,6 @@ from ..plugin import Implementation, Request
 
 TYPES = {"e4m3": "float8_e4m3", "e5m2": "float8_e5m2", "e2m3": "float6_e2m3", "e3m2": "float6_e3m2"}
 _PAD = 64
-# NumKong 7.8's x86 capability names (get_capabilities), Haswell's AVX2 up to AVX-512/AMX
-_X86_CAPABILITIES = frozenset({"haswell", "alder", "sierra", "skylake", "icelake", "genoa", "turin", "sapphire",
-                               "sapphireamx", "graniteamx", "diamond"})
 
 
 def _cast(x: np.ndarray, fmt: str) -> np.ndarray:
@@ -78,21 +75,6 @@ class Numkong(Implementation):
     profiles = ("numkong_simd", "numkong_serial")
     divergences = DIVERGENCES
     checked_with = "numkong 7.8.6 (x86-64: AVX2, AVX-512)"
-
-    def code_path(self, profile: str) -> str | None:
-        """``numkong_serial``: 'serial'. ``numkong_simd``: the widest kernels NumKong enables
-        here, by its own capability names: 'x86 SIMD' (what the profile was read off), 'Arm SIMD'
-        (NEON/SVE), 'other SIMD', or 'serial' on a CPU where it has none."""
-        if profile != "numkong_simd":
-            return "serial"
-        import numkong as nk
-
-        on = {c for c, v in nk.get_capabilities().items() if v and c != "serial"}
-        if on & _X86_CAPABILITIES:
-            return "x86 SIMD"
-        if any(c.startswith(("neon", "sve", "sme")) for c in on):
-            return "Arm SIMD"
-        return "other SIMD" if on else "serial"
 
     def encoders(self, req: Request) -> list[Adapter]:
         return [Adapter("numkong[simd]", _cast, profile="numkong_simd", formats=tuple(TYPES),
