@@ -198,6 +198,23 @@ def test_llvm_config_from_the_environment_is_listed_and_used(monkeypatch, tmp_pa
     assert f"llvm-config {fake}: LLVM 22.1.8 (apfloat uses this)" in " ".join(out.split())
 
 
+def test_no_llvm_at_all_says_how_to_get_one(monkeypatch, tmp_path, capsys):
+    from fmtsim.conformance.impls import apfloat
+
+    monkeypatch.delenv("FMTSIM_LLVM_CONFIG", raising=False)
+    monkeypatch.setattr(apfloat, "llvm_config_candidates", lambda: [])
+    llvm = envmod.toolchain()["llvm"]
+    assert llvm["configs"] == [] and llvm["apfloat_uses"] is None
+    assert main(["env", "--impl", "apfloat"]) == 0
+    text = capsys.readouterr().out
+    assert "llvm-config none found (apfloat needs LLVM 19 or newer: apt-get install llvm-19-dev" in \
+        " ".join(text.split())
+    assert _column(text, "apfloat", 1).startswith("cannot run: no llvm-config of LLVM 19 or newer found")
+    monkeypatch.setenv("FMTSIM_LLVM_CONFIG", str(tmp_path / "nowhere"))
+    assert main(["env", "--impl", "ml_dtypes"]) == 0
+    assert f"FMTSIM_LLVM_CONFIG={tmp_path / 'nowhere'}: no such file" in " ".join(capsys.readouterr().out.split())
+
+
 def test_cxx_is_honoured(monkeypatch, tmp_path):
     fake = _script(tmp_path / "my-c++", 'echo "fake c++ 9.9.9"; echo "second line"\n')
     monkeypatch.setenv("CXX", str(fake))

@@ -269,16 +269,18 @@ def toolchain() -> dict[str, Any]:
     inc, hip_origin = hip_impl.find_include_dir()
     out["hip_headers"] = {"dir": str(inc) if inc else None, "from": hip_origin or None,
                           "version": hip_impl.header_version(inc) if inc else None}
-    chosen, _ = apfloat.find_llvm_config()
+    chosen, why = apfloat.find_llvm_config()
+    named = os.environ.get("FMTSIM_LLVM_CONFIG") or None
     configs, seen = [], set()
-    for c in apfloat.llvm_config_candidates():
+    for c in ([named] if named and os.path.exists(named) else []) + apfloat.llvm_config_candidates():
         real = os.path.realpath(c)
-        if real in seen:
+        if real in seen:  # llvm-config-19 on PATH is often a link to /usr/lib/llvm-19/bin/llvm-config
             continue
         seen.add(real)
         configs.append({"path": c, "version": apfloat.llvm_version(c),
                         "used_by_apfloat": chosen is not None and real == os.path.realpath(chosen)})
-    out["llvm"] = {"configs": configs, "apfloat_uses": chosen, "minimum_major": apfloat.MIN_MAJOR}
+    out["llvm"] = {"configs": configs, "apfloat_uses": chosen, "why_none": why or None,
+                   "fmtsim_llvm_config": named, "minimum_major": apfloat.MIN_MAJOR}
     return out
 
 
@@ -389,10 +391,15 @@ def render(env: dict[str, Any]) -> str:
     llvm = tc["llvm"]
     cfgs = [f"{c['path']}: LLVM {c['version'] or 'unknown'}"
             + (" (apfloat uses this)" if c["used_by_apfloat"] else "") for c in llvm["configs"]]
+    if llvm["fmtsim_llvm_config"] and not any(c["path"] == llvm["fmtsim_llvm_config"] for c in llvm["configs"]):
+        cfgs.insert(0, f"FMTSIM_LLVM_CONFIG={llvm['fmtsim_llvm_config']}: no such file")
     if llvm["apfloat_uses"] is None:
-        cfgs.append(f"none of LLVM {llvm['minimum_major']} or newer: apfloat cannot run")
-    kv.append(["llvm-config", "\n".join(cfgs) if llvm["configs"] else
-               f"none found (apfloat needs LLVM {llvm['minimum_major']} or newer; set FMTSIM_LLVM_CONFIG)"])
+        cfgs.append(f"none of LLVM {llvm['minimum_major']} or newer: apfloat cannot run"
+                    + (f" ({llvm['why_none']})" if llvm["why_none"] else ""))
+    if not llvm["configs"] and not llvm["fmtsim_llvm_config"]:
+        cfgs = [f"none found (apfloat needs LLVM {llvm['minimum_major']} or newer: apt-get install "
+                f"llvm-{llvm['minimum_major']}-dev, or set FMTSIM_LLVM_CONFIG)"]
+    kv.append(["llvm-config", "\n".join(cfgs)])
     total = sum(f["bytes"] for f in cache["files"])
     head = f"{cache['path']} (from {cache['from']}): " + (
         f"{len(cache['files'])} files, {_size(total)}" if cache["exists"] else "not created yet")

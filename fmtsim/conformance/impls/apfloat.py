@@ -131,18 +131,22 @@ def llvm_version(config: str) -> str | None:
 
 
 def llvm_config_candidates() -> list[str]:
-    """Every existing llvm-config, in the order :func:`find_llvm_config` tries them."""
-    candidates = [os.environ.get("FMTSIM_LLVM_CONFIG", "")]
+    """The llvm-config programs there are besides ``$FMTSIM_LLVM_CONFIG``, in the order
+    :func:`find_llvm_config` tries them: ``llvm-config-NN`` on PATH and
+    ``/usr/lib/llvm-NN/bin/llvm-config`` for NN from 30 down to 19, then ``llvm-config``."""
+    candidates = []
     for nn in range(30, MIN_MAJOR - 1, -1):
         candidates += [shutil.which(f"llvm-config-{nn}") or "", f"/usr/lib/llvm-{nn}/bin/llvm-config"]
     candidates.append(shutil.which("llvm-config") or "")
-    return [c for c in candidates if c and os.path.exists(c)]
+    return [c for c in dict.fromkeys(candidates) if c and os.path.exists(c)]
 
 
 def find_llvm_config() -> tuple[str | None, str]:
     """(path of an llvm-config of LLVM 19 or newer, or None; what was found, for the reason)."""
     seen = []
-    for c in llvm_config_candidates():
+    for c in [os.environ.get("FMTSIM_LLVM_CONFIG", ""), *llvm_config_candidates()]:
+        if not c or not os.path.exists(c):
+            continue
         major = _major(c)
         if major is None:
             continue
