@@ -370,3 +370,11 @@ def test_a_failing_version_query_is_reported_and_keys_no_variant():
 def test_an_adapter_spec_is_refused_by_name(capsys):
     assert main(["env", "--impl", "my_kernels.py:encode"]) == 2
     assert "not an adapter (my_kernels.py:encode)" in capsys.readouterr().err
+
+
+def test_a_plugin_profile_fmtsim_lacks_is_reported_not_raised():
+    class Stranger(_NewLLVM):
+        profiles = ("no_such_profile_anywhere",)
+
+    (held,) = envmod.implementation_status(Stranger()).held
+    assert not held.verified and held.status == "no such profile in fmtsim.profiles"

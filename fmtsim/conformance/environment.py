@@ -58,22 +58,20 @@ class Held:
     label: str  # the profile, with the code path in brackets where one is known
     code_path: str | None  # the code path the implementation reports (code_path())
     verified: bool
-    status: str  # "verified on 19", "unverified version 22.1.8 (profile read off 19)", ...
+    status: str  # "verified on 19", "unverified version 22.1.8 (profile read off 19.1.7)", ...
     read_off: str  # the variant's provenance, in words
 
 
 @dataclass(frozen=True)
 class ImplementationStatus:
+    """One implementation as it stands here: what would run, or why nothing can."""
+
     name: str
     summary: str
     version: str | None  # what version() says; None when it cannot run or does not say
     missing: str | None  # why it cannot run here (its missing()), None when it can
     held: tuple[Held, ...] = ()
     checked_with: str = ""
-
-    @property
-    def runs(self) -> bool:
-        return self.missing is None
 
 
 def _label(profile: str, sel: Selection, code_path: str | None) -> str:
@@ -114,7 +112,11 @@ def implementation_status(impl: Implementation) -> ImplementationStatus:
             key = path = None
     held = []
     for profile in impl.profiles:
-        sel = select(profile, key, path)
+        try:
+            sel = select(profile, key, path)
+        except ValueError:  # a plugin's profile fmtsim has no variants of
+            held.append(Held(profile, profile, path, False, "no such profile in fmtsim.profiles", ""))
+            continue
         held.append(Held(profile, _label(profile, sel, path), path, sel.verified, _status(sel, key, path),
                          sel.variant.provenance.describe()))
     return ImplementationStatus(impl.name, impl.summary, version, why, tuple(held), impl.checked_with)
@@ -148,6 +150,9 @@ def header_line(status: ImplementationStatus | Implementation, profile: str | No
 
 @dataclass(frozen=True)
 class Cpu:
+    """The CPU's architecture and name, and each instruction set fmtsim asks about: present,
+    absent or unknown."""
+
     arch: str  # platform.machine(): x86_64, aarch64, arm64, ...
     model: str  # the CPU's name where the system says it, else ""
     source: str  # where the features were read: /proc/cpuinfo, sysctl, or "" (nowhere)
