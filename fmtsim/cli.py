@@ -280,17 +280,12 @@ def cmd_conform(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     for why in skipped:
         print(f"skipped {why}")
+    from .conformance.environment import header_line
     from .conformance.impls import get_implementation
 
-    for spec in args.impl:  # the versions actually run, for the record
+    for spec in args.impl:  # the versions and profile variants actually run, for the record
         if ":" not in spec and not any(why.startswith(f"{get_implementation(spec).name}:") for why in skipped):
-            impl = get_implementation(spec)
-            try:
-                version = impl.version()
-            except Exception as e:  # a version query must not hide the results
-                version = f"version unknown ({type(e).__name__})"
-            print(f"{impl.name}: {version or 'version unknown'}" + (f" (profiles read off {impl.checked_with})"
-                                                                   if impl.checked_with else ""))
+            print(header_line(get_implementation(spec), args.profile))
     if skipped and not rows:
         raise UsageError("nothing could run here: " + "; ".join(skipped))
     if sum(r.cases for r in rows) == 0:
@@ -321,6 +316,16 @@ def cmd_conform(args: argparse.Namespace) -> int:
     print(f"\n{cases} cases, {cases - failed - known_total} passed, {known_total} known "
           f"divergences, {failed} unexpected failures ({time.perf_counter() - t0:.1f} s)")
     return 1 if failed else 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    import json
+
+    from .conformance.environment import environment, render
+
+    env = environment(args.impl)
+    print(json.dumps(env, indent=2) if args.json else render(env))
+    return 0
 
 
 def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
@@ -694,6 +699,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--profile", choices=list(PROFILES),
                    help="fmtsim vs the oracle under this profile; overrides the profile an adapter claims")
     s.set_defaults(func=cmd_conform)
+
+    s = sub.add_parser("env", help="what this machine has for conform: implementations, CPU, compilers, cache",
+                       description="Each implementation 'fmtsim conform' knows (its version, or why it cannot "
+                                   "run here) and the profile variant it is held to, verified or not; the CPU's "
+                                   "instruction sets; the C++ compiler, CUDA, HIP and LLVM found; the build cache.")
+    s.add_argument("--impl", nargs="+", metavar="NAME", help="only these implementations (default: every one)")
+    s.add_argument("--json", action="store_true", help="the same as JSON, for scripts")
+    s.set_defaults(func=cmd_env)
     return p
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from functools import cache
@@ -36,8 +37,8 @@ import numpy as np
 from ..codec import encode
 from .shim_build import SOURCE_CODES, ShimUnavailable, build, source_bits, source_name, unavailable
 
-__all__ = ["ENTRY_POINTS", "find_include_dirs", "missing", "vendor_encode", "vendor_decode",
-           "entry_points"]
+__all__ = ["ENTRY_POINTS", "find_include_dirs", "find_nvcc", "wheel_include_dirs", "header_version", "missing",
+           "vendor_encode", "vendor_decode", "entry_points"]
 
 # fmt -> (overflow modes, rounding modes, sources) NVIDIA's functions take
 ENTRY_POINTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
@@ -62,7 +63,7 @@ def entry_points() -> Iterator[tuple[str, str, str, str]]:
                     yield fmt, ov, rm, src
 
 
-def _wheel_include_dirs() -> list[Path] | None:
+def wheel_include_dirs() -> list[Path] | None:
     """Include folders of NVIDIA's pip wheels (runtime + crt + cccl), or None if any is missing."""
     try:
         import nvidia  # namespace package of NVIDIA's wheels
@@ -85,20 +86,40 @@ def _wheel_include_dirs() -> list[Path] | None:
     return dirs
 
 
+def find_nvcc() -> str | None:
+    """The ``nvcc`` on PATH (beside it are the headers of its toolkit), or None."""
+    return shutil.which("nvcc")
+
+
+def header_version(dirs: list[Path]) -> str | None:
+    """CUDART_VERSION of cuda_runtime_api.h in ``dirs`` as 'major.minor', read from the text
+    (no compiler needed), or None when no such header or define is there."""
+    for d in dirs:
+        try:
+            text = (d / "cuda_runtime_api.h").read_text(errors="replace")
+        except OSError:
+            continue
+        m = re.search(r"^\s*#\s*define\s+CUDART_VERSION\s+(\d+)", text, re.M)
+        if m:
+            v = int(m.group(1))
+            return f"{v // 1000}.{v % 1000 // 10}"
+    return None
+
+
 def find_include_dirs() -> tuple[list[Path] | None, str]:
     """(include folders holding cuda_fp8.h and what it needs, where they came from)."""
     cands: list[tuple[Path, str]] = []
     for env in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(env):
             cands.append((Path(os.environ[env]) / "include", f"${env}"))
-    nvcc = shutil.which("nvcc")
+    nvcc = find_nvcc()
     if nvcc:
         cands.append((Path(nvcc).resolve().parent.parent / "include", f"nvcc at {nvcc}"))
     cands.append((Path("/usr/local/cuda/include"), "/usr/local/cuda"))
     for inc, origin in cands:
         if (inc / "cuda_fp8.h").is_file() and (inc / "cuda_fp4.h").is_file():
             return [inc], origin
-    wheels = _wheel_include_dirs()
+    wheels = wheel_include_dirs()
     if wheels and any((d / "cuda_fp8.h").is_file() for d in wheels):
         return wheels, "NVIDIA pip wheels"
     return None, ""

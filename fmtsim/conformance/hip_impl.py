@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from functools import cache
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import numpy as np
 from ..codec import encode
 from .shim_build import SOURCE_CODES, ShimUnavailable, build, source_bits, source_name, unavailable
 
-__all__ = ["FORMATS", "SOURCES", "find_include_dir", "missing", "vendor_encode", "vendor_decode"]
+__all__ = ["FORMATS", "SOURCES", "find_include_dir", "header_version", "missing", "vendor_encode", "vendor_decode"]
 
 FORMATS = {"e4m3": 0, "e5m2": 1, "e4m3fnuz": 2, "e5m2fnuz": 3}
 SOURCES = ("float32", "float64", "float16", "bfloat16")
@@ -51,6 +52,17 @@ def find_include_dir() -> tuple[Path | None, str]:
             if (inc / _HEADER).is_file():
                 return inc, f"{origin} ({inc})"
     return None, ""
+
+
+def header_version(inc: Path) -> str | None:
+    """HIP_VERSION_MAJOR.MINOR.PATCH of ``inc``/hip/hip_version.h, or None: an installed ROCm has
+    that header; a checkout of clr has not (the build generates it)."""
+    try:
+        text = (inc / "hip" / "hip_version.h").read_text(errors="replace")
+    except OSError:
+        return None
+    parts = [re.search(rf"^\s*#\s*define\s+HIP_VERSION_{p}\s+(\d+)", text, re.M) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts if m) if parts[0] and parts[1] else None
 
 
 @cache

@@ -122,6 +122,23 @@ class Implementation:
                 continue
         return ", ".join(out)
 
+    def profile_version(self) -> str | None:
+        """The version its profile variants are keyed by (:func:`fmtsim.profiles.select`), or
+        None where it is unknown: by default the installed version of the module named as the
+        implementation, else of the first of :attr:`requires` installed (torchao needs torch,
+        and torchao's version keys it)."""
+        for mod in sorted(self.requires, key=lambda m: m != self.name):
+            try:
+                return importlib.metadata.version(mod)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+
+    def code_path(self) -> str | None:
+        """The code path its profile variants are keyed by here (None: the entry points'
+        profiles name it, or there is one)."""
+        return None
+
     def decoders(self, req: Request) -> list[Decoder]:
         return []
 

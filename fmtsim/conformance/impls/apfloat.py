@@ -107,25 +107,44 @@ extern "C" int fmtsim_apfloat_decode(int f, const uint8_t *codes, long n, uint32
 """
 
 
-def _major(config: str) -> int | None:
+def _version(config: str) -> str | None:
+    """``config --version`` ("22.1.8"), or None when it does not run or says no version."""
     try:
         out = subprocess.run([config, "--version"], capture_output=True, text=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
+    text = out.stdout.strip()
+    return text if text[:1].isdigit() else None
+
+
+def _major(config: str) -> int | None:
+    version = _version(config)
     try:
-        return int(out.stdout.strip().split(".")[0])
+        return int(version.split(".")[0]) if version else None
     except ValueError:
         return None
+
+
+def llvm_version(config: str) -> str | None:
+    """The LLVM version ``config`` (an llvm-config) reports, e.g. '19.1.7'; None if it says none."""
+    return _version(config)
+
+
+def llvm_config_candidates() -> list[str]:
+    """The llvm-config programs there are besides ``$FMTSIM_LLVM_CONFIG``, in the order
+    :func:`find_llvm_config` tries them: ``llvm-config-NN`` on PATH and
+    ``/usr/lib/llvm-NN/bin/llvm-config`` for NN from 30 down to 19, then ``llvm-config``."""
+    candidates = []
+    for nn in range(30, MIN_MAJOR - 1, -1):
+        candidates += [shutil.which(f"llvm-config-{nn}") or "", f"/usr/lib/llvm-{nn}/bin/llvm-config"]
+    candidates.append(shutil.which("llvm-config") or "")
+    return [c for c in dict.fromkeys(candidates) if c and os.path.exists(c)]
 
 
 def find_llvm_config() -> tuple[str | None, str]:
     """(path of an llvm-config of LLVM 19 or newer, or None; what was found, for the reason)."""
     seen = []
-    candidates = [os.environ.get("FMTSIM_LLVM_CONFIG", "")]
-    for nn in range(30, MIN_MAJOR - 1, -1):
-        candidates += [shutil.which(f"llvm-config-{nn}") or "", f"/usr/lib/llvm-{nn}/bin/llvm-config"]
-    candidates.append(shutil.which("llvm-config") or "")
-    for c in candidates:
+    for c in [os.environ.get("FMTSIM_LLVM_CONFIG", ""), *llvm_config_candidates()]:
         if not c or not os.path.exists(c):
             continue
         major = _major(c)
@@ -240,6 +259,10 @@ class Apfloat(Implementation):
 
     def version(self) -> str:
         return f"LLVM {library().fmtsim_apfloat_version().decode()}"
+
+    def profile_version(self) -> str | None:
+        config, _ = find_llvm_config()
+        return _version(config) if config else None
 
     def _formats(self) -> tuple[str, ...]:
         config, _ = find_llvm_config()

@@ -49,6 +49,11 @@ class Cuda(Implementation):
 
         return f"CUDA {version()}"
 
+    def profile_version(self) -> str | None:
+        from ..cuda_impl import version
+
+        return version()  # CUDART_VERSION of the headers the shim was built against
+
     def decoders(self, req: Request) -> list[Decoder]:
         from ..cuda_impl import ENTRY_POINTS
 
