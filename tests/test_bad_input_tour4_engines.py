@@ -127,23 +127,30 @@ def _libc() -> Path:
     pytest.skip("no libc mapped in this process (not a glibc Linux)")
 
 
+def _replace(lib: Path, data: bytes) -> None:
+    """``lib`` now holding ``data`` as a new file: writing into the old one in place would change the
+    pages of a copy this process may still have mapped (a crash at exit, not the damage under test)."""
+    lib.unlink()
+    lib.write_bytes(data)
+
+
 def _damage(kind: str, lib: Path, built: Path, other: Path) -> None:
     """Make the cache entry ``lib`` (``other``: the other library's entry) ``kind``."""
     side = lib.with_name(lib.name + ".sha256")
     data = lib.read_bytes()
     if kind == "truncated":  # its program headers promise pages past the end of the file
-        lib.write_bytes(data[:3000])
+        _replace(lib, data[:3000])
     elif kind == "zero_bytes":
-        lib.write_bytes(b"")
+        _replace(lib, b"")
     elif kind == "foreign_libc":
-        lib.write_bytes(_libc().read_bytes())
+        _replace(lib, _libc().read_bytes())
     elif kind == "empty_library":
-        lib.write_bytes((built / "empty.so").read_bytes())
+        _replace(lib, (built / "empty.so").read_bytes())
     elif kind == "swapped":  # the other library with its own sidecar, under this one's name
-        lib.write_bytes(other.read_bytes())
+        _replace(lib, other.read_bytes())
         side.write_bytes(other.with_name(other.name + ".sha256").read_bytes())
     elif kind == "swapped_restamped":  # ... with a sidecar that matches it: only the entry points tell
-        lib.write_bytes(other.read_bytes())
+        _replace(lib, other.read_bytes())
         payload = lib.read_bytes()
         side.write_text(f"{lib.name} {len(payload)} {hashlib.sha256(payload).hexdigest()}\n")
     elif kind == "no_sidecar":  # as an older fmtsim left it: not known to be whole
@@ -314,7 +321,7 @@ def test_nvfp4_shares_the_checked_library(fresh, built, monkeypatch):
     mx._LIBRARY.forget()
     assert np.array_equal(nvfp4.quantize(x, engine="compiled").codes, ref.codes)
     (lib,) = _entries(fresh / "cache", "mx_blocks")
-    lib.write_bytes((built / "empty.so").read_bytes())
+    _replace(lib, (built / "empty.so").read_bytes())
     mx._LIBRARY.forget()
     assert np.array_equal(nvfp4.quantize(x, engine="compiled").codes, ref.codes)
     assert shim_build.damage(lib) is None

@@ -29,8 +29,8 @@ processor\t: 1
 model name\t: AMD EPYC 9654 96-Core Processor
 flags\t\t: fpu sse sse2 avx avx2 fma avx512f avx512dq avx512bw avx512vl avx512_bf16 avx512_vnni gfni vaes
 """
-SAPPHIRE = "model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: avx2 avx512f avx512bw avx512_bf16 " \
-           "avx512_fp16 amx_bf16 amx_tile amx_int8\n"
+SAPPHIRE = "model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: avx2 avx512f avx512bw avx512vl " \
+           "avx512dq avx512_bf16 avx512_fp16 amx_bf16 amx_tile amx_int8\n"
 GRAVITON = ("processor\t: 0\nBogoMIPS\t: 2100.00\n"
             "Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma "
             "lrcpc dcpop sha3 sm3 sm4 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs paca pacg dcpodp "
@@ -130,7 +130,8 @@ def test_the_text_table_fits_100_columns(capsys):
 
 
 @pytest.mark.parametrize("text,arch,want", [
-    (EPYC, "x86_64", {"avx2": True, "avx512f": True, "avx512bw": True, "avx512_bf16": True, "avx512_fp16": False,
+    (EPYC, "x86_64", {"avx2": True, "avx512f": True, "avx512bw": True, "avx512vl": True, "avx512dq": True,
+                      "avx512_bf16": True, "avx512_fp16": False,
                       "amx_tile": False, "amx_bf16": False, "amx_int8": False}),
     (SAPPHIRE, "x86_64", dict.fromkeys(envmod.X86_FEATURES, True)),
     (GRAVITON, "aarch64", {"neon": True, "sve": True, "sve2": False, "bf16": True}),

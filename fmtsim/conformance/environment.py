@@ -37,12 +37,14 @@ __all__ = ["Held", "ImplementationStatus", "Cpu", "X86_FEATURES", "ARM_FEATURES"
 WIDTH = 100  # the widest line render() and header_line() write
 
 # instruction sets that pick a conversion kernel, by their Linux /proc/cpuinfo names
-X86_FEATURES = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+X86_FEATURES = ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_fp16", "amx_tile",
+                "amx_bf16", "amx_int8")
 ARM_FEATURES = ("neon", "sve", "sve2", "bf16")
 # Linux aarch64 calls NEON "asimd" (32-bit Arm kernels say "neon")
 _ARM_CPUINFO = {"neon": ("asimd", "neon"), "sve": ("sve",), "sve2": ("sve2",), "bf16": ("bf16",)}
 # macOS sysctl keys (a missing key is "unknown": Apple documents no key for the others)
-_X86_SYSCTL = {"avx2": "AVX2", "avx512f": "AVX512F", "avx512bw": "AVX512BW"}
+_X86_SYSCTL = {"avx2": "AVX2", "avx512f": "AVX512F", "avx512bw": "AVX512BW", "avx512vl": "AVX512VL",
+               "avx512dq": "AVX512DQ"}
 _ARM_SYSCTL = {"neon": "hw.optional.neon", "sve": "hw.optional.arm.FEAT_SVE", "bf16": "hw.optional.arm.FEAT_BF16"}
 
 

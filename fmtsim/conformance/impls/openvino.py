@@ -7,7 +7,6 @@ No named divergence: every difference from a single rounding is modelled by the 
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Set
 from typing import Any
 
@@ -94,17 +93,6 @@ def code_path_for(arch: str, flags: Set[str]) -> str:
     return "reference"
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
-
-
 # No named divergence: the differences from a single rounding that looked like a bug (the E5M2
 # codes just below 2^-17, 2^-16 and 2^-15) are exactly the double rounding through float16 the
 # profile models (checked on every float32 of both signs in [2^-19, 2^-14): 0 differences).
@@ -123,7 +111,13 @@ class Openvino(Implementation):
     checked_with = "openvino 2026.4.1 (CPU plugin)"
 
     def code_path(self) -> str | None:
-        return code_path_for(platform.machine(), _cpu_flags())
+        """This CPU's FP8 code path; None where its instruction sets cannot be read."""
+        from ..environment import cpu_info
+
+        cpu = cpu_info()
+        if any(cpu.features.get(f) is None for f in _AVX512_CORE_FP16):
+            return None
+        return code_path_for(cpu.arch, {f for f, on in cpu.features.items() if on})
 
     def decoders(self, req: Request) -> list[Decoder]:
         return [Decoder("openvino", _decode, tuple(TYPES))]
