@@ -32,6 +32,7 @@ import numpy as np
 from ..codec import encode, encode_with_flags
 from ..formats import get_format
 from ..policy import PROFILES, resolve
+from ..profiles import Variant
 from .divergences import Divergence, explain, explain_among
 
 __all__ = ["Adapter", "load_adapter"]
@@ -56,10 +57,16 @@ class Adapter:
     # the flags as fmtsim's bits (encode_with_flags), of which it reports those in ``flag_bits``
     with_flags: Callable[[np.ndarray, str], tuple[Any, Any]] | None = None
     flag_bits: int = 0
+    # the variant of ``profile`` it is held to (None: the profile's default variant), and
+    # why, when that variant was not read off the version run: "unverified version X
+    # (profile read off Y)"; both set by the runner from fmtsim.profiles.select
+    variant: Variant | None = None
+    unverified: str = ""
 
-    def policy_for(self, fmt: str) -> dict[str, str]:
-        """The encode keywords this path is held to for ``fmt`` (the profile plus options)."""
-        return {"profile": self.profile, **self.options}
+    def policy_for(self, fmt: str) -> dict[str, Any]:
+        """The encode keywords this path is held to for ``fmt`` (the profile, or the variant of
+        it chosen for the version run, plus options)."""
+        return {"profile": self.variant.policy if self.variant is not None else self.profile, **self.options}
 
     def expected(self, x: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
         """(mask of inputs the profile accepts, fmtsim's codes for them)."""

@@ -23,7 +23,7 @@ sign; E8M0 and FP4 take one path everywhere. Where they differ (E5M2 only):
   the unrounded significand into place): float32 0x377fffff (just below 2^-16) -> 0x02
   (2^-15), where one rounding and the JIT path give 0x01. This is policy field
   ``intermediate_carry='doubles_subnormal'``; it reproduces every one of the 24,576
-  differences in all 2^28.5 float32 of magnitude 2^-40..2^-12 of both signs.
+  differences among all 469,762,048 float32 of magnitude 2^-40..2^-12, both signs.
 
 E8M0: RNE (ties to the even code), 0, negatives, -Inf and -NaN -> 0x00, +Inf -> 0xFE,
 NaN -> 0xFF. FP4: saturating, NaN -> +-6.

@@ -123,8 +123,12 @@ class Openvino(Implementation):
         return [Decoder("openvino", _decode, tuple(TYPES))]
 
     def encoders(self, req: Request) -> list[Adapter]:
+        from ...profiles import select
+
+        path = self.code_path()  # the variant of this CPU's code path (None: unknown, the default)
+        variant = select("openvino", None, path).variant if path is not None else None
         return [Adapter("openvino", _encode, profile="openvino", formats=tuple(TYPES), sources=tuple(SOURCES),
-                        divergences=DIVERGENCES)]
+                        divergences=DIVERGENCES, variant=variant)]
 
 
 IMPLEMENTATIONS = [Openvino()]
