@@ -160,7 +160,8 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
                 want = check_fp4(codes, ue5m3, tj.block[1], target)
             else:
                 g = frac(before[m.global_scale].reshape(-1)[0])
-                want = check_fp4(codes, lambda b, sc=sc: value_of(int(sc[b]), "e4m3"), rec.block[1], target,
+                want = check_fp4(codes, lambda b, sc=sc: value_of(int(sc[b]), "e4m3"),
+                                 (tj.block or rec.block)[1], target,
                                  glob=g, divisor=rec.global_direction == "divisor")
         elif rec.scheme == "mxfp6":  # Quark: four codes per little-endian 3-byte word, code k at bit 6k
             b = before[m.codes].astype(np.int64).reshape(tj.out_shape[0], -1, 3)
