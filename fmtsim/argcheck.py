@@ -28,7 +28,7 @@ import numpy as np
 from .arrays import as_numpy
 
 __all__ = ["integer", "optional_integer", "flag", "choice", "float_dtype", "round_to_dtype", "where",
-           "integer_array", "instance", "rounding_name", "path", "FLOAT_DTYPES"]
+           "integer_array", "instance", "rounding_name", "path", "jobs", "cli_integer", "FLOAT_DTYPES"]
 
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32), np.dtype(np.float64))
 
@@ -57,6 +57,33 @@ def integer(value: Any, name: str, *, low: int | None = None, high: int | None =
     if high is not None and v > high:
         raise ValueError(f"{name} must be at most {high}, not {v}")
     return v
+
+
+def jobs(value: Any, name: str = "jobs") -> int:
+    """A worker-process count: an int or numpy integer, at least 1 (the API and every ``--jobs``
+    apply the same rule, so the CLI never accepts what the API refuses)."""
+    return integer(value, name, low=1)
+
+
+def cli_integer(option: str, *, low: int | None = None, high: int | None = None) -> Any:
+    """An argparse ``type=`` for a whole-number option, bounded as :func:`integer`: ``--jobs 0`` or
+    ``--block-size -32`` is refused at parse time, naming the option, instead of reaching a later
+    check that blames another argument."""
+    import argparse
+
+    def parse(text: str) -> int:
+        # argparse puts "argument --jobs:" before these, so they do not repeat the option
+        try:
+            v = int(text.strip(), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes a whole number, not {text!r}") from None
+        try:
+            return integer(v, "it", low=low, high=high)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix("it ")) from None
+
+    parse.__name__ = option.lstrip("-").replace("-", "_")
+    return parse
 
 
 def optional_integer(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int | None:

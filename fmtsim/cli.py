@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import numpy as np
 from tabulate import tabulate
 
-from . import __version__
+from . import __version__, argcheck
 from .bitpatterns import BitPattern, flags_text, parse_pattern, short_value
 from .checkpoint.cli import add_checkpoint_parser, add_fnuz_convert_arguments
 from .describe import (
@@ -289,9 +289,10 @@ def cmd_conform(args: argparse.Namespace) -> int:
     if skipped and not rows:
         raise UsageError("nothing could run here: " + "; ".join(skipped))
     if sum(r.cases for r in rows) == 0:
+        what = "; ".join(f"{spec} checks {get_implementation(spec).covers()}" for spec in args.impl
+                         if ":" not in spec)
         raise UsageError(f"nothing to check: no coverage model applies to {' '.join(args.impl)} with formats "
-                         f"{' '.join(args.formats or ['(all)'])} (PyTorch casts only to FP8/E8M0; block "
-                         "schemes are checked for torchao only)")
+                         f"{' '.join(args.formats or ['(all)'])}" + (f" ({what})" if what else ""))
     table = []
     for r in rows:
         known = "; ".join(f"{k}: {v}" for k, v in r.known.items()) or "-"
@@ -641,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("gen", help="write golden vectors (TestFloat-style .tv and block binaries)")
     s.add_argument("op", nargs="?", default="all", help="a file name or glob, e.g. 'f32_to_e4m3.rne.*' (default all)")
     s.add_argument("--level", type=int, choices=[1, 2], default=1)
-    s.add_argument("--seed", type=int, default=1,
+    s.add_argument("--seed", type=argcheck.cli_integer("--seed", low=0), default=1,
                    help="seed of the random inputs and, with --rounding sr, of the random bits written into each "
                         "line ('<input> <rbits> <code> <flags>'; the same seed gives the same files)")
     s.add_argument("-o", "--output", help="directory; without it one .tv file goes to stdout")
@@ -663,7 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "float32 bits per case); arrays have no flags to compare. For a .bin vector file, a file of the "
                    "same layout. With 'all', a directory of result files named as the vectors")
     s.add_argument("--vectors", help="the vectors directory (default: the vectors installed with fmtsim)")
-    s.add_argument("--errors", type=int, default=20, help="failures printed")
+    s.add_argument("--errors", type=argcheck.cli_integer("--errors", low=0), default=20, help="failures printed")
     s.add_argument("--check-nans", action="store_true", help="NaN codes must match exactly")
     s.add_argument("--ignore-flags", action="store_true", help="do not compare flags (GPUs report none)")
     s.add_argument("--family-tolerance", action="store_true",
@@ -685,7 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", nargs="+", help="probe sets (default: all for gen; from the file name for infer)")
     s.add_argument("-o", "--output", help="gen: the directory to write probe.<set>.bin and probe.json to")
     s.add_argument("--probes", help="infer: the directory gen wrote (for its seed; default seed 7)")
-    s.add_argument("--seed", type=int, default=7)
+    s.add_argument("--seed", type=argcheck.cli_integer("--seed", low=0), default=7)
     s.set_defaults(func=cmd_probe)
 
     s = sub.add_parser("conform", help="run the coverage models against implementations")

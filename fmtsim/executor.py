@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from . import argcheck
+
 __all__ = ["Executor", "InProcess", "ProcessPool", "DaskCluster", "get_executor", "check_jobs", "check_scheduler",
            "SCHEDULER_SCHEMES"]
 
@@ -177,12 +179,8 @@ def check_scheduler(scheduler: object, what: str = "scheduler") -> None:
 
 def check_jobs(jobs: object) -> None:
     """jobs is None or a whole number >= 1 (TypeError / ValueError otherwise)."""
-    if jobs is None:
-        return
-    if isinstance(jobs, bool) or not isinstance(jobs, int):
-        raise TypeError(f"jobs must be a whole number, not {jobs!r}")
-    if jobs < 1:
-        raise ValueError(f"jobs must be at least 1, not {jobs}")
+    if jobs is not None:
+        argcheck.jobs(jobs)
 
 
 def get_executor(jobs: int | None = None, scheduler: Any = None, pieces: int | None = None) -> Executor:
@@ -194,6 +192,6 @@ def get_executor(jobs: int | None = None, scheduler: Any = None, pieces: int | N
         return DaskCluster(scheduler)
     if jobs is None:
         return InProcess()
-    check_jobs(jobs)
+    jobs = argcheck.jobs(jobs)
     n = min(jobs, os.cpu_count() or 1, pieces if pieces else jobs)
     return InProcess() if n <= 1 else ProcessPool(n)

@@ -9,6 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from .. import argcheck
 from .files import CheckpointError
 
 __all__ = ["add_checkpoint_parser", "add_fnuz_convert_arguments", "cmd_fnuz_convert"]
@@ -31,15 +32,7 @@ def _usage_error(msg: str) -> Exception:
     return UsageError(msg)
 
 
-def _jobs(text: str) -> int:
-    """--jobs: a whole number of worker processes, at least 1 (capped at the shards and CPUs when run)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--jobs takes a whole number, not {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--jobs must be at least 1, not {n}")
-    return n
+_jobs = argcheck.cli_integer("--jobs", low=1)
 
 
 def _add_scheduler(c: argparse.ArgumentParser) -> None:

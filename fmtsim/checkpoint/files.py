@@ -40,6 +40,7 @@ from typing import Any, BinaryIO
 import ml_dtypes
 import numpy as np
 
+from .. import argcheck
 from ..argcheck import path as check_path
 from ..executor import get_executor
 from ..fileio import UnsafeOutputError, check_replaceable
@@ -577,10 +578,10 @@ def check_paths(src: str | Path, out: str | Path) -> None:
 
 def worker_count(jobs: Any, shards: int) -> int:
     """--jobs as a number of worker processes: at least 1, at most one per shard and per CPU."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int):
-        raise CheckpointError(f"--jobs must be a whole number, not {jobs!r}")
-    if jobs < 1:
-        raise CheckpointError(f"--jobs must be at least 1, not {jobs}")
+    try:
+        jobs = argcheck.jobs(jobs, "--jobs")
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(str(e)) from None
     return max(1, min(jobs, shards, os.cpu_count() or 1))
 
 

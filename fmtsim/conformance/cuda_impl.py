@@ -106,8 +106,15 @@ def header_version(dirs: list[Path]) -> str | None:
     return None
 
 
-def find_include_dirs() -> tuple[list[Path] | None, str]:
-    """(include folders holding cuda_fp8.h and what it needs, where they came from)."""
+# cuda_fp6.h, cuda_fp4.h and __nv_cvt_float_to_e8m0 first ship in CUDA 12.8 (its release notes)
+MIN_CUDA = "12.8"
+
+
+def _release(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", v)[:2])
+
+
+def _candidates() -> list[tuple[Path, str]]:
     cands: list[tuple[Path, str]] = []
     for env in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(env):
@@ -116,7 +123,21 @@ def find_include_dirs() -> tuple[list[Path] | None, str]:
     if nvcc:
         cands.append((Path(nvcc).resolve().parent.parent / "include", f"nvcc at {nvcc}"))
     cands.append((Path("/usr/local/cuda/include"), "/usr/local/cuda"))
-    for inc, origin in cands:
+    return cands
+
+
+def older_toolkit() -> tuple[Path, str] | None:
+    """(include folder, CUDA version) of a toolkit that has cuda_fp8.h but not cuda_fp4.h: one
+    from before CUDA 12.8, named when nothing newer is found."""
+    for inc, _origin in _candidates():
+        if (inc / "cuda_fp8.h").is_file() and not (inc / "cuda_fp4.h").is_file():
+            return inc, header_version([inc]) or "(version unknown)"
+    return None
+
+
+def find_include_dirs() -> tuple[list[Path] | None, str]:
+    """(include folders holding cuda_fp8.h and what it needs, where they came from)."""
+    for inc, origin in _candidates():
         if (inc / "cuda_fp8.h").is_file() and (inc / "cuda_fp4.h").is_file():
             return [inc], origin
     wheels = wheel_include_dirs()
@@ -127,11 +148,19 @@ def find_include_dirs() -> tuple[list[Path] | None, str]:
 
 @cache
 def _lib() -> ctypes.CDLL:
-    dirs, _ = find_include_dirs()
+    dirs, origin = find_include_dirs()
     if dirs is None:
+        old = older_toolkit()
         raise ShimUnavailable(
-            "cuda: NVIDIA's headers (cuda_fp8.h, cuda_fp6.h, cuda_fp4.h) were not found: set CUDA_HOME, put nvcc "
-            "on PATH, or pip install \"fmtsim[cuda]\" (nvidia-cuda-runtime, nvidia-cuda-crt, nvidia-cuda-cccl)")
+            "cuda: NVIDIA's headers (cuda_fp8.h, cuda_fp6.h, cuda_fp4.h) were not found"
+            + (f" (the CUDA {old[1]} headers at {old[0]} predate CUDA {MIN_CUDA}, where cuda_fp6.h, cuda_fp4.h "
+               "and the E8M0 conversions first appear)" if old else "")
+            + ": set CUDA_HOME, put nvcc on PATH, or pip install \"fmtsim[cuda]\" (nvidia-cuda-runtime, "
+            "nvidia-cuda-crt, nvidia-cuda-cccl)")
+    have = header_version(dirs)
+    if have is not None and _release(have) < _release(MIN_CUDA):
+        raise ShimUnavailable(f"cuda: the headers found ({origin}: {', '.join(map(str, dirs))}) are CUDA {have}; the "
+                              f"shim needs CUDA {MIN_CUDA} or later (cuda_fp6.h, cuda_fp4.h and the E8M0 conversions)")
     identity = [d / h for d in dirs for h in _HEADERS if (d / h).is_file()]
     lib = build("cuda_shim", dirs, identity, what="cuda", symbols=("fmtsim_to_fp8", "fmtsim_to_fp6", "fmtsim_to_fp4",
                 "fmtsim_to_e8m0", "fmtsim_decode", "fmtsim_cuda_version"))

@@ -25,6 +25,7 @@ in the methods, after :meth:`Implementation.missing` said it is there.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .adapters import Adapter
@@ -138,6 +140,65 @@ class Implementation:
         """The code path its profile variants are keyed by here (None: the entry points'
         profiles name it, or there is one)."""
         return None
+
+    def cannot_run(self, req: Request) -> str | None:
+        """Why this implementation, though importable, cannot run the request here: every one
+        of its entry points that applies fails on a single value (an old or broken install:
+        a missing attribute, a library that refuses the type), or None. Without this a broken
+        install shows as thousands of "unexpected failures" of correct rules."""
+        tried: list[str] = []
+        try:
+            entries: list[tuple[str, Callable[[], Any]]] = []
+            for d in self.decoders(req) if "decode" in self.capabilities else []:
+                names = [n for n in req.names if n in d.formats]
+                if names:
+                    entries.append((d.label, functools.partial(d.decode, np.zeros(1, np.uint8), names[0])))
+            for a in self.encoders(req) if "encode" in self.capabilities else []:
+                names = [n for n in req.names if a.formats is None or n in a.formats]
+                if names:
+                    src = np.dtype(ml_dtypes.bfloat16) if a.sources[0] == "bfloat16" else np.dtype(a.sources[0])
+                    entries.append((a.name, functools.partial(a.encode, np.ones(1, src), names[0])))
+        except Exception as e:
+            return f"{self.name}: its entry points could not be set up here ({type(e).__name__}: {e}){self._ran()}"
+        if not entries:
+            return None
+        for label, call in entries:
+            try:
+                call()
+                return None
+            except (Exception, SystemExit) as e:
+                first = (str(e).strip().splitlines() or [""])[0][:200]
+                tried.append(f"{label}: {type(e).__name__}{': ' + first if first else ''}")
+        return (f"{self.name}: every entry point fails on a single value here ({tried[0]}"
+                f"{f'; and {len(tried) - 1} more' if len(tried) > 1 else ''}){self._ran()}")
+
+    def _ran(self) -> str:
+        have = self.version()
+        return (f"; installed: {have or 'version unknown'}"
+                + (f"; fmtsim's rules for it were read off {self.checked_with}" if self.checked_with else ""))
+
+    def covers(self) -> str:
+        """What this implementation checks, in words: the element formats of its decode and
+        encode entry points, plus block schemes / matrix units where it has rows of those.
+        ``fmtsim conform`` says it when the formats asked leave nothing to check."""
+        everything = Request((), None, None, False, big=False)
+        formats: set[str] = set()
+        try:
+            for d in self.decoders(everything):
+                formats |= set(d.formats)
+            for a in self.encoders(everything):
+                formats |= set(a.formats or ())
+        except Exception as e:  # an entry point that cannot even be listed: say so, not a traceback
+            return f"(its entry points could not be listed: {type(e).__name__}: {e})"
+        kinds = [f"formats {' '.join(sorted(formats))}"] if formats else []
+        base = Implementation
+        if type(self).oracle_rows is not base.oracle_rows:
+            kinds.append("every format against the exact oracle")
+        if type(self).block_rows is not base.block_rows:
+            kinds.append("block schemes (mxfp8_e4m3 ... mxfp4, nvfp4)")
+        if type(self).gemm_rows is not base.gemm_rows:
+            kinds.append("matrix units (fmtsim.mma.UNITS)")
+        return "; ".join(kinds) or "nothing"
 
     def decoders(self, req: Request) -> list[Decoder]:
         return []

@@ -235,7 +235,8 @@ def run(impls: tuple[str, ...] = DEFAULT_IMPLEMENTATIONS, formats: list[str] | N
     every encode path claims. ``formats`` may also name block schemes (mxfp8_e4m3 ...
     mxfp4, nvfp4) and matrix units (fmtsim.mma.UNITS).
 
-    An implementation that cannot run here (its package is missing) raises ValueError
+    An implementation that cannot run here (its package is missing, does not import, or
+    every entry point of it fails on a single value) raises ValueError
     saying why, unless ``skipped`` is a list: then the reason is appended to it and the
     others run."""
     from ..mma import UNITS
@@ -254,7 +255,7 @@ def run(impls: tuple[str, ...] = DEFAULT_IMPLEMENTATIONS, formats: list[str] | N
             chosen.append(_adapter_implementation(load_adapter(spec)))
             continue
         impl = get_implementation(spec)
-        why = impl.missing()
+        why = impl.missing() or impl.cannot_run(req)
         if why is not None:
             if skipped is None:
                 raise ValueError(why)

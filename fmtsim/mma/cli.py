@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import argcheck
 from ..fileio import check_replaceable
 from .arith import IEEE_FORMATS, WIDE_FORMATS, canonical_operand_format
 from .compiled import uses_compiled
@@ -45,17 +46,18 @@ def add_mma_parser(sub: Any) -> None:
     m.add_argument("--a-scales", help="(M, K / block size) scale codes")
     m.add_argument("--b-scales", help="(K / block size, N) scale codes ((N, K / block size) with --b-nk)")
     m.add_argument("--scale-format", choices=["e8m0", "ue4m3"])
-    m.add_argument("--block-size", type=int)
+    m.add_argument("--block-size", type=argcheck.cli_integer("--block-size", low=1))
     m.add_argument("--shape", type=lambda t: _ints(t, 3, "--shape"), metavar="M,N,K",
                    help="the GEMM's shape: needed for raw binary operands, checked for .npy ones")
     m.add_argument("--b-nk", action="store_true", help="B (and its scales) are stored N x K (K contiguous), "
                    "as most kernels keep them")
-    m.add_argument("--promote-every", type=int)
-    m.add_argument("--split-k", type=int)
+    m.add_argument("--promote-every", type=argcheck.cli_integer("--promote-every", low=1))
+    m.add_argument("--split-k", type=argcheck.cli_integer("--split-k", low=1))
     m.add_argument("-o", "--output", required=True, help="D: .npy, or raw float32 (float64 for the fp64 units) "
                    "for *.bin / *.raw / *.f32 / *.f64")
     run = m.add_mutually_exclusive_group()
-    run.add_argument("--jobs", type=int, help="local worker processes (default: this process, tile by tile)")
+    run.add_argument("--jobs", type=argcheck.cli_integer("--jobs", low=1),
+                     help="local worker processes (default: this process, tile by tile)")
     run.add_argument("--scheduler", help="a Dask scheduler address, e.g. tcp://host:8786 (needs fmtsim[dask])")
     m.add_argument("--engine", choices=["auto", "compiled", "numpy"], default="auto",
                    help="the NVIDIA, CDNA3 FP8 and FMA-chain units' steps in C++ built on first use "
@@ -131,8 +133,20 @@ def cmd_mma_matmul(args: argparse.Namespace) -> int:
     c = read_array(args.c, "C", (m, n), out_dt) if args.c else None
     sa = sb = None
     if args.a_scales or args.b_scales:
-        if not (args.a_scales and args.b_scales and bs):
-            raise ValueError("block scales need --a-scales, --b-scales, --scale-format and --block-size")
+        missing = [opt for opt, v in (("--a-scales", args.a_scales), ("--b-scales", args.b_scales),
+                                      ("--scale-format", args.scale_format), ("--block-size", bs)) if v is None]
+        if missing:
+            raise ValueError(f"block scales need --a-scales, --b-scales, --scale-format and --block-size: "
+                             f"{', '.join(missing)} not given")
+        # the unit's own block sizes first: a size it does not take would otherwise surface as a
+        # scales file of the "wrong" shape, blaming the file for the option
+        unit = get_unit(args.unit)
+        if not unit.block_sizes:
+            raise ValueError(f"unit {unit.name} has no block scales: leave out --a-scales, --b-scales, "
+                             f"--scale-format and --block-size")
+        if bs not in unit.block_sizes:
+            raise ValueError(f"--block-size {bs}: unit {unit.name} takes block size "
+                             f"{' or '.join(map(str, unit.block_sizes))}")
         nb = -(-k // bs)
         sa = read_array(args.a_scales, "A scales", (m, nb), np.uint8)
         sb = read_array(args.b_scales, "B scales", (n, nb) if args.b_nk else (nb, n), np.uint8)

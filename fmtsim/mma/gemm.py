@@ -622,6 +622,9 @@ def _slices(k: int, step: int, split_k: int | Sequence[int] | None) -> list[tupl
         if n < 1:
             raise ValueError(f"matmul: split_k must be >= 1, got {n}")
         steps = k // step
+        if n > max(steps, 1):  # empty slices would be dropped: the user would get fewer than asked
+            raise ValueError(f"matmul: split_k {n} is more slices than K={k} has steps of the unit's K "
+                             f"({step}): at most {max(steps, 1)}")
         edges = [step * (steps * i // n) for i in range(n + 1)]
     else:
         edges = [0, *[int(e) for e in split_k], k]
