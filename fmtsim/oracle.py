@@ -214,6 +214,8 @@ def encode_one(
             fl = INVALID if signaling else 0
         return code, fl
 
+    if f.name == "e8m0" and pol.e8m0_encoding == "signed_exponent":
+        return _e8m0_signed_exponent(v, pol)
     if f.name == "e8m0":
         negative = v in ("-inf", "-0") or (isinstance(v, Fraction) and v < 0)
         if negative:
@@ -359,6 +361,42 @@ def _as_float32_nan_bits(bits: int, src: str) -> int:
     field = bits & ((1 << man) - 1)
     field = field << (23 - man) if man <= 23 else field >> (man - 23)
     return (sign << 31) | 0x7F800000 | field
+
+
+def _e8m0_signed_exponent(v: Fraction | str, pol: Resolved) -> tuple[int, int]:
+    """E8M0 under e8m0_encoding='signed_exponent' (policy.py), one value, by its definition:
+    the neighbours of |v| among 0 and the powers of two 2^-127..2^127 (and beyond), the
+    rounding mode's choice between them, then the packing. NaN never reaches here."""
+    inexact_f, underflow_f, overflow_f, invalid_f, saturated_f = 1, 2, 4, 16, 32
+    if v in ("+inf", "-inf"):
+        return 0xFF, inexact_f if pol.flag_inf_nan == "inexact" else invalid_f
+    if v == "-0" or v == 0:
+        return 0x00, 0
+    assert isinstance(v, Fraction)
+    negative, a = v < 0, abs(v)
+    if a < Fraction(2) ** -127:
+        lo, hi = Fraction(0), Fraction(2) ** -127
+    else:
+        e = _floor_log2(a)
+        lo, hi = Fraction(2) ** e, Fraction(2) ** (e + 1)
+    mode = pol.rounding
+    toward_zero = mode == "rtz" or (mode == "rup" and negative) or (mode == "rdn" and not negative)
+    if a == lo or toward_zero:
+        result = lo
+    elif mode in ("rup", "rdn"):
+        result = hi
+    elif a - lo != hi - a:
+        result = lo if a - lo < hi - a else hi
+    else:  # a tie: rna away; rne to the even 1-bit significand (zero's is 0, every power's 1)
+        result = hi if mode == "rna" or lo > 0 else lo
+    inexact = inexact_f if result != a or result > Fraction(2) ** 127 else 0  # past the top is never exact
+    if result > Fraction(2) ** 127:  # past the top: 2^127 where rounding goes toward zero, else the NaN
+        if toward_zero:
+            return 0xFE, inexact | saturated_f | (0 if pol.flag_overflow == "infinite" else overflow_f)
+        return 0xFF, inexact | overflow_f
+    if result == 0:
+        return 0x00, inexact | underflow_f
+    return (_floor_log2(result) + 127) | (0x80 if negative else 0), inexact
 
 
 def _tiny(v: Fraction, f: Format, pol: Resolved, result: Fraction) -> bool:

@@ -139,6 +139,16 @@ which is fmtsim's behaviour before these fields existed):
                   satfinite, 'nan' otherwise.
     e8m0_tiny     0 < x < 2^-127: 'min' (default: 0x00, there is nothing below it) or
                   'nan' (onnxruntime without saturation).
+    e8m0_encoding 'unsigned' (default, OCP MX: a code is an unsigned biased exponent; the
+                  four fields above decide what has no code) or 'signed_exponent': the value
+                  is rounded as a signed binary format of precision 1 with exponents
+                  -127..127 and a zero (directed modes by the input's sign; under 'rne' a
+                  tie goes to the neighbour whose 1-bit significand is even, so away from
+                  zero except the tie at 2^-128 between 0 and 2^-127, which goes to 0), then
+                  packed into 8 bits: 0 -> 0x00, 2^e -> e + 127 with the sign in bit 7 (so a
+                  negative aliases a positive at or above 2, or a large value or the NaN below
+                  it), overflow -> 0xFF (0xFE toward zero), +-Inf and NaN -> 0xFF. LLVM 20+
+                  APFloat's Float8E8M0FNU. The four fields above do not apply.
     intermediate  None, or 'float16' / 'bfloat16' / 'float32': the input is first rounded
                   to nearest-even into that IEEE type (overflow to Inf), then converted
                   (double rounding: OpenVINO's float32 -> float16 -> FP8). Sources no wider
@@ -198,6 +208,7 @@ __all__ = [
     "E8M0_MODES",
     "INTERMEDIATES",
     "INTERMEDIATE_CARRIES",
+    "E8M0_ENCODINGS",
     "TININESS",
     "NAN_CODE_SIGNS",
     "FLAG_FIELDS",
@@ -220,6 +231,7 @@ E8M0_MODES = {
     "e8m0_inf": ("nan", "max"),
     "e8m0_tiny": ("min", "nan"),
 }
+E8M0_ENCODINGS = ("unsigned", "signed_exponent")
 INTERMEDIATES = ("float16", "bfloat16", "float32")
 INTERMEDIATE_CARRIES = ("exact", "doubles_subnormal")
 TININESS = ("before", "after", "result")
@@ -266,6 +278,7 @@ class Policy:
     flag_inf_number: str | None = None
     flag_neg_zero: str | None = None
     intermediate_carry: str | None = None
+    e8m0_encoding: str | None = None
 
 
 @dataclass(frozen=True)
@@ -304,6 +317,7 @@ class Resolved:
     flag_inf_number: str = "inexact"
     flag_neg_zero: str = "none"
     intermediate_carry: str = "exact"
+    e8m0_encoding: str = "unsigned"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -469,6 +483,10 @@ def resolve(
     }
     for k, v in e8.items():
         _check_choice(k, v, E8M0_MODES[k])
+    e8_encoding = base.e8m0_encoding or "unsigned"
+    _check_choice("e8m0_encoding", e8_encoding, E8M0_ENCODINGS)
+    if e8_encoding != "unsigned" and r == "sr" and f.name == "e8m0":
+        raise ValueError("e8m0_encoding='signed_exponent' is modelled for rne, rna, rtz, rup and rdn, not sr")
     inter = base.intermediate
     if inter is not None:
         _check_choice("intermediate type", inter, INTERMEDIATES)
@@ -492,7 +510,7 @@ def resolve(
                     nan_signaling_sources=signaling, flag_overflow=flag_rules["flag_overflow"],
                     flag_nan=flag_rules["flag_nan"], flag_inf_nan=flag_rules["flag_inf_nan"],
                     flag_inf_number=flag_rules["flag_inf_number"], flag_neg_zero=flag_rules["flag_neg_zero"],
-                    intermediate_carry=carry)
+                    intermediate_carry=carry, e8m0_encoding=e8_encoding)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

@@ -382,6 +382,8 @@ def encode_f64(
         pre_inexact = ~np.isnan(x) & (y != x)
         x, src, pol = y, pol.intermediate, pol.without_intermediate()
     fmt = pol.fmt
+    if fmt.name == "e8m0" and pol.e8m0_encoding == "signed_exponent":
+        return _e8m0_signed_exponent(x, pol, want_flags)
     as_inf = None
     x_in = x
     if "as_inf" in (pol.nan, pol.nan_neg):  # such NaNs take the path of the Inf of their sign
@@ -519,6 +521,63 @@ def _reaches_min_normal(a: np.ndarray, mn: float, p: int, how: str, result: np.n
     if how == "down":
         return np.zeros(a.shape, dtype=bool)
     return result == mn  # sr: tiny unless the result is the smallest normal
+
+
+def _e8m0_signed_exponent(x: np.ndarray, pol: Resolved, want_flags: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """E8M0 under e8m0_encoding='signed_exponent' (policy.py): round onto {0} and the powers of
+    two 2^-127..2^127 of either sign, then pack. Its exact twin: oracle._e8m0_signed_exponent."""
+    fmt = pol.fmt
+    codes = np.zeros(x.shape, dtype=np.int64)
+    flags = np.zeros(x.shape, dtype=np.uint8) if want_flags else None
+    isnan, isinf = np.isnan(x), np.isinf(x)
+    finite = ~isnan & ~isinf
+    negative = np.signbit(x)
+    a = np.where(finite, np.abs(x), 0.0)
+    nz = finite & (a > 0)
+    # the neighbours lo <= a < hi on the grid: 2^e and 2^(e+1), or 0 and 2^-127 below it
+    _, e2 = np.frexp(np.where(nz, a, 1.0))
+    e = e2.astype(np.int64) - 1
+    tiny = nz & (e < -127)
+    lo = np.where(tiny, 0.0, np.ldexp(1.0, np.maximum(e, -127)))
+    with np.errstate(over="ignore"):  # 2 * 2^1023 is Inf: a float64 that far up overflows either way
+        hi = np.where(tiny, 2.0**-127, 2 * lo)
+        mid = (lo + hi) * 0.5
+    exact = nz & (a == lo)
+    up = np.zeros(x.shape, dtype=bool)
+    toward_zero = np.zeros(x.shape, dtype=bool)
+    for neg in (False, True):
+        sel = nz & ~exact & (negative == neg)
+        how = _direction(pol.rounding, neg)
+        if how == "down":
+            toward_zero |= nz & (negative == neg)
+        elif how == "up":
+            up |= sel
+        elif how in ("ne", "na"):
+            tie = a == mid
+            # a tie goes to the even significand: every power of two's is 1, zero's is 0
+            tie_up = tie if how == "na" else tie & (lo > 0)
+            up |= sel & ((a > mid) | tie_up)
+    r_exp = np.where(up, np.where(tiny, -127, e + 1), np.where(tiny, -128, e))  # -128: the result is 0
+    beyond = nz & (r_exp > 127)
+    to_nan = beyond & ~toward_zero  # toward zero an overflow stops at 2^127 (0xFE, sign or not)
+    code = np.where(r_exp <= -128, 0, (np.minimum(r_exp, 127) + 127) | np.where(negative, 0x80, 0))
+    codes[nz] = code[nz]
+    nan_code = fmt.nan_codes[0]
+    codes[to_nan] = nan_code
+    codes[isnan | isinf] = nan_code
+    if flags is not None:
+        f = np.where(nz & (~exact | beyond), FLAG_INEXACT, 0).astype(np.uint8)  # past the top is never exact
+        f |= np.where(nz & ~exact & (r_exp <= -128), FLAG_UNDERFLOW, 0).astype(np.uint8)
+        # flag_overflow 'infinite': flagged only when the result is the NaN
+        f |= np.where(to_nan if pol.flag_overflow == "infinite" else beyond, FLAG_OVERFLOW, 0).astype(np.uint8)
+        f |= np.where(beyond & ~to_nan, FLAG_SATURATED, 0).astype(np.uint8)
+        flags[:] = f
+        if isinf.any():
+            flags[isinf] = inf_input_flags(nan_code, pol)
+        if isnan.any():
+            with np.errstate(invalid="ignore"):
+                flags[isnan] = nan_input_flags(codes[isnan], x[isnan].view(np.uint64), "float64", pol)
+    return codes.astype(np.uint8), flags
 
 
 def _e8m0_specials(x: np.ndarray, negative_in: np.ndarray, pol: Resolved, codes: np.ndarray,

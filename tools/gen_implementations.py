@@ -88,7 +88,7 @@ class Column:
 
 
 def columns() -> list[Column]:
-    req = Request(tuple(fmtsim.FORMATS), None, None, False, big=False)
+    req = Request(tuple(fmtsim.FORMATS), None, None, False, big=False, recorded=True)
     cols = [Column(registry()["fmtsim"], ())]
     for impl in registry().values():
         if "encode" not in impl.capabilities:

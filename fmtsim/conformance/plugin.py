@@ -82,6 +82,10 @@ class Request:
     big: bool = True
     profile: str | None = None  # --profile: overrides every encode path's claimed profile
     vectors: Path | None = None
+    # True: describe the entry points as recorded (every format any recorded version has, each
+    # held to its profile's default variant), not as this machine's versions and CPU would run
+    # them: what the generated docs show, identical on every machine
+    recorded: bool = False
 
 
 @dataclass
@@ -92,6 +96,9 @@ class Decoder:
     decode: Callable[[np.ndarray, str], Any]
     formats: tuple[str, ...]
     nan_bits: bool = False  # True: NaN results must equal fmtsim's bit for bit; else any NaN
+    # its named divergences (bugs) in decoding: each one's ``expected(codes, fmt)`` is the mask
+    # of codes it may decode differently from the format's definition
+    divergences: tuple[Divergence, ...] = ()
 
 
 class Implementation:

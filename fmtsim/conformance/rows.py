@@ -29,6 +29,9 @@ class Row:
     examples: list[str] = field(default_factory=list)
     # the unexpected failures with the rules that explain them (conformance.classify.RuleTally), or None
     rules: Any = None
+    # "unverified version X (profile read off Y)" when the entry point's profile variant was not
+    # read off the version run here: its failures are reported, and fail the run only under --strict
+    unverified: str = ""
 
     def add(self, ok: np.ndarray, known: dict[str, np.ndarray], describe: Callable[[int], str],
             classify: Callable[[int], tuple[str, list[Any]]] | None = None) -> None:

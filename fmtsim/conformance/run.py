@@ -90,7 +90,8 @@ def decode_rows(dec: Decoder, names: tuple[str, ...]) -> list[Row]:
             return f"code {i:#x}", explain_decode(f, i, int(o[i:i + 1].view(np.uint32)[0]),
                                                   int(t[i:i + 1].view(np.uint32)[0]), who=dec.label)
 
-        row.add(ok, {}, describe, classify)
+        known = {d.name: np.asarray(d.expected(codes, f), bool) for d in dec.divergences if name in d.formats}
+        row.add(ok, known, describe, classify)
         rows.append(row)
     return rows
 
@@ -200,6 +201,30 @@ def _adapter_implementation(adapter: Adapter) -> Implementation:
     return impl
 
 
+def hold_to_variants(impl: Implementation, encoders: list[Adapter]) -> None:
+    """Hold each entry point to the variant of its profile for the version (and code path) run
+    here (fmtsim.profiles.select): ``variant`` set unless the entry point chose one itself;
+    ``unverified`` set when that variant was not read off this version, so its rows say so.
+    A profile with one variant and no recorded version (a spec's rules) is left as it is."""
+    from ..profiles import select, variants
+
+    version, path = impl.profile_version(), impl.code_path()
+    for enc in encoders:
+        try:
+            every = variants(enc.profile)
+        except ValueError:  # a profile only a user's adapter knows (PROFILES holds it, no variants)
+            continue
+        if len(every) == 1 and not every[0].verified_versions:
+            continue
+        sel = select(enc.profile, version, path)
+        if enc.variant is None:
+            enc.variant = sel.variant
+        if not sel.verified and enc.variant is sel.variant:
+            read_off = sel.variant.provenance.describe()
+            enc.unverified = (f"unverified version {version} (profile read off {read_off})" if version
+                              else f"version unknown (profile read off {read_off})")
+
+
 def rows_for(impl: Implementation, req: Request) -> list[Row]:
     """Every row of every capability ``impl`` declares, for the request."""
     rows: list[Row] = []
@@ -211,11 +236,15 @@ def rows_for(impl: Implementation, req: Request) -> list[Row]:
     if req.profile is not None:
         for enc in encoders:
             enc.profile = req.profile
+    else:
+        hold_to_variants(impl, encoders)
     for name in req.names:  # grouped by format: decodes first, then each entry point's encodes
         for dec in decoders:
             rows.extend(decode_rows(dec, (name,)))
         for enc in encoders:
-            rows.extend(encode_rows(enc, (name,), req.big))
+            for row in encode_rows(enc, (name,), req.big):
+                row.unverified = enc.unverified
+                rows.append(row)
     if "block" in caps and (not req.formats_given or req.schemes):
         rows.extend(impl.block_rows(req))
     if "gemm" in caps and (not req.formats_given or req.units):

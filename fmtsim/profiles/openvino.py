@@ -44,7 +44,8 @@ VARIANTS = (
             rules={**_COMMON, "e5m2": Policy("rne", "nonsat", "quiet_payload", intermediate="float16")},
             code_paths=("avx512_core_fp16",)),
     Variant("openvino", Provenance("OpenVINO CPU plugin Convert", version="2026.4",
-                                   code_path="reference (a 2-core AMD EPYC with AVX2, no AVX-512)", date="2026-12-03"),
+                                   code_path="reference (2-core AMD EPYCs: AVX2 only; AVX-512 with "
+                                   "BF16, no FP16)", date="2026-12-03"),
             rules={**_COMMON, "e5m2": Policy("rne", "nonsat", "payload", intermediate="float16",
                                              intermediate_carry="doubles_subnormal",
                                              nan_sources=(("float16", "quiet_payload"),))},

@@ -69,7 +69,7 @@ def _decode(codes: np.ndarray, fmt: str) -> np.ndarray:
     raw = np.asarray(codes, dtype=np.uint8)
     if fmt == "e2m1":
         raw = (raw[0::2] | (raw[1::2] << 4)).astype(np.uint8)
-    key = (TYPES[fmt], "f32:decode")
+    key = (TYPES[fmt], f"f32:decode:{codes.size}")  # the model's input shape is static
     if key not in _COMPILED:
         p = ops.parameter([codes.size], getattr(ov.Type, TYPES[fmt]))
         _COMPILED[key] = ov.Core().compile_model(ov.Model([ops.convert(p, ov.Type.f32)], [p]), "CPU")
@@ -125,7 +125,8 @@ class Openvino(Implementation):
     def encoders(self, req: Request) -> list[Adapter]:
         from ...profiles import select
 
-        path = self.code_path()  # the variant of this CPU's code path (None: unknown, the default)
+        # the variant of this CPU's code path (None: unknown, or a recorded description: the default)
+        path = None if req.recorded else self.code_path()
         variant = select("openvino", None, path).variant if path is not None else None
         return [Adapter("openvino", _encode, profile="openvino", formats=tuple(TYPES), sources=tuple(SOURCES),
                         divergences=DIVERGENCES, variant=variant)]
