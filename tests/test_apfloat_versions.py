@@ -182,7 +182,7 @@ def test_a_decoder_divergence_is_counted_as_known():
 
     dec = Decoder("x", llvm_like, ("e8m0",), divergences=apfloat.DIVERGENCES)
     (row,) = decode_rows(dec, ("e8m0",))
-    assert (row.cases, row.passed, row.failed, row.known) == (256, 255, 0, {"apfloat_e8m0_ff_decodes_inf": 1})
+    assert (row.cases, row.passed, row.failed, row.known) == (256, 255, 0, {"apfloat.e8m0_ff_decodes_inf": 1})
     wrong = Decoder("y", lambda c, f: np.where(c == 0x7F, np.float32(2.0), llvm_like(c, f)), ("e8m0",),
                     divergences=(Divergence("d", "y", ("e8m0",), ("codes",), "0xFF", apfloat._code_ff),))
     (row,) = decode_rows(wrong, ("e8m0",))

@@ -8,6 +8,7 @@ unchecked."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import math
@@ -485,6 +486,8 @@ def test_conform_with_mmasim_that_fails_to_import(tmp_path):
     """The CLI: alone, one error line naming the import error (exit 2); with another
     implementation, mmasim is skipped with the reason and the other runs."""
     site = _broken_packages(tmp_path, _RAISES["ImportError"], ["mmasim"])
+    if importlib.util.find_spec("torch") is None:  # mmasim needs torch first: a stand-in that imports
+        _broken_packages(tmp_path, "", ["torch"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "fmtsim", "conform", "--impl", "mmasim"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)

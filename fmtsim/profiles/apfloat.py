@@ -17,7 +17,7 @@ models, all five modes, codes and flags):
 - a negative result keeps its sign in bit 7: -1 -> 0xFF (the NaN), -0.5 -> 0xFE (2^127),
   -2 -> 0x80 (= +2); overflow gives 0xFF (overflow, inexact), 0xFE toward zero;
 - +-Inf -> 0xFF (inexact), NaN -> 0xFF (invalid for a signalling NaN);
-- decoding 0xFF gives +Inf, not NaN: the named divergence ``apfloat_e8m0_ff_decodes_inf``.
+- decoding 0xFF gives +Inf, not NaN: the named divergence ``apfloat.e8m0_ff_decodes_inf``.
 
 Status flags (opStatus of APFloat::convert; checked flag for flag by ``fmtsim conform --impl
 apfloat``): underflow when the result itself is subnormal or zero; overflow only when the

@@ -248,7 +248,7 @@ def _code_ff(codes: np.ndarray, fmt: Any) -> np.ndarray:
 # LLVM 20+ decodes E8M0's NaN code 0xFF as +Inf (its Float8E8M0FNU semantics have no
 # infinity and one NaN, 0xFF; APFloat::convert back to IEEE single gives 0x7F800000)
 DIVERGENCES = (
-    Divergence("apfloat_e8m0_ff_decodes_inf", "apfloat", ("e8m0",), ("codes",),
+    Divergence("apfloat.e8m0_ff_decodes_inf", "apfloat", ("e8m0",), ("codes",),
                "LLVM 20+ (read off 22.1.8) converts the E8M0 NaN code 0xFF to IEEE single +Inf "
                "(0x7F800000), not a NaN; every other code decodes to its power of two", _code_ff),
 )
