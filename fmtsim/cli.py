@@ -24,6 +24,7 @@ from tabulate import tabulate
 from . import __version__, argcheck
 from .bitpatterns import BitPattern, flags_text, parse_pattern, short_value
 from .checkpoint.cli import add_checkpoint_parser, add_fnuz_convert_arguments
+from .compare.cli import add_compare_parser
 from .describe import (
     CODE_COLUMNS,
     FORMAT_COLUMNS,
@@ -646,6 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                "checkpoint directory"))
     add_checkpoint_parser(sub)
     add_mma_parser(sub)
+    add_compare_parser(sub)
 
     s = sub.add_parser("gen", help="write golden vectors (TestFloat-style .tv and block binaries)")
     s.add_argument("op", nargs="?", default="all", help="a file name or glob, e.g. 'f32_to_e4m3.rne.*' (default all)")

@@ -29,6 +29,8 @@ from fmtsim.executor import check_scheduler, get_executor
 from fmtsim.mma import compiled, gemm, matmul, slow_matmul
 from fmtsim.mma.dfiles import read_array
 
+from .conftest import slow_unless  # noqa: E402
+
 REAL_CXX = shim_build.find_compiler()
 needs_cxx = pytest.mark.skipif(REAL_CXX is None, reason="no C++ compiler here: the builds under test cannot run")
 
@@ -172,7 +174,8 @@ def _entries(cache: Path, name: str) -> list[Path]:
 
 @needs_cxx
 @pytest.mark.parametrize("which", ["mx_blocks", "nv_chain"])
-@pytest.mark.parametrize("kind", DAMAGE)
+# the README's quick run keeps the SIGBUS case (a truncated library) and the swapped one; --full all
+@pytest.mark.parametrize("kind", slow_unless(list(DAMAGE), keep={"truncated", "swapped"}))
 def test_a_damaged_cache_entry_is_rebuilt(which, kind, fresh, built):
     """Every damaged cache entry (before: a truncated one killed the process with SIGBUS, a
     swapped or empty one raised AttributeError out of mx.quantize / matmul) is built again:

@@ -12,9 +12,9 @@ from fmtsim.cli import main
 from fmtsim.conformance.gemm_vectors import GEMM_CASES, gemm_name, ulps_apart
 from fmtsim.conformance.vectors import _unpack_arrays
 from fmtsim.mma import UNITS, matmul, slow_matmul
-from fmtsim.mma.units import get_unit
 from fmtsim.mma.slow import fl32
 from fmtsim.mma.tolerance import family_bound, in_family
+from fmtsim.mma.units import get_unit
 
 from .conftest import slow_unless
 

@@ -1,0 +1,161 @@
+"""``fmtsim compare SOURCE``: which format suits these weights, as a ranked table, CSV and JSON."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tabulate import tabulate
+
+from .. import __version__, argcheck
+from ..fileio import check_replaceable
+from . import DEFAULT_SCHEMES, parse_scheme
+from .source import Report, compare_source, iter_rows
+
+__all__ = ["add_compare_parser", "cmd_compare"]
+
+_COLUMNS = ("tensor", "shape", "scheme", "bits_per_weight", "weights", "mse", "sqnr_db", "rel_error",
+            "max_abs_error", "zeroed", "clipped", "kurtosis", "kurtosis_quantized")
+
+
+def add_compare_parser(sub: Any) -> None:
+    s = sub.add_parser(
+        "compare", help="which format suits these weights: every scheme's error on a model's tensors, ranked",
+        description="Quantize every chosen tensor of SOURCE under each scheme with fmtsim's bit-exact "
+                    "quantizers (after a transform where the scheme names one) and rank the schemes by the "
+                    "error of all chosen weights together, computed in float64. Scheme grammar: "
+                    "'fmtsim compare --help-schemes'.")
+    s.add_argument("source", nargs="?", help="a Hugging Face model folder (safetensors, sharded or not), a "
+                   ".safetensors file, or a .npy")
+    s.add_argument("--schemes", nargs="+", metavar="SPEC",
+                   help="scheme specs, e.g. int4:group=32 e4m3:block=128 mxfp4:rule=even nvfp4:tile=16x16 "
+                        "int4+hadamard=64 (default: " + " ".join(DEFAULT_SCHEMES) + ")")
+    s.add_argument("--tensors", nargs="+", metavar="GLOB",
+                   help="tensor names to compare (fnmatch globs, e.g. '*.mlp.*'); default: every 2-D float "
+                        "tensor whose name ends in 'weight'")
+    s.add_argument("--per-tensor", action="store_true", help="also print each tensor's rows")
+    s.add_argument("--csv", metavar="FILE", help="write every row (each tensor x scheme, then the overall rows) "
+                   "as CSV")
+    s.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    s.add_argument("--help-schemes", action="store_true", help="print the scheme grammar and exit")
+    run = s.add_mutually_exclusive_group()
+    run.add_argument("--jobs", type=argcheck.cli_integer("--jobs", low=1),
+                     help="tensors in parallel local processes (default: this process)")
+    run.add_argument("--scheduler", help="a Dask scheduler address (needs fmtsim[dask])")
+    s.set_defaults(func=cmd_compare)
+
+
+def _progress(total_hint: bool) -> tuple[Callable[[int, int, str], None], Callable[[], None]]:
+    """A tqdm bar on a terminal (when tqdm is there), else a line per tensor on stderr."""
+    bar: list[Any] = []
+
+    def update(done: int, total: int, name: str) -> None:
+        if sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                if not bar:
+                    bar.append(tqdm(total=total, unit="tensor", file=sys.stderr))
+                bar[0].update(1)
+                bar[0].set_postfix_str(name[-40:])
+                return
+        if total > 1:
+            print(f"compare: {done}/{total} {name}", file=sys.stderr)
+
+    def close() -> None:
+        if bar:
+            bar[0].close()
+    return update, close
+
+
+def _fmt_row(r: dict[str, Any]) -> list[str]:
+    return [r["scheme"], f"{r['bits_per_weight']:.3f}", f"{r['mse']:.4g}", f"{r['sqnr_db']:.2f}",
+            f"{r['rel_error']:.4f}", f"{r['max_abs_error']:.4g}", f"{100 * r['zeroed']:.2f}",
+            f"{100 * r['clipped']:.3f}"]
+
+
+_HEADERS = ["scheme", "bits/w", "MSE", "SQNR dB", "rel err", "max abs", "zeroed %", "clipped %"]
+
+
+def render(report: Report, per_tensor: bool = False) -> str:
+    n = sum(int(np.prod(t.shape)) for t in report.tensors)
+    out = [f"{report.source}: {len(report.tensors)} tensor{'s' * (len(report.tensors) != 1)}, {n:,} weights; "
+           f"ranked by MSE over all of them (float64)", ""]
+    rows = [[str(i + 1), *_fmt_row(r)] for i, r in enumerate(report.overall())]
+    out.append(tabulate(rows, ["#", *_HEADERS], disable_numparse=True))
+    gone = report.not_applicable()
+    if gone:
+        out += ["", "not ranked (they do not apply to every tensor):"]
+        out += [f"  {spec}: {name}: {why}" for spec, (name, why) in gone.items()]
+    if per_tensor:
+        for tr in report.tensors:
+            out += ["", f"{tr.name} ({'x'.join(map(str, tr.shape))} {tr.dtype}, kurtosis {tr.kurtosis:.4g})"]
+            trs = sorted(((spec, tr.totals[spec]) for spec in report.schemes if spec in tr.totals),
+                         key=lambda p: (p[1].metrics()["mse"], p[0]))
+            tr_rows = [_fmt_row({"scheme": spec, "bits_per_weight": t.bits / t.n if t.n else 0.0, **t.metrics()})
+                       for spec, t in trs]
+            out.append(tabulate(tr_rows, _HEADERS, disable_numparse=True))
+    return "\n".join(out)
+
+
+def to_json(report: Report) -> str:
+    doc = {"fmtsim": __version__, "source": report.source, "schemes": list(report.schemes),
+           "overall": report.overall(),
+           "not_ranked": {spec: {"tensor": name, "why": why} for spec, (name, why) in report.not_applicable().items()},
+           "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "kurtosis": t.kurtosis,
+                        "rows": [r for r in report.per_tensor() if r["tensor"] == t.name]} for t in report.tensors]}
+    return json.dumps(doc, indent=1, allow_nan=True) + "\n"
+
+
+def to_csv(report: Report) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(_COLUMNS), extrasaction="raise", lineterminator="\n")
+    w.writeheader()
+    for r in iter_rows(report):
+        w.writerow({k: r.get(k, "") for k in _COLUMNS})
+    return buf.getvalue()
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ..fileio import atomic_write
+    from . import __doc__ as grammar
+
+    if args.help_schemes:
+        assert grammar is not None
+        print(grammar.split("Scheme spec grammar", 1)[1].split("Symmetric integer scales", 1)[0].strip(" :\n"))
+        return 0
+    if args.source is None:
+        raise ValueError("compare: give SOURCE (a model folder, a .safetensors file or a .npy)")
+    schemes = tuple(args.schemes or DEFAULT_SCHEMES)
+    for spec in schemes:
+        parse_scheme(spec)
+    inputs = [Path(args.source), *(Path(args.source).glob("*.safetensors") if Path(args.source).is_dir() else [])]
+    outputs = [(args.csv, "--csv"), (args.json, "--json")]
+    for path, what in outputs:  # refused before any tensor is read
+        if path is not None:
+            check_replaceable(path, inputs, what)
+    if args.csv and args.json and Path(args.csv).resolve() == Path(args.json).resolve():
+        raise ValueError("--csv and --json name the same file")
+    update, close = _progress(True)
+    try:
+        report = compare_source(args.source, schemes, args.tensors, jobs=args.jobs, scheduler=args.scheduler,
+                                progress=update)
+    finally:
+        close()
+    print(render(report, args.per_tensor))
+    if args.csv:
+        atomic_write(args.csv, to_csv(report), inputs, "--csv")
+        print(f"wrote {args.csv}")
+    if args.json:
+        atomic_write(args.json, to_json(report), inputs, "--json")
+        print(f"wrote {args.json}")
+    return 0
