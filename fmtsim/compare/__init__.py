@@ -17,6 +17,9 @@ Transforms, applied before quantizing and undone after (errors are in the weight
     +clip=pP        clip |w| at its P-th percentile (clip=p99.9)
     +clip=mse       clip at the threshold with the least MSE: 40 fractions of max|w| from 1 down to
                     1/1000 (geometric), then 20 between the best one's neighbours
+    +clip=kl        clip where the KL divergence between the histogram of |w| (2048 bins, the tail
+                    folded in) and it merged into the format's magnitudes is least (TensorRT's
+                    entropy calibration; 256 candidate thresholds)
     +hadamard=B     rotate the last axis by a block-diagonal Walsh-Hadamard of size B (a power of
                     two dividing it), orthonormal, so the rotation itself adds no error
     +hadamard2=B    rotate both sides (rows by B too: H W H^T)
@@ -46,7 +49,7 @@ __all__ = ["Scheme", "parse_scheme", "quantize_dequantize", "evaluate", "metrics
            "DEFAULT_SCHEMES", "Totals"]
 
 #: what ``fmtsim compare`` runs when no --schemes are given
-DEFAULT_SCHEMES = ("int8", "int8:channel", "int4:channel", "int4:group=32", "int4:asym:group=128",
+DEFAULT_SCHEMES = ("int8", "int8:channel", "int4", "int4:channel", "int4:group=32", "int4:asym:group=128",
                    "e4m3", "e4m3:channel", "e4m3:block=128", "e5m2:channel", "mxfp8", "mxfp6", "mxfp4",
                    "mxfp4:rule=even", "mxfp4:rule=ceil", "nvfp4", "nvfp4:tile=16x16")
 
@@ -116,15 +119,16 @@ def parse_scheme(spec: str) -> Scheme:
 def _parse_transform(spec: str, text: str) -> tuple[str, str]:
     key, eq, val = text.partition("=")
     if key not in _TRANSFORMS or not eq or not val:
-        raise ValueError(f"scheme {spec!r}: unknown transform {'+' + text!r} (+clip=pP, +clip=mse, +hadamard=B, "
+        raise ValueError(f"scheme {spec!r}: unknown transform {'+' + text!r} (+clip=pP, +clip=mse, +clip=kl, "
+                         "+hadamard=B, "
                          "+hadamard2=B, +signs=SEED)")
-    if key == "clip" and val != "mse":
+    if key == "clip" and val not in ("mse", "kl"):
         try:
             p = float(val[1:]) if val.startswith("p") else float("nan")
         except ValueError:
             p = float("nan")
         if not 0 < p <= 100:
-            raise ValueError(f"scheme {spec!r}: +clip takes pP (a percentile in (0, 100], e.g. p99.9) or mse, "
+            raise ValueError(f"scheme {spec!r}: +clip takes pP (a percentile in (0, 100], e.g. p99.9), mse or kl, "
                              f"not {val!r}")
     if key in ("hadamard", "hadamard2") and not (val.isdigit() and int(val) >= 2 and int(val) & (int(val) - 1) == 0):
         raise ValueError(f"scheme {spec!r}: +{key} takes a power of two >= 2, not {val!r}")
@@ -271,6 +275,54 @@ def _mse_clip(y: np.ndarray, s: Scheme) -> float:
     return min(cands)[1]
 
 
+def _levels(s: Scheme) -> int:
+    """How many magnitudes the scheme's element format has above zero (int b: 2^(b-1) - 1)."""
+    from ..formats import get_format
+
+    if s.family == "int":
+        return 2 ** (int(s.name[3:]) - 1) - 1
+    if s.family == "float":
+        f = get_format(s.name)
+    elif s.family == "nvfp4":
+        f = get_format("e2m1")
+    else:
+        f = get_format(mx.SCHEMES[{"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e3m2"}.get(s.name, s.name)])
+    v = np.asarray(decode(np.arange(f.n_codes), f, np.float64))
+    return int(np.count_nonzero(np.isfinite(v) & (v > 0)))
+
+
+def _kl_clip(y: np.ndarray, s: Scheme, bins: int = 2048) -> float:
+    """The clip threshold of least KL divergence between the histogram of |y| up to it (the
+    tail folded into the last bin) and that histogram merged into as many levels as the
+    format has magnitudes (TensorRT's entropy calibration), over 256 evenly spaced candidates."""
+    a = np.abs(y).reshape(-1)
+    amax = float(a.max()) if a.size else 0.0
+    if amax == 0:
+        return 0.0
+    hist, edges = np.histogram(a, bins=bins, range=(0.0, amax))
+    hist = hist.astype(np.float64)
+    levels = min(_levels(s), bins)
+    best: tuple[float, float] | None = None
+    for i in np.unique(np.linspace(levels, bins, 256).astype(int)):
+        p = hist[:i].copy()
+        p[-1] += hist[i:].sum()
+        nz = hist[:i] > 0
+        starts = (np.arange(levels) * i) // levels
+        sums = np.add.reduceat(hist[:i], starts)
+        counts = np.add.reduceat(nz.astype(np.float64), starts)
+        which = np.searchsorted(starts, np.arange(i), side="right") - 1
+        q = np.where(nz, (sums / np.maximum(counts, 1))[which], 0.0)
+        ps, qs = p.sum(), q.sum()
+        if ps == 0 or qs == 0:
+            continue
+        pn, qn = p / ps, q / qs
+        m = pn > 0
+        kl = float(np.sum(pn[m] * np.log(pn[m] / np.where(qn[m] > 0, qn[m], 1e-300))))
+        if best is None or kl < best[0]:
+            best = (kl, float(edges[i]))
+    return best[1] if best is not None else amax
+
+
 def _kurtosis(x: np.ndarray) -> float:
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     d = x - x.mean() if x.size else x
@@ -295,6 +347,8 @@ def evaluate(w: Any, scheme: Scheme | str) -> dict[str, Any]:
         a = np.abs(y)
         if tr["clip"] == "mse":
             threshold = _mse_clip(y, s)
+        elif tr["clip"] == "kl":
+            threshold = _kl_clip(y, s)
         else:
             threshold = float(np.percentile(a, float(tr["clip"][1:]))) if a.size else 0.0
         clipped = int(np.count_nonzero(a > threshold))
@@ -331,14 +385,24 @@ class Totals:
     zeroed: int = 0
     clipped: int = 0
     bits: float = 0.0
+    # with activations X: the layer's outputs X W^T against X W_hat^T (0 when none were given)
+    out_n: int = 0
+    out_sse: float = 0.0
+    out_power: float = 0.0
 
     @classmethod
-    def of(cls, x: np.ndarray, x_hat: np.ndarray, bpw: float = 0.0, clipped: int = 0) -> Totals:
+    def of(cls, x: np.ndarray, x_hat: np.ndarray, bpw: float = 0.0, clipped: int = 0,
+           activations: np.ndarray | None = None) -> Totals:
         e = x_hat - x
         nz = x != 0
-        return cls(int(x.size), float(np.sum(e * e)), float(np.sum(x * x)),
-                   float(np.max(np.abs(e))) if e.size else 0.0, int(np.count_nonzero(nz)),
-                   int(np.count_nonzero((x_hat == 0) & nz)), clipped, bpw * x.size)
+        t = cls(int(x.size), float(np.sum(e * e)), float(np.sum(x * x)),
+                float(np.max(np.abs(e))) if e.size else 0.0, int(np.count_nonzero(nz)),
+                int(np.count_nonzero((x_hat == 0) & nz)), clipped, bpw * x.size)
+        if activations is not None:
+            y = activations @ x.T
+            d = activations @ e.T
+            t.out_n, t.out_sse, t.out_power = int(y.size), float(np.sum(d * d)), float(np.sum(y * y))
+        return t
 
     def add(self, o: Totals) -> None:
         self.n += o.n
@@ -349,6 +413,9 @@ class Totals:
         self.zeroed += o.zeroed
         self.clipped += o.clipped
         self.bits += o.bits
+        self.out_n += o.out_n
+        self.out_sse += o.out_sse
+        self.out_power += o.out_power
 
     def metrics(self) -> dict[str, float]:
         mse = self.sse / self.n if self.n else 0.0
@@ -360,6 +427,9 @@ class Totals:
             "max_abs_error": self.max_abs,
             "zeroed": self.zeroed / self.nonzero if self.nonzero else 0.0,
             "clipped": self.clipped / self.n if self.n else 0.0,
+            "out_mse": self.out_sse / self.out_n if self.out_n else float("nan"),
+            "out_sqnr_db": float(10 * np.log10(self.out_power / self.out_sse)) if self.out_sse > 0 and
+            self.out_power > 0 else (float("inf") if self.out_n else float("nan")),
         }
 
 

@@ -22,7 +22,7 @@ from .source import Report, compare_source, iter_rows
 __all__ = ["add_compare_parser", "cmd_compare"]
 
 _COLUMNS = ("tensor", "shape", "scheme", "bits_per_weight", "weights", "mse", "sqnr_db", "rel_error",
-            "max_abs_error", "zeroed", "clipped", "kurtosis", "kurtosis_quantized")
+            "max_abs_error", "zeroed", "clipped", "out_mse", "out_sqnr_db", "kurtosis", "kurtosis_quantized")
 
 
 def add_compare_parser(sub: Any) -> None:
@@ -40,10 +40,22 @@ def add_compare_parser(sub: Any) -> None:
     s.add_argument("--tensors", nargs="+", metavar="GLOB",
                    help="tensor names to compare (fnmatch globs, e.g. '*.mlp.*'); default: every 2-D float "
                         "tensor whose name ends in 'weight'")
+    s.add_argument("--activations", metavar="FILE", help="calibration inputs X: a .npy (tokens x features, for "
+                   "every weight with that many input features) or a safetensors file of tensors named as the "
+                   "weights; adds the output error of X W^T against X W_hat^T")
+    s.add_argument("--original", metavar="MODEL", help="SOURCE is a quantized checkpoint (any layout fmtsim "
+                   "reads): compare its own quantization, as one more row, with the schemes computed from MODEL, "
+                   "the weights it was made from")
     s.add_argument("--per-tensor", action="store_true", help="also print each tensor's rows")
     s.add_argument("--csv", metavar="FILE", help="write every row (each tensor x scheme, then the overall rows) "
                    "as CSV")
     s.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    s.add_argument("--plots", metavar="DIR", help="write pareto.png, heatmap.png, histogram.png and clipping.png "
+                   "(needs fmtsim[plot]: matplotlib)")
+    s.add_argument("--report", metavar="DIR", help="write DIR/index.html: the tables and the figures in one "
+                   "self-contained page (needs fmtsim[plot])")
+    s.add_argument("--clip-curve", metavar="SPEC", help="the scheme whose clipping U-curve is drawn (default: the "
+                   "best-ranked scheme without a transform)")
     s.add_argument("--help-schemes", action="store_true", help="print the scheme grammar and exit")
     run = s.add_mutually_exclusive_group()
     run.add_argument("--jobs", type=argcheck.cli_integer("--jobs", low=1),
@@ -77,21 +89,32 @@ def _progress(total_hint: bool) -> tuple[Callable[[int, int, str], None], Callab
     return update, close
 
 
-def _fmt_row(r: dict[str, Any]) -> list[str]:
-    return [r["scheme"], f"{r['bits_per_weight']:.3f}", f"{r['mse']:.4g}", f"{r['sqnr_db']:.2f}",
-            f"{r['rel_error']:.4f}", f"{r['max_abs_error']:.4g}", f"{100 * r['zeroed']:.2f}",
-            f"{100 * r['clipped']:.3f}"]
+def _fmt_row(r: dict[str, Any], outputs: bool = False) -> list[str]:
+    row = [r["scheme"], f"{r['bits_per_weight']:.3f}", f"{r['mse']:.4g}", f"{r['sqnr_db']:.2f}",
+           f"{r['rel_error']:.4f}", f"{r['max_abs_error']:.4g}", f"{100 * r['zeroed']:.2f}",
+           f"{100 * r['clipped']:.3f}"]
+    if outputs:
+        row += ["-" if np.isnan(r["out_mse"]) else f"{r['out_mse']:.4g}",
+                "-" if np.isnan(r["out_sqnr_db"]) else f"{r['out_sqnr_db']:.2f}"]
+    return row
 
 
 _HEADERS = ["scheme", "bits/w", "MSE", "SQNR dB", "rel err", "max abs", "zeroed %", "clipped %"]
+_OUT_HEADERS = ["out MSE", "out SQNR dB"]
 
 
 def render(report: Report, per_tensor: bool = False) -> str:
     n = sum(int(np.prod(t.shape)) for t in report.tensors)
     out = [f"{report.source}: {len(report.tensors)} tensor{'s' * (len(report.tensors) != 1)}, {n:,} weights; "
            f"ranked by MSE over all of them (float64)", ""]
-    rows = [[str(i + 1), *_fmt_row(r)] for i, r in enumerate(report.overall())]
-    out.append(tabulate(rows, ["#", *_HEADERS], disable_numparse=True))
+    with_x = [t.name for t in report.tensors if any(v.out_n for v in t.totals.values())]
+    if with_x:
+        out[0] += (f"; output error X W^T over {len(with_x)} of {len(report.tensors)} tensors (those the "
+                   "activations fit)")
+    outputs = bool(with_x)
+    heads = [*_HEADERS, *(_OUT_HEADERS if outputs else [])]
+    rows = [[str(i + 1), *_fmt_row(r, outputs)] for i, r in enumerate(report.overall())]
+    out.append(tabulate(rows, ["#", *heads], disable_numparse=True))
     gone = report.not_applicable()
     if gone:
         out += ["", "not ranked (they do not apply to every tensor):"]
@@ -101,9 +124,9 @@ def render(report: Report, per_tensor: bool = False) -> str:
             out += ["", f"{tr.name} ({'x'.join(map(str, tr.shape))} {tr.dtype}, kurtosis {tr.kurtosis:.4g})"]
             trs = sorted(((spec, tr.totals[spec]) for spec in report.schemes if spec in tr.totals),
                          key=lambda p: (p[1].metrics()["mse"], p[0]))
-            tr_rows = [_fmt_row({"scheme": spec, "bits_per_weight": t.bits / t.n if t.n else 0.0, **t.metrics()})
-                       for spec, t in trs]
-            out.append(tabulate(tr_rows, _HEADERS, disable_numparse=True))
+            tr_rows = [_fmt_row({"scheme": spec, "bits_per_weight": t.bits / t.n if t.n else 0.0, **t.metrics()},
+                                outputs) for spec, t in trs]
+            out.append(tabulate(tr_rows, heads, disable_numparse=True))
     return "\n".join(out)
 
 
@@ -113,7 +136,19 @@ def to_json(report: Report) -> str:
            "not_ranked": {spec: {"tensor": name, "why": why} for spec, (name, why) in report.not_applicable().items()},
            "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "kurtosis": t.kurtosis,
                         "rows": [r for r in report.per_tensor() if r["tensor"] == t.name]} for t in report.tensors]}
-    return json.dumps(doc, indent=1, allow_nan=True) + "\n"
+    return json.dumps(_strict(doc), indent=1, allow_nan=False) + "\n"
+
+
+def _strict(v: Any) -> Any:
+    """JSON has no NaN or Infinity: a metric that does not exist (no activations) is null, an
+    infinite SQNR (no error at all) the string "inf"."""
+    if isinstance(v, float) and not np.isfinite(v):
+        return None if np.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _strict(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_strict(x) for x in v]
+    return v
 
 
 def to_csv(report: Report) -> str:
@@ -138,20 +173,42 @@ def cmd_compare(args: argparse.Namespace) -> int:
     schemes = tuple(args.schemes or DEFAULT_SCHEMES)
     for spec in schemes:
         parse_scheme(spec)
-    inputs = [Path(args.source), *(Path(args.source).glob("*.safetensors") if Path(args.source).is_dir() else [])]
+    inputs = [Path(args.source), *(Path(args.source).glob("*.safetensors") if Path(args.source).is_dir() else []),
+              *([Path(args.activations)] if args.activations else []),
+              *([Path(args.original), *(Path(args.original).glob("*.safetensors") if Path(args.original).is_dir()
+                                        else [])] if args.original else [])]
     outputs = [(args.csv, "--csv"), (args.json, "--json")]
     for path, what in outputs:  # refused before any tensor is read
         if path is not None:
             check_replaceable(path, inputs, what)
     if args.csv and args.json and Path(args.csv).resolve() == Path(args.json).resolve():
         raise ValueError("--csv and --json name the same file")
+    if args.clip_curve is not None:
+        parse_scheme(args.clip_curve)
+    if args.plots or args.report:
+        from .plots import _pyplot
+
+        _pyplot()  # matplotlib missing: said before any tensor is read
+        for d, what in ((args.plots, "--plots"), (args.report, "--report")):
+            if d is not None and Path(d).exists() and not Path(d).is_dir():
+                raise ValueError(f"{what} {d}: exists and is not a directory")
     update, close = _progress(True)
     try:
         report = compare_source(args.source, schemes, args.tensors, jobs=args.jobs, scheduler=args.scheduler,
-                                progress=update)
+                                progress=update, activations=args.activations, original=args.original)
     finally:
         close()
-    print(render(report, args.per_tensor))
+    text = render(report, args.per_tensor)
+    print(text)
+    if args.plots or args.report:
+        from .plots import figures, write_figures, write_report
+
+        figs = figures(report, report.load, args.clip_curve)
+        if args.plots:
+            for p in write_figures(figs, args.plots, inputs):
+                print(f"wrote {p}")
+        if args.report:
+            print(f"wrote {write_report(report, figs, args.report, inputs, text)}")
     if args.csv:
         atomic_write(args.csv, to_csv(report), inputs, "--csv")
         print(f"wrote {args.csv}")

@@ -38,6 +38,11 @@ class Report:
     source: str
     schemes: tuple[str, ...]
     tensors: list[TensorResult] = field(default_factory=list)
+    pieces: dict[str, Any] = field(default_factory=dict, repr=False)  # name -> where to read it again
+
+    def load(self, name: str) -> np.ndarray:
+        """A compared tensor's values again (float64), read from its file (for the figures)."""
+        return _read(self.pieces[name])
 
     def not_applicable(self) -> dict[str, tuple[str, str]]:
         """Scheme spec -> (the first tensor it does not apply to, why), for the schemes left out
@@ -85,6 +90,9 @@ class _Piece:
     entry: Any  # checkpoint.files.Entry, or None for a .npy
     header: Any  # checkpoint.files.Header (its offsets), or None
     schemes: tuple[str, ...]
+    activations: tuple[str, Any, Any] | None = None  # (path, entry, header) of this layer's inputs X
+    stored: tuple[str, Any, Any, float, str] | None = None  # a checkpoint's own quantization of this
+    # tensor, dequantized: (path, entry, header, bits per weight as stored, row label)
 
 
 def _is_npy(p: Path) -> bool:
@@ -118,40 +126,105 @@ def select_tensors(source: str | Path, patterns: Sequence[str] | None = None) ->
     return chosen
 
 
-def _run_piece(piece: _Piece) -> TensorResult:
+def _read(piece: _Piece) -> np.ndarray:
     if piece.entry is None:
-        x = np.load(piece.path, mmap_mode="r", allow_pickle=False)
-        dtype = str(x.dtype)
+        try:
+            x = np.load(piece.path, mmap_mode="r", allow_pickle=False)
+        except ValueError as e:
+            raise ValueError(f"{piece.path}: not a numeric .npy ({e})") from None
+        if x.dtype.kind != "f" and x.dtype.name != "bfloat16":
+            raise ValueError(f"{piece.path}: holds {x.dtype}, not float weights")
     else:
         from ..checkpoint.files import read_array
 
         with open(piece.path, "rb") as fh:
             x = read_array(fh, piece.header, piece.entry)
-        dtype = piece.entry.dtype
-    x64 = np.asarray(x, dtype=np.float64)
+    return np.asarray(x, dtype=np.float64)
+
+
+def _activations_for(piece: _Piece, shape: tuple[int, ...]) -> np.ndarray | None:
+    if piece.activations is None:
+        return None
+    path, entry, header = piece.activations
+    a = _read(_Piece(piece.name, path, entry, header, ()))
+    if a.ndim != 2 or len(shape) != 2 or a.shape[1] != shape[1]:
+        raise ValueError(f"{path}: activations for {piece.name!r} have shape {a.shape}; the weight {shape} needs "
+                         f"(tokens, {shape[1] if len(shape) == 2 else '?'})")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{path}: activations for {piece.name!r} hold a NaN or Inf")
+    return a
+
+
+def _run_piece(piece: _Piece) -> TensorResult:
+    x64 = _read(piece)
+    acts = _activations_for(piece, x64.shape)
+    dtype = piece.entry.dtype if piece.entry is not None else str(np.load(piece.path, mmap_mode="r").dtype)
     if not np.isfinite(x64).all():
         bad = int(np.argmax(~np.isfinite(x64).reshape(-1)))
         raise ValueError(f"{piece.path}: tensor {piece.name!r} holds a NaN or Inf (first at flat index {bad}): "
                          "its error under any scheme is undefined")
     totals, kq, skipped = {}, {}, {}
+    if piece.stored is not None:
+        path, entry, header, bits, label = piece.stored
+        w_hat = _read(_Piece(piece.name, path, entry, header, ()))
+        if w_hat.shape != x64.shape:
+            raise ValueError(f"{path}: the stored {piece.name!r} dequantizes to shape {w_hat.shape}; the original "
+                             f"is {x64.shape}: is --original the model this checkpoint was made from?")
+        totals[label] = Totals.of(x64, w_hat, bits, 0, acts)
+        kq[label] = _kurtosis(x64)
     for spec in piece.schemes:
         try:
             r = evaluate(x64, spec)
         except ValueError as e:  # the scheme does not fit this tensor's shape: said, not fatal
             skipped[spec] = str(e)
             continue
-        totals[spec] = Totals.of(x64, r["w_hat"], r["bits_per_weight"], r["clipped_count"])
+        totals[spec] = Totals.of(x64, r["w_hat"], r["bits_per_weight"], r["clipped_count"], acts)
         kq[spec] = r["kurtosis_quantized"]
     return TensorResult(piece.name, tuple(x64.shape), dtype, _kurtosis(x64), totals, kq, skipped)
 
 
+def _activation_sources(path: str | Path, pieces: list[_Piece]) -> list[_Piece]:
+    """Each piece with its activations: a .npy (tokens x k) for every weight of k input features,
+    or a safetensors file whose tensors are named as the weights they feed."""
+    from dataclasses import replace
+
+    p = Path(path)
+    if _is_npy(p):
+        a = np.load(p, mmap_mode="r", allow_pickle=False)
+        if a.ndim != 2:
+            raise ValueError(f"{p}: activations must be 2-D (tokens, features), not shape {a.shape}")
+        out = [replace(pc, activations=(str(p), None, None)) if len(_shape(pc)) == 2 and _shape(pc)[1] == a.shape[1]
+               else pc for pc in pieces]
+    else:
+        from ..checkpoint.files import find_source, read_headers
+
+        headers, where = read_headers(find_source(p))
+        out = [replace(pc, activations=(str(where[pc.name]), headers[where[pc.name]].entries[pc.name],
+                                        headers[where[pc.name]])) if pc.name in where else pc for pc in pieces]
+    if not any(pc.activations for pc in out):
+        raise ValueError(f"{p}: no activations fit any chosen weight (a .npy needs as many columns as a weight's "
+                         "input features; a safetensors file, tensors named as the weights)")
+    return out
+
+
+def _shape(pc: _Piece) -> tuple[int, ...]:
+    if pc.entry is not None:
+        return tuple(pc.entry.shape)
+    return tuple(np.load(pc.path, mmap_mode="r", allow_pickle=False).shape)
+
+
 def compare_source(source: str | Path, schemes: Sequence[str], tensors: Sequence[str] | None = None,
                    jobs: int | None = None, scheduler: Any = None,
-                   progress: Callable[[int, int, str], None] | None = None) -> Report:
+                   progress: Callable[[int, int, str], None] | None = None,
+                   activations: str | Path | None = None, original: str | Path | None = None) -> Report:
     """Every chosen tensor of ``source`` (a .npy, a safetensors file or a model folder, sharded
-    or not) under every scheme spec; ``progress(done, total, name)`` after each tensor."""
+    or not) under every scheme spec; ``progress(done, total, name)`` after each tensor. With
+    ``activations`` (calibration inputs X: a .npy or a safetensors file), the output error of
+    X W^T against X W_hat^T too, for the weights they fit. With ``original`` (the unquantized
+    model), ``source`` is a quantized checkpoint fmtsim reads (fmtsim.checkpoint): its own
+    quantization of each layer, dequantized exactly, is one more row ("stored: PRODUCER")
+    against the schemes computed from the original weights."""
     from ..argcheck import path as check_path
-    from ..executor import get_executor
 
     check_path(source, "compare: source")
     specs = tuple(schemes)
@@ -160,19 +233,102 @@ def compare_source(source: str | Path, schemes: Sequence[str], tensors: Sequence
     for spec in specs:
         parse_scheme(spec)  # every spec checked before any tensor is read
     p = Path(source)
+    if original is not None:
+        check_path(original, "compare: original")
+        return _compare_stored(p, Path(original), specs, tensors, jobs, scheduler, progress, activations)
+    if not _is_npy(p):
+        quantized = _quantized_layers(p)
+        if quantized:
+            raise ValueError(f"{p}: holds quantized tensors ({quantized}); give --original MODEL (the weights it was "
+                             "made from) to compare its own quantization with the alternatives")
     if _is_npy(p):
         if tensors:
             raise ValueError(f"{p}: a .npy holds one tensor; --tensors chooses among a checkpoint's")
         pieces = [_Piece(p.stem, str(p), None, None, specs)]
     else:
         pieces = [_Piece(name, shard, e, h, specs) for name, e, h, shard in select_tensors(p, tensors)]
-    report = Report(str(source), specs)
+    if activations is not None:
+        check_path(activations, "compare: activations")
+        pieces = _activation_sources(activations, pieces)
+    return _run(Report(str(source), specs, pieces={pc.name: pc for pc in pieces}), pieces, jobs, scheduler, progress)
+
+
+def _run(report: Report, pieces: list[_Piece], jobs: Any, scheduler: Any,
+         progress: Callable[[int, int, str], None] | None) -> Report:
+    from ..executor import get_executor
+
     with get_executor(jobs, scheduler, pieces=len(pieces)) as ex:
         for i, tr in enumerate(ex.imap(_run_piece, pieces)):
             report.tensors.append(tr)
             if progress is not None:
                 progress(i + 1, len(pieces), tr.name)
     return report
+
+
+def _quantized_layers(p: Path) -> str:
+    """The producer and count of the quantized layers fmtsim finds in a checkpoint ("" if none)."""
+    from ..checkpoint.dequant import _scan
+
+    try:
+        *_, det = _scan(p, None)
+    except ValueError:
+        return ""
+    if not det.layers:
+        return ""
+    names = sorted({m.producer.name for m in det.layers.values()})
+    return f"{len(det.layers)} layers, {', '.join(names)}"
+
+
+def _compare_stored(source: Path, original: Path, specs: tuple[str, ...], tensors: Sequence[str] | None,
+                    jobs: Any, scheduler: Any, progress: Callable[[int, int, str], None] | None,
+                    activations: str | Path | None) -> Report:
+    """A quantized checkpoint against the weights it was made from: each quantized layer's stored
+    values (dequantized by fmtsim.checkpoint, float32: exact for every layout whose values fit
+    it, else rounded once) as a row of its own, and every scheme computed from the original."""
+    import tempfile
+
+    from ..checkpoint.dequant import dequantize
+    from ..checkpoint.files import find_source, read_headers
+
+    if _is_npy(source) or _is_npy(original):
+        raise ValueError("--original compares a quantized checkpoint with its model: both are safetensors")
+    chosen = {name: (e, h, shard) for name, e, h, shard in select_tensors(original, tensors)}
+    src = find_source(source)
+    s_headers, s_where = read_headers(src)
+    tmp = tempfile.mkdtemp(prefix="fmtsim-compare-")
+    out = Path(tmp) / "dequantized"
+    summary = dequantize(source, out, dtype="float32")
+    d_headers, d_where = read_headers(find_source(out))
+    pieces = []
+    labels = set()
+    for tj in summary.jobs.values():
+        if tj.out_name not in chosen:
+            continue
+        m = tj.match
+        stored_bytes = sum(s_headers[s_where[n]].entries[n].nbytes for n in
+                           (m.codes, m.scale, m.global_scale, m.zero_point) if n and n in s_where)
+        numel = int(np.prod(tj.out_shape))
+        label = f"stored: {m.producer.name}"
+        labels.add(label)
+        e, h, shard = chosen[tj.out_name]
+        dh = d_headers[d_where[tj.out_name]]
+        pieces.append(_Piece(tj.out_name, shard, e, h, specs,
+                             stored=(str(d_where[tj.out_name]), dh.entries[tj.out_name], dh, 8 * stored_bytes / numel,
+                                     label)))
+    if not pieces:
+        raise ValueError(f"{source}: none of its quantized layers is among the chosen tensors of {original} (names "
+                         "must match, as the checkpoint's producer wrote them)")
+    if activations is not None:
+        pieces = _activation_sources(activations, pieces)
+    pieces.sort(key=lambda pc: pc.name)
+    report = Report(f"{source} (against {original})", (*sorted(labels), *specs),
+                    pieces={pc.name: pc for pc in pieces})
+    try:
+        return _run(report, pieces, jobs, scheduler, progress)
+    finally:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def iter_rows(report: Report) -> Iterator[dict[str, Any]]:
