@@ -2,8 +2,10 @@
 quantizers it wraps."""
 
 import csv
+import importlib.util
 import json
 import re
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -241,3 +243,115 @@ def test_compare_names_a_tensor_with_nan(tmp_path, capsys):
     np.save(tmp_path / "w.npy", w)
     assert main(["compare", str(tmp_path / "w.npy"), "--schemes", "int4"]) == 2
     assert "tensor 'w' holds a NaN or Inf (first at flat index 69)" in capsys.readouterr().err
+
+
+# --- activations, KL clipping, a checkpoint's own quantization, figures --------------------------
+
+def test_activations_give_the_layer_output_error(model, tmp_path):
+    from fmtsim.compare.source import compare_source
+
+    d, tensors = model
+    x = np.random.default_rng(8).standard_normal((16, 128))
+    np.save(tmp_path / "x.npy", x)
+    rep = compare_source(d, ["int4:group=32"], activations=tmp_path / "x.npy")
+    by = {t.name: t for t in rep.tensors}
+    up = by["model.layers.0.mlp.up_proj.weight"].totals["int4:group=32"]
+    w = np.asarray(tensors["model.layers.0.mlp.up_proj.weight"], np.float64)
+    w_hat, _ = quantize_dequantize(w, "int4:group=32")
+    assert up.out_n == 16 * 64 and up.out_sse == pytest.approx(np.sum((x @ (w_hat - w).T) ** 2), rel=1e-12)
+    assert by["model.layers.0.mlp.down_proj.weight"].totals["int4:group=32"].out_n == 0  # 64 inputs: X does not fit
+    (row,) = rep.overall()
+    assert np.isfinite(row["out_sqnr_db"])
+    np.save(tmp_path / "bad.npy", np.ones((16, 7)))
+    with pytest.raises(ValueError, match="no activations fit any chosen weight"):
+        compare_source(d, ["int4"], activations=tmp_path / "bad.npy")
+
+
+def test_kl_clipping():
+    """On Gaussian weights in INT4, the entropy threshold clips the tails and lowers the error
+    (less than the MSE search, which optimizes the error itself); in INT8 it keeps everything."""
+    from fmtsim.compare import _kl_clip
+
+    w = np.random.default_rng(5).standard_normal((64, 128))
+    rows = {r["scheme"]: r for r in compare(w, ["int4", "int4+clip=kl", "int4+clip=mse", "int8", "int8+clip=kl"])}
+    assert 0 < rows["int4+clip=kl"]["clipped"] < 0.01
+    assert rows["int4+clip=mse"]["mse"] < rows["int4+clip=kl"]["mse"] < rows["int4"]["mse"]
+    assert rows["int8+clip=kl"]["mse"] == rows["int8"]["mse"] and rows["int8+clip=kl"]["clipped"] == 0
+    assert _kl_clip(np.zeros((4, 4)), parse_scheme("int8")) == 0.0
+
+
+@pytest.mark.parametrize("producer, scheme", [("modelopt-nvfp4", "nvfp4"), ("deepseek-fp8-block", "e4m3:block=128")])
+def test_a_checkpoints_own_quantization_is_a_row_and_matches_fmtsims(producer, scheme, tmp_path):
+    """The stored quantization, dequantized by fmtsim.checkpoint, is one more row; for producers
+    whose recipe is one of the schemes (ModelOpt NVFP4, DeepSeek FP8 128x128 blocks) the producer's
+    values and the scheme's are the same bits, a check of both paths."""
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from gen_checkpoints import make
+
+    from fmtsim.checkpoint import load
+    from fmtsim.checkpoint.dequant import dequantize
+    from fmtsim.compare.source import compare_source
+
+    src = make(producer, tmp_path)
+    original = src.parent / f"{src.name}.original.safetensors"
+    rep = compare_source(src, [scheme], tensors=["*q_proj.weight"], original=original)
+    rows = {r["scheme"]: r for r in rep.overall()}
+    stored = rows[f"stored: {producer}"]
+    assert stored["weights"] == rows[scheme]["weights"] > 0
+    # the stored values are read as dequantize writes them (float32, each exact value rounded once)
+    assert stored["mse"] == pytest.approx(rows[scheme]["mse"], rel=1e-6)
+    dequantize(src, tmp_path / "deq", dtype="float32")
+    name = "model.layers.0.self_attn.q_proj.weight"
+    theirs = load(tmp_path / "deq")[name]
+    ours, _ = quantize_dequantize(np.asarray(load(original)[name], np.float64), scheme)
+    assert np.array_equal(ours.astype(np.float32).view(np.uint32), theirs.view(np.uint32))  # bit for bit
+    with pytest.raises(ValueError, match="holds quantized tensors"):
+        compare_source(src, [scheme])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                    reason='the figures need matplotlib: pip install "fmtsim[plot]"')
+def test_figures_and_the_report(model, tmp_path, capsys):
+    d, _ = model
+    rc = main(["compare", str(d), "--schemes", "int4", "int4:group=32", "e4m3", "mxfp4", "--plots",
+               str(tmp_path / "figs"), "--report", str(tmp_path / "rep")])
+    assert rc == 0, capsys.readouterr().err
+    names = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert names == ["clipping.png", "heatmap.png", "histogram.png", "pareto.png"]
+    assert all((tmp_path / "figs" / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in names)
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert page.count("data:image/png;base64,") == 4 and "int4:group=32" in page and "<table>" in page
+
+
+def test_the_pareto_front():
+    from fmtsim.compare.plots import pareto_front
+
+    pts = [(4.0, 1.0, "a"), (4.25, 2.0, "b"), (5.0, 0.5, "c"), (8.0, 0.6, "d"), (8.0, 0.1, "e")]
+    assert [p[2] for p in pareto_front(pts)] == ["a", "c", "e"]
+
+
+def test_figures_without_matplotlib_say_what_to_install(model, tmp_path, monkeypatch, capsys):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_mpl(name, *a, **k):
+        if name.startswith("matplotlib"):
+            raise ImportError("No module named 'matplotlib'")
+        return real(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", no_mpl)
+    d, _ = model
+    assert main(["compare", str(d), "--schemes", "int4", "--plots", str(tmp_path / "f")]) == 2
+    assert 'pip install "fmtsim[plot]"' in capsys.readouterr().err
+    assert not (tmp_path / "f").exists()
+
+
+def test_json_is_strict(tmp_path, capsys):
+    np.save(tmp_path / "w.npy", np.array([[1.0, -1.0, 0.5, 0.25] * 8]))
+    assert main(["compare", str(tmp_path / "w.npy"), "--schemes", "int8", "--json", str(tmp_path / "r.json")]) == 0
+    text = (tmp_path / "r.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    doc = json.loads(text)
+    assert doc["overall"][0]["out_mse"] is None  # no activations given
