@@ -495,12 +495,43 @@ def bench_mma(repeat: int, rng: np.random.Generator, big: bool = True) -> list[l
     return rows
 
 
+def bench_compare(repeat: int, rng: np.random.Generator, shape: tuple[int, int] = (4096, 4096)) -> list[list[str]]:
+    """fmtsim compare's throughput per scheme on one Gaussian weight tensor (with a few
+    outliers), the time for a 7B-parameter model's worth of tensors extrapolated (one process;
+    --jobs N divides it by up to N, tensors being independent). Peer: the same quantize and
+    dequantize done ad hoc in numpy (round to nearest even on a per-group int grid), where one
+    exists: int4 per group."""
+    from fmtsim.compare import evaluate
+
+    w = rng.standard_normal(shape).astype(np.float32)
+    w.reshape(-1)[rng.integers(0, w.size, 64)] *= 30
+    x = w.astype(np.float64)
+    n = x.size
+
+    def numpy_int4_g32() -> np.ndarray:
+        g = x.reshape(-1, 32)
+        s = np.max(np.abs(g), axis=1, keepdims=True) / 7
+        return (np.clip(np.rint(g / np.where(s > 0, s, 1)), -7, 7) * s).reshape(x.shape)
+
+    rows = []
+    for spec in ("int8", "int4:group=32", "e4m3:block=128", "mxfp4", "nvfp4", "int4+clip=mse", "int4+hadamard2=128"):
+        fns: dict[str, Callable[[], object]] = {"ours": lambda spec=spec: evaluate(x, spec)}
+        if spec == "int4:group=32":
+            fns["numpy"] = numpy_int4_g32
+        t = paired(fns, repeat)
+        ours = float(np.median(t["ours"]))
+        seven_b = ours / n * 7e9
+        rows.append([spec, f"{n / ours / 1e6:.1f}", f"{seven_b / 60:.1f} min",
+                     ratio_spread(t["numpy"], t["ours"]) if "numpy" in t else "-"])
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1 << 24)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["codec", "tables", "memory", "block", "conformance", "checkpoint",
-                                       "dequantize", "mma", "mma-scale"],
+                                       "dequantize", "mma", "mma-scale", "compare"],
                     nargs="*")
     ap.add_argument("--checkpoint-gb", type=float, default=2.0)
     ap.add_argument("--cores", type=int, default=64, help="cores of the 8192^3 projection (mma-scale)")
@@ -511,7 +542,7 @@ def main() -> int:
 
     rng = np.random.default_rng(0)
     only = set(args.only or ["codec", "tables", "memory", "block", "conformance", "checkpoint", "dequantize",
-                             "mma", "mma-scale"])
+                             "mma", "mma-scale", "compare"])
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}")
     print(f"n = {args.n} elements, best of {args.repeat}\n")
@@ -554,6 +585,12 @@ def main() -> int:
         print(tabulate(bench_checkpoint(args.checkpoint_gb, keep=False), ["operation", "throughput", "memory"],
                        disable_numparse=True))
         print()
+    if "compare" in only:
+        print(tabulate(bench_compare(args.repeat, rng), ["fmtsim compare scheme (4096 x 4096)", "M weights/s",
+                                                         "7B weights, one process", "numpy/fmtsim (int4 g32)"],
+                       disable_numparse=True))
+        print("(the error metrics included; median over interleaved repetitions; numpy: the same int4 per-group "
+              "quantize-dequantize written ad hoc, no metrics)\n")
     if "dequantize" in only:
         print(tabulate(bench_dequantize(args.repeat), ["dequantize (input MB/s)", "fmtsim", "numpy+ml_dtypes",
                                                        "peer/fmtsim", "note"], disable_numparse=True))

@@ -28,7 +28,9 @@ Transforms, applied before quantizing and undone after (errors are in the weight
 Symmetric integer scales are max|x| / (2^(b-1) - 1), codes round half to even (intq's
 convention); the seed example [0.12, -0.53, 0.88, -0.07, 0.31, 1.40, -0.95, 0.02] in INT4
 gives MSE 0.0042 per tensor and 0.00186 in groups of 4 (tests/test_compare.py).
-Channels are rows (axis 0) and groups run along the last axis. Metrics (:func:`metrics`):
+Channels are rows (axis 0) and groups run along the last axis; a last axis that is not a
+multiple of the group is padded with zeros (as kernels pad K; the padding's scales are counted
+in the bits per weight, the padding itself is not a weight). Metrics (:func:`metrics`):
 MSE, SQNR in dB, relative RMS error, max abs error, the share of nonzero weights that became 0,
 the share clipped by a clip transform, kurtosis (Pearson: 3 for a Gaussian) of the weights and
 of what the quantizer was given, and bits per weight with the scales' storage.
@@ -148,8 +150,38 @@ def _block_shape(spec: str, text: str) -> tuple[int, int]:
     return rows, cols
 
 
+def _multiple(x: np.ndarray, s: Scheme) -> tuple[int, int]:
+    """(rows, columns) the scheme's groups need x's last two axes to be multiples of."""
+    if s.family == "int" and s.option("granularity", "tensor") == "group":
+        return 1, int(s.option("group", "1"))
+    if s.family == "float" and s.option("granularity", "tensor") == "group":
+        return 1, int(s.option("group", "1"))
+    if s.family == "mx":
+        return 1, 32
+    if s.family == "nvfp4":
+        tile = s.option("tile", "1x16")
+        return (16, 16) if tile == "16x16" else (1, 16)
+    return 1, 1
+
+
 def _quantize(x: np.ndarray, s: Scheme) -> tuple[np.ndarray, float]:
-    """(x quantized and dequantized under ``s``'s format and scales, in float64; bits per weight)."""
+    """(x quantized and dequantized under ``s``'s format and scales, in float64; bits per weight).
+    A last axis (or, for 16x16 tiles, a row count) that is not a multiple of the scheme's group
+    is padded with zeros, as kernels pad K, and the padding dropped again: it is not counted as
+    weights, but the scales it needs are."""
+    r, c = _multiple(x, s)
+    if x.ndim >= 1 and (x.shape[-1] % c or (x.ndim >= 2 and x.shape[-2] % r)):
+        pad = [(0, 0)] * x.ndim
+        pad[-1] = (0, -x.shape[-1] % c)
+        if x.ndim >= 2:
+            pad[-2] = (0, -x.shape[-2] % r)
+        y, bits = _quantize_exact(np.pad(x, pad), s)
+        crop = tuple(slice(0, n) for n in x.shape)
+        return y[crop], bits * (np.prod([a + b + n for (a, b), n in zip(pad, x.shape, strict=True)]) / x.size)
+    return _quantize_exact(x, s)
+
+
+def _quantize_exact(x: np.ndarray, s: Scheme) -> tuple[np.ndarray, float]:
     n = x.size
     if s.family == "int":
         bits = int(s.name[3:])
