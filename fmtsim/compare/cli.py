@@ -64,9 +64,13 @@ def add_compare_parser(sub: Any) -> None:
     s.set_defaults(func=cmd_compare)
 
 
-def _progress(total_hint: bool) -> tuple[Callable[[int, int, str], None], Callable[[], None]]:
-    """A tqdm bar on a terminal (when tqdm is there), else a line per tensor on stderr."""
+def _progress() -> tuple[Callable[[int, int, str], None], Callable[[], None]]:
+    """A tqdm bar on a terminal (when tqdm is there), else on stderr a line per tensor at most
+    every 5 seconds (a quick run prints none)."""
+    import time
+
     bar: list[Any] = []
+    last = [time.monotonic()]
 
     def update(done: int, total: int, name: str) -> None:
         if sys.stderr.isatty():
@@ -80,8 +84,10 @@ def _progress(total_hint: bool) -> tuple[Callable[[int, int, str], None], Callab
                 bar[0].update(1)
                 bar[0].set_postfix_str(name[-40:])
                 return
-        if total > 1:
-            print(f"compare: {done}/{total} {name}", file=sys.stderr)
+        now = time.monotonic()
+        if total > 1 and done < total and now - last[0] >= 5:
+            last[0] = now
+            print(f"compare: {done}/{total} tensors, last {name}", file=sys.stderr)
 
     def close() -> None:
         if bar:
@@ -192,7 +198,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for d, what in ((args.plots, "--plots"), (args.report, "--report")):
             if d is not None and Path(d).exists() and not Path(d).is_dir():
                 raise ValueError(f"{what} {d}: exists and is not a directory")
-    update, close = _progress(True)
+    update, close = _progress()
     try:
         report = compare_source(args.source, schemes, args.tensors, jobs=args.jobs, scheduler=args.scheduler,
                                 progress=update, activations=args.activations, original=args.original)
