@@ -391,3 +391,42 @@ def test_the_committed_mlp_table_is_current():
     tool = _mlp_tool()
     stale = "docs/compare/mlp.md is stale: python tools/compare_mlp.py --write"
     assert doc.read_text() == tool.HEAD + tool.table(), stale
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "producers"
+
+
+@pytest.mark.skipif(not (FIXTURES / "original").is_dir(), reason="no tests/fixtures beside the tests")
+def test_real_producers_checkpoints_against_their_original(tmp_path):
+    """The producers' own checkpoints (tests/fixtures/producers, written by Quark 0.13 and
+    ModelOpt 0.47 from one bfloat16 Llama layer): Quark's MXFP4 is exactly fmtsim's mxfp4 with
+    the 'even' scale rule, not the OCP floor rule; ModelOpt's NVFP4 is within 1e-3 of the te
+    recipe's error (it multiplies the two scales first)."""
+    from fmtsim.compare.source import compare_source
+
+    rep = compare_source(FIXTURES / "quark-mxfp4", ["mxfp4", "mxfp4:rule=even"], original=FIXTURES / "original")
+    rows = {r["scheme"]: r for r in rep.overall()}
+    assert rows["stored: quark-mxfp4"]["mse"] == pytest.approx(rows["mxfp4:rule=even"]["mse"], rel=1e-12)
+    assert rows["stored: quark-mxfp4"]["mse"] < rows["mxfp4"]["mse"]
+    rep = compare_source(FIXTURES / "modelopt-nvfp4_default", ["nvfp4"], original=FIXTURES / "original")
+    rows = {r["scheme"]: r for r in rep.overall()}
+    assert rows["stored: modelopt-nvfp4"]["mse"] == pytest.approx(rows["nvfp4"]["mse"], rel=1e-3)
+
+
+@pytest.mark.skipif(not (FIXTURES / "original").is_dir(), reason="no tests/fixtures beside the tests")
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                    reason='the figures need matplotlib: pip install "fmtsim[plot]"')
+def test_a_real_model_folder_end_to_end(tmp_path, capsys):
+    """Done-when of the compare issue: on a real (tiny) Hugging Face model folder, the ranked table,
+    CSV, JSON, the figures and the HTML report."""
+    out = tmp_path / "out"
+    out.mkdir()
+    rc = main(["compare", str(FIXTURES / "original"), "--csv", str(out / "r.csv"), "--json", str(out / "r.json"),
+               "--plots", str(out / "figs"), "--report", str(out / "rep")])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "8 tensors, 176,128 weights" in text.splitlines()[0]
+    assert "\n1    int8:channel " in text  # the default schemes, ranked
+    assert json.loads((out / "r.json").read_text())["overall"]
+    assert len(list(csv.DictReader((out / "r.csv").open()))) > 7
+    assert len(list((out / "figs").glob("*.png"))) == 4 and (out / "rep" / "index.html").stat().st_size > 10000
