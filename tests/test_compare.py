@@ -430,3 +430,15 @@ def test_a_real_model_folder_end_to_end(tmp_path, capsys):
     assert json.loads((out / "r.json").read_text())["overall"]
     assert len(list(csv.DictReader((out / "r.csv").open()))) > 7
     assert len(list((out / "figs").glob("*.png"))) == 4 and (out / "rep" / "index.html").stat().st_size > 10000
+
+
+def test_the_table_fits_a_terminal(model):
+    from fmtsim.compare.cli import render
+    from fmtsim.compare.source import compare_source
+
+    d, _ = model
+    rep = compare_source(d, ["int4", "int4:group=32", "mxfp4"])
+    full = render(rep)
+    assert "clipped %" in full and "rel err" in full
+    narrow = render(rep, width=80)
+    assert max(map(len, narrow.splitlines()[2:])) <= 80 and "clipped %" not in narrow and "SQNR dB" in narrow

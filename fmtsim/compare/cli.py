@@ -109,7 +109,26 @@ _HEADERS = ["scheme", "bits/w", "MSE", "SQNR dB", "rel err", "max abs", "zeroed 
 _OUT_HEADERS = ["out MSE", "out SQNR dB"]
 
 
-def render(report: Report, per_tensor: bool = False) -> str:
+def _fit(rows: list[list[str]], heads: list[str], width: int | None) -> str:
+    """The table, with the least needed columns left out until it fits ``width`` (a terminal's;
+    None: every column): clipped % while nothing was clipped, then rel err (SQNR says the same),
+    then max abs. Files (--csv, --json) always hold every column."""
+    table = tabulate(rows, heads, disable_numparse=True)
+    for name in ("clipped %", "rel err", "max abs"):
+        if width is None or max(map(len, table.splitlines())) <= width:
+            break
+        if name not in heads:
+            continue
+        i = heads.index(name)
+        if name == "clipped %" and any(float(r[i]) > 0 for r in rows):
+            continue
+        heads = heads[:i] + heads[i + 1:]
+        rows = [r[:i] + r[i + 1:] for r in rows]
+        table = tabulate(rows, heads, disable_numparse=True)
+    return table
+
+
+def render(report: Report, per_tensor: bool = False, width: int | None = None) -> str:
     n = sum(int(np.prod(t.shape)) for t in report.tensors)
     out = [f"{report.source}: {len(report.tensors)} tensor{'s' * (len(report.tensors) != 1)}, {n:,} weights; "
            f"ranked by MSE over all of them (float64)", ""]
@@ -120,7 +139,7 @@ def render(report: Report, per_tensor: bool = False) -> str:
     outputs = bool(with_x)
     heads = [*_HEADERS, *(_OUT_HEADERS if outputs else [])]
     rows = [[str(i + 1), *_fmt_row(r, outputs)] for i, r in enumerate(report.overall())]
-    out.append(tabulate(rows, ["#", *heads], disable_numparse=True))
+    out.append(_fit(rows, ["#", *heads], width))
     gone = report.not_applicable()
     if gone:
         out += ["", "not ranked (they do not apply to every tensor):"]
@@ -132,7 +151,7 @@ def render(report: Report, per_tensor: bool = False) -> str:
                          key=lambda p: (p[1].metrics()["mse"], p[0]))
             tr_rows = [_fmt_row({"scheme": spec, "bits_per_weight": t.bits / t.n if t.n else 0.0, **t.metrics()},
                                 outputs) for spec, t in trs]
-            out.append(tabulate(tr_rows, heads, disable_numparse=True))
+            out.append(_fit(tr_rows, list(heads), width))
     return "\n".join(out)
 
 
@@ -204,7 +223,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                 progress=update, activations=args.activations, original=args.original)
     finally:
         close()
-    text = render(report, args.per_tensor)
+    import shutil
+
+    text = render(report, args.per_tensor, shutil.get_terminal_size().columns if sys.stdout.isatty() else None)
     print(text)
     if args.plots or args.report:
         from .plots import figures, write_figures, write_report
