@@ -141,3 +141,16 @@ def test_probe_cli_round_trip(tmp_path, capsys):
     (tmp_path / "short.bin").write_bytes(b"\0" * 8)
     assert main(["probe", "infer", str(tmp_path / "short.bin"), "--set", "fp8"]) == 2
     assert "needs" in capsys.readouterr().err
+
+
+def test_probe_infer_exits_1_when_only_an_unnamed_candidate_matches(tmp_path, capsys):
+    """A kernel that some candidate of the grid reproduces but no named unit does (here one with
+    more fraction bits than any NVIDIA FP8 unit) is a finding, not a pass: exit 1."""
+    p = probe.gen("fp8")
+    named = {(u.family, u.k, u.fraction_bits, u.output) for u in UNITS.values()}
+    odd = next(u for u in probe.candidates("fp8") if (u.family, u.k, u.fraction_bits, u.output) not in named)
+    d = probe.simulate(odd, "fp8", p)
+    (tmp_path / "probe.fp8.d.bin").write_bytes(d.astype("<f4").tobytes())
+    assert main(["probe", "infer", str(tmp_path / "probe.fp8.d.bin"), "--set", "fp8"]) == 1
+    out = capsys.readouterr().out
+    assert "candidate(s) reproduce every output bit for bit" in out and "matches no named unit" in out

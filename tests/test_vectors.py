@@ -273,3 +273,15 @@ def test_gen_refuses_to_merge_what_it_cannot(tmp_path, capsys):
     assert main(["gen", "f32_to_e5m2", "--rounding", "rne", "--profile", "ocp", "-o", str(out)]) == 2
     assert "cannot be merged" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == before  # nothing written
+
+
+def test_ver_all_goes_on_past_a_file_it_cannot_read(tmp_path, capsys):
+    """A corrupt result file is reported and the rest still checked; the run exits 2 (bad input)."""
+    good = "f32_to_e2m1.rne.satfinite.encode_ties.tv"
+    shutil.copy(VEC / good, tmp_path / good)
+    broken = "f16_to_e2m1.rne.satfinite.encode_ties.tv"
+    (tmp_path / broken).write_text("this is not a result file\n")
+    assert main(["ver", "all", str(tmp_path), "--vectors", str(VEC)]) == 2
+    out = capsys.readouterr().out
+    assert f"{broken}: not checked: " in out and f"{good}: " in out and " 0 failed" in out
+    assert f"1 of 2 result files could not be checked: {broken}" in out
