@@ -134,8 +134,8 @@ def test_clipping():
 @pytest.mark.parametrize("spec, message", [
     ("int4+clip=p0", "percentile in"), ("int4+clip=x", "percentile in"), ("int4+hadamard=48", "power of two"),
     ("int4+signs=3", "+signs applies to a rotation"), ("int4+rotate=2", "unknown transform '+rotate=2'"),
-    ("int9", "integer width must be 2..8"), ("e4m3:block=0", "block must be positive"),
-    ("e4m3:group=x", "group must be a positive whole number"), ("e8m0", "unknown name 'e8m0'"),
+    ("int9", "integer schemes are int2 .. int8, not 'int9'"), ("e4m3:block=0", "block must be positive"),
+    ("e4m3:group=x", "group must be a positive whole number"), ("e8m0", "e8m0 is unsigned (a scale format)"),
     ("e4m3:rule=even", "'rule' does not apply to e4m3")])
 def test_bad_transforms_and_options_are_named(spec, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -442,3 +442,109 @@ def test_the_table_fits_a_terminal(model):
     assert "clipped %" in full and "rel err" in full
     narrow = render(rep, width=80)
     assert max(map(len, narrow.splitlines()[2:])) <= 80 and "clipped %" not in narrow and "SQNR dB" in narrow
+
+
+# --- a newcomer's review: each finding held ------------------------------------------------------
+
+@pytest.mark.parametrize("spec, message", [
+    ("mxfp4:rule=bogus", "rule must be one of floor, ceil, even, rceil"), ("nvfp4:recipe=x", "recipe must be one of"),
+    ("nvfp4:tile=8x8", "tile must be one of 1x16, 16x16"), ("int4:group=32:channel", "contradicts"),
+    ("e4m3:block=128:group=32", "contradicts"), ("int4:sym:asym", "option 'mode' given twice"),
+    ("int4+hadamard=16+hadamard2=32", "+hadamard given twice"), ("int4+clip=mse+clip=p50", "+clip given twice"),
+    ("e4m3:block=128x", "block must be like 128 or 1x128"), ("int04", "integer schemes are int2 .. int8"),
+    ("ue4m3", "ue4m3 is unsigned"), ("mxfp4:group=32", "option 'group' does not apply to mxfp4"),
+    ("int4:group=", "option 'group' has no value")])
+def test_every_option_value_and_conflict_is_checked(spec, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_scheme(spec)
+
+
+@pytest.mark.parametrize("shape, spec, want", [
+    ((128, 320), "e4m3:group=128", 8 + 32 * 128 * 3 / (128 * 320)),  # 320 -> 384: 3 scales a row
+    ((128, 320), "int4:group=128", 4 + 32 * 128 * 3 / (128 * 320)),
+    ((33, 33), "mxfp8", 8 + 8 * 33 * 2 / (33 * 33)),
+    ((4, 33), "nvfp4:tile=16x16", 4 + (8 * 3 + 32) / (4 * 33)),  # 4x33 -> 16x48: three 16x16 tiles
+])
+def test_bits_per_weight_count_the_paddings_scales_not_its_elements(shape, spec, want):
+    """The padding kernels add to reach a group is not a weight: only its scales count."""
+    w = np.random.default_rng(9).standard_normal(shape)
+    _, bpw = quantize_dequantize(w, spec)
+    assert bpw == pytest.approx(want, rel=1e-12)
+    if spec.startswith("e4m3:group"):  # the same values as 1 x G blocks, the same bits
+        a, _ = quantize_dequantize(w, spec)
+        b, bpw_b = quantize_dequantize(w, "e4m3:block=1x128")
+        assert np.array_equal(a, b) and bpw_b == pytest.approx(bpw, rel=1e-12)
+
+
+def test_tiny_weights_do_not_divide_by_zero():
+    w = np.full((4, 32), 1e-42)
+    w[0, 0] = -3e-42
+    for spec in ("e5m2:channel", "e4m3", "e4m3:block=2x2"):
+        (row,) = compare(w, [spec])
+        assert np.isfinite(row["mse"]) and not np.isnan(row["sqnr_db"]), spec
+
+
+def test_an_empty_tensor_is_refused_naming_it(tmp_path, capsys):
+    np.save(tmp_path / "e.npy", np.zeros((0, 64), np.float32))
+    assert main(["compare", str(tmp_path / "e.npy"), "--schemes", "int4"]) == 2
+    assert "tensor 'e' has no elements" in capsys.readouterr().err
+
+
+def test_a_failure_that_is_no_shape_mismatch_is_an_error_not_a_skip(tmp_path, capsys):
+    np.save(tmp_path / "w.npy", np.ones((4, 32)))
+    # before: a quantizer's ValueError of any kind was listed as "does not apply"
+    assert main(["compare", str(tmp_path / "w.npy"), "--schemes", "int4:group=32", "int4+hadamard=64"]) == 0
+    assert "int4+hadamard=64: w: scheme" in capsys.readouterr().out
+
+
+def test_outputs_are_checked_against_every_file_compare_reads(tmp_path, capsys):
+    from safetensors.numpy import save_file
+
+    d = tmp_path / "sharded"
+    d.mkdir()
+    save_file({"a.weight": np.ones((4, 32), np.float32)}, str(d / "m-1.safetensors"))
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map":
+                                                                {"a.weight": "m-1.safetensors"}}))
+    (d / "config.json").write_text("{}")
+    for target in ("model.safetensors.index.json", "config.json"):
+        before = (d / target).read_bytes()
+        assert main(["compare", str(d), "--schemes", "int4", "--json", str(d / target)]) == 2
+        assert "writing it would destroy that input" in capsys.readouterr().err
+        assert (d / target).read_bytes() == before
+    (tmp_path / "figs").mkdir()
+    (tmp_path / "figs" / "pareto.png").mkdir()  # a directory where a figure would go
+    assert main(["compare", str(d), "--schemes", "int4", "--plots", str(tmp_path / "figs"), "--csv",
+                 str(tmp_path / "r.csv")]) == 2
+    assert "pareto.png" in capsys.readouterr().err and not (tmp_path / "r.csv").exists()
+    assert main(["compare", str(d), "--schemes", "int4", "--csv", str(tmp_path / "nodir" / "r.csv")]) == 2
+    assert "the directory" in capsys.readouterr().err
+
+
+def test_non_float_weights_left_out_are_named(model, capsys):
+    d, _ = model
+    assert main(["compare", str(d), "--schemes", "int4"]) == 0
+    assert "note: left out 1 2-D weight(s) that are not float: model.codes.weight (I8)" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not (FIXTURES / "original").is_dir(), reason="no tests/fixtures beside the tests")
+def test_a_stored_row_with_figures_and_a_transformed_layer_warns(tmp_path, capsys):
+    """--plots with --original drew figures for the 'stored' row as if it were a scheme (a crash
+    after the whole run); an AWQ checkpoint, whose norms absorbed its scales, is said to be in
+    another domain; no temporary directory is left behind."""
+    import glob
+    import tempfile
+
+    before = set(glob.glob(str(Path(tempfile.gettempdir()) / "fmtsim-compare-*")))
+    args = ["compare", str(FIXTURES / "quark-mxfp4"), "--original", str(FIXTURES / "original"), "--schemes", "mxfp4",
+            "--csv", str(tmp_path / "s.csv")]
+    if importlib.util.find_spec("matplotlib") is not None:
+        args += ["--plots", str(tmp_path / "P")]
+    assert main(args) == 0
+    assert (tmp_path / "s.csv").exists()
+    assert main(["compare", str(FIXTURES / "modelopt-int4_awq"), "--original", str(FIXTURES / "original"),
+                 "--schemes", "int4:group=128"]) == 0
+    out = capsys.readouterr().out
+    assert "note: 2 unquantized tensor(s) of the checkpoint differ from --original" in out
+    assert main(["compare", str(FIXTURES / "quark-mxfp4"), "--original", str(FIXTURES / "original"),
+                 "--tensors", "model.norm.weight"]) == 2
+    assert set(glob.glob(str(Path(tempfile.gettempdir()) / "fmtsim-compare-*"))) == before

@@ -38,6 +38,7 @@ of what the quantizer was given, and bits per weight with the scales' storage.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +48,8 @@ from .. import intq, mx, nvfp4
 from ..codec import decode, encode
 from ..formats import FORMATS, get_format
 
-__all__ = ["Scheme", "parse_scheme", "quantize_dequantize", "evaluate", "metrics", "compare", "compare_source",
-           "DEFAULT_SCHEMES", "Totals"]
+__all__ = ["Scheme", "NotApplicable", "parse_scheme", "quantize_dequantize", "evaluate", "metrics", "compare",
+           "compare_source", "DEFAULT_SCHEMES", "Totals"]
 
 #: what ``fmtsim compare`` runs when no --schemes are given
 DEFAULT_SCHEMES = ("int8", "int8:channel", "int4", "int4:channel", "int4:group=32", "int4:asym:group=128",
@@ -70,13 +71,32 @@ class Scheme:
         return dict(self.options).get(key, default)
 
 
+class NotApplicable(ValueError):
+    """The scheme cannot take this tensor's shape (a rotation block, 2-D blocks on a vector):
+    ``fmtsim compare`` lists the scheme as not ranked rather than failing the run."""
+
+
+_MX_RULES = ("floor", "ceil", "even", "rceil")
+_NVFP4_RECIPES = ("te", "torchao")
+_NVFP4_TILES = ("1x16", "16x16")
+_INT_NAME = re.compile(r"int([2-8])")
+
+
 def parse_scheme(spec: str) -> Scheme:
-    """A Scheme from a spec string (module docstring); ValueError names the bad part."""
+    """A Scheme from a spec string (module docstring); ValueError names the bad part. Every
+    option is checked against the values it takes, and an option or transform given twice, or
+    two that contradict each other (``:group=32:channel``), is refused."""
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"scheme spec must be a non-empty string, not {spec!r}")
+    if spec != spec.strip() or " " in spec:
+        raise ValueError(f"scheme {spec!r}: no spaces in a spec")
     head, *plus = spec.lower().split("+")
     transforms = tuple(_parse_transform(spec, t) for t in plus)
-    if any(k == "signs" for k, _ in transforms) and not any(k.startswith("hadamard") for k, _ in transforms):
+    kinds = [k if not k.startswith("hadamard") else "hadamard" for k, _ in transforms]
+    for k in set(kinds):
+        if kinds.count(k) > 1:
+            raise ValueError(f"scheme {spec!r}: +{k} given twice (one {'rotation' if k == 'hadamard' else k} a scheme)")
+    if "signs" in kinds and "hadamard" not in kinds:
         raise ValueError(f"scheme {spec!r}: +signs applies to a rotation (+hadamard=B or +hadamard2=B)")
     name, *parts = head.split(":")
     opts: dict[str, str] = {}
@@ -89,32 +109,48 @@ def parse_scheme(spec: str) -> Scheme:
                 key, val = "granularity", p
             else:
                 raise ValueError(f"scheme {spec!r}: unknown option {p!r}")
-        if key == "group":
-            opts["granularity"] = "group"
+        elif not val:
+            raise ValueError(f"scheme {spec!r}: option {key!r} has no value")
+        if key in ("group", "block"):
+            if "granularity" in opts:
+                raise ValueError(f"scheme {spec!r}: {p!r} contradicts {opts['granularity']!r} (one granularity a "
+                                 "scheme)")
+            opts["granularity"] = key
+        elif key == "granularity" and "granularity" in opts:
+            raise ValueError(f"scheme {spec!r}: {p!r} contradicts {opts['granularity']!r} (one granularity a scheme)")
+        if key in opts and key != "granularity":
+            raise ValueError(f"scheme {spec!r}: option {key!r} given twice")
         opts[key] = val
-    if name.startswith("int") and name[3:].isdigit():
-        family = "int"
-        allowed = {"mode", "granularity", "group"}
+    if _INT_NAME.fullmatch(name):
+        family, allowed = "int", {"mode", "granularity", "group"}
+    elif name.startswith("int"):
+        raise ValueError(f"scheme {spec!r}: integer schemes are int2 .. int8, not {name!r}")
     elif name in mx.SCHEMES or name in ("mxfp8", "mxfp6"):
         family, allowed = "mx", {"rule"}
     elif name == "nvfp4":
         family, allowed = "nvfp4", {"recipe", "tile"}
-    elif name in FORMATS and FORMATS[name].kind == "float" and FORMATS[name].name != "e8m0":
+    elif name in FORMATS and FORMATS[name].kind == "float" and FORMATS[name].signed:
         family, allowed = "float", {"granularity", "block", "group"}
         name = FORMATS[name].name
-        if "block" in opts:
-            opts["granularity"] = "block"
-            _block_shape(spec, opts["block"])
+    elif name in FORMATS and FORMATS[name].kind == "float":
+        raise ValueError(f"scheme {spec!r}: {name} is unsigned (a scale format): it cannot hold signed weights")
     else:
         raise ValueError(f"scheme {spec!r}: unknown name {name!r} (int<b>, an MX scheme, nvfp4, or a float "
                          "format such as e4m3)")
-    if family == "int" and not 2 <= int(name[3:]) <= 8:
-        raise ValueError(f"scheme {spec!r}: integer width must be 2..8, not {name[3:]}")
-    bad = set(opts) - allowed
+    bad = sorted(set(opts) - allowed - {"granularity"})
+    if opts.get("granularity") == "block" and family != "float":
+        bad = bad or ["block"]
+    if opts.get("granularity") in ("tensor", "channel", "group") and family in ("mx", "nvfp4"):
+        bad = bad or [opts["granularity"]]
     if bad:
-        raise ValueError(f"scheme {spec!r}: option {sorted(bad)[0]!r} does not apply to {name}")
+        raise ValueError(f"scheme {spec!r}: option {bad[0]!r} does not apply to {name}")
     if "group" in opts and not (opts["group"].isdigit() and int(opts["group"]) > 0):
         raise ValueError(f"scheme {spec!r}: group must be a positive whole number, not {opts['group']!r}")
+    if "block" in opts:
+        _block_shape(spec, opts["block"])
+    for key, choices in (("rule", _MX_RULES), ("recipe", _NVFP4_RECIPES), ("tile", _NVFP4_TILES)):
+        if key in opts and opts[key] not in choices:
+            raise ValueError(f"scheme {spec!r}: {key} must be one of {', '.join(choices)}, not {opts[key]!r}")
     return Scheme(spec, family, name, tuple(sorted(opts.items())), transforms)
 
 
@@ -140,9 +176,11 @@ def _parse_transform(spec: str, text: str) -> tuple[str, str]:
 
 
 def _block_shape(spec: str, text: str) -> tuple[int, int]:
-    r, _, c = text.partition("x")
+    r, sep, c = text.partition("x")
     try:
-        rows, cols = int(r), int(c or r)
+        if not r.isdigit() or (sep and not c.isdigit()):
+            raise ValueError
+        rows, cols = int(r), int(c if sep else r)
     except ValueError:
         raise ValueError(f"scheme {spec!r}: block must be like 128 or 1x128, not {text!r}") from None
     if rows < 1 or cols < 1:
@@ -175,14 +213,32 @@ def _quantize(x: np.ndarray, s: Scheme) -> tuple[np.ndarray, float]:
         pad[-1] = (0, -x.shape[-1] % c)
         if x.ndim >= 2:
             pad[-2] = (0, -x.shape[-2] % r)
-        y, bits = _quantize_exact(np.pad(x, pad), s)
+        padded = np.pad(x, pad)
+        y, bits = _quantize_exact(padded, s)
         crop = tuple(slice(0, n) for n in x.shape)
-        return y[crop], bits * (np.prod([a + b + n for (a, b), n in zip(pad, x.shape, strict=True)]) / x.size)
+        # the padded layout's scale bits, over the real weights, plus each real weight's own bits
+        elem = _element_bits(s)
+        scale_bits = (bits - elem) * padded.size
+        return y[crop], elem + scale_bits / x.size
     return _quantize_exact(x, s)
+
+
+def _element_bits(s: Scheme) -> int:
+    if s.family == "int":
+        return int(s.name[3:])
+    if s.family == "nvfp4":
+        return 4
+    if s.family == "mx":
+        return get_format(mx.SCHEMES[{"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e3m2"}.get(s.name, s.name)]).bits
+    return get_format(s.name).bits
 
 
 def _quantize_exact(x: np.ndarray, s: Scheme) -> tuple[np.ndarray, float]:
     n = x.size
+    if n == 0:
+        raise ValueError("the tensor has no elements")
+    if s.family == "nvfp4" and s.option("tile", "1x16") == "16x16" and x.ndim < 2:
+        raise NotApplicable(f"scheme {s.spec!r}: 16x16 tiles need a 2-D tensor, not shape {x.shape}")
     if s.family == "int":
         bits = int(s.name[3:])
         sym = s.option("mode", "sym") == "sym"
@@ -227,7 +283,7 @@ def _float_quantize(x: np.ndarray, s: Scheme) -> tuple[np.ndarray, float]:
         view = x64.reshape(-1, 1, 1, g)
     else:
         if x64.ndim != 2:
-            raise ValueError(f"scheme {s.spec!r}: block scales need a 2-D tensor, not shape {x64.shape}")
+            raise NotApplicable(f"scheme {s.spec!r}: block scales need a 2-D tensor, not shape {x64.shape}")
         r, c = _block_shape(s.spec, s.option("block", "128"))
         rows, cols = x64.shape
         pad = np.zeros((-(-rows // r) * r, -(-cols // c) * c))
@@ -235,7 +291,12 @@ def _float_quantize(x: np.ndarray, s: Scheme) -> tuple[np.ndarray, float]:
         view = pad.reshape(pad.shape[0] // r, r, pad.shape[1] // c, c).transpose(0, 2, 1, 3)
         view = view.reshape(view.shape[0], view.shape[1], 1, r * c)
     amax = np.max(np.abs(view), axis=-1, keepdims=True)
-    scale = np.where(amax > 0, amax / fmax, 1.0).astype(np.float32).astype(np.float64)
+    with np.errstate(under="ignore"):
+        s32 = np.where(amax > 0, amax / fmax, 1.0).astype(np.float32)  # as producers store it
+    # a scale that underflows float32 to 0 (weights near 1e-42) would divide by zero: the
+    # smallest float32 instead (the block then saturates, as it would on a device)
+    s32 = np.where(s32 == 0, np.float32(2.0**-149), s32)
+    scale = s32.astype(np.float64)
     codes = encode(view / scale, f, rounding="rne", overflow="satfinite")
     deq = np.asarray(decode(codes, f, np.float64)) * scale
     if gran == "block":
@@ -262,10 +323,10 @@ def _rotate(x: np.ndarray, b: int, both: bool, seed: int | None, spec: str, inve
     """Block-diagonal Walsh-Hadamard on the last axis (and the rows with ``both``), with random
     signs first where a seed is given; ``inverse`` undoes it (H is symmetric and orthonormal)."""
     if x.ndim != 2:
-        raise ValueError(f"scheme {spec!r}: a rotation needs a 2-D tensor, not shape {x.shape}")
+        raise NotApplicable(f"scheme {spec!r}: a rotation needs a 2-D tensor, not shape {x.shape}")
     rows, cols = x.shape
     if cols % b or (both and rows % b):
-        raise ValueError(f"scheme {spec!r}: shape {x.shape} is not a multiple of the rotation block {b}"
+        raise NotApplicable(f"scheme {spec!r}: shape {x.shape} is not a multiple of the rotation block {b}"
                          + (" on both axes" if both else " on its last axis"))
     h = _hadamard(b)
     dc = _signs(seed, cols, 1) if seed is not None else None
@@ -454,7 +515,7 @@ class Totals:
         return {
             "mse": mse,
             "sqnr_db": float(10 * np.log10(self.power / self.sse)) if self.sse > 0 and self.power > 0
-            else float("inf"),
+            else (float("inf") if self.sse == 0 else float("nan")),
             "rel_error": float(np.sqrt(self.sse / self.power)) if self.power > 0 else 0.0,
             "max_abs_error": self.max_abs,
             "zeroed": self.zeroed / self.nonzero if self.nonzero else 0.0,

@@ -54,8 +54,9 @@ def add_compare_parser(sub: Any) -> None:
                    "(needs fmtsim[plot]: matplotlib)")
     s.add_argument("--report", metavar="DIR", help="write DIR/index.html: the tables and the figures in one "
                    "self-contained page (needs fmtsim[plot])")
-    s.add_argument("--clip-curve", metavar="SPEC", help="the scheme whose clipping U-curve is drawn (default: the "
-                   "best-ranked scheme without a transform)")
+    s.add_argument("--clip-curve", metavar="SPEC", help="the scheme (without a transform) whose clipping U-curve "
+                   "is drawn (default: the per-tensor scheme of fewest bits, else the best-ranked one without a "
+                   "transform)")
     s.add_argument("--help-schemes", action="store_true", help="print the scheme grammar and exit")
     run = s.add_mutually_exclusive_group()
     run.add_argument("--jobs", type=argcheck.cli_integer("--jobs", low=1),
@@ -140,6 +141,10 @@ def render(report: Report, per_tensor: bool = False, width: int | None = None) -
     heads = [*_HEADERS, *(_OUT_HEADERS if outputs else [])]
     rows = [[str(i + 1), *_fmt_row(r, outputs)] for i, r in enumerate(report.overall())]
     out.append(_fit(rows, ["#", *heads], width))
+    import textwrap
+
+    for note in report.notes:
+        out += ["", textwrap.fill(f"note: {note}", width, subsequent_indent="  ") if width else f"note: {note}"]
     gone = report.not_applicable()
     if gone:
         out += ["", "not ranked (they do not apply to every tensor):"]
@@ -159,6 +164,7 @@ def to_json(report: Report) -> str:
     doc = {"fmtsim": __version__, "source": report.source, "schemes": list(report.schemes),
            "overall": report.overall(),
            "not_ranked": {spec: {"tensor": name, "why": why} for spec, (name, why) in report.not_applicable().items()},
+           "notes": report.notes,
            "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "kurtosis": t.kurtosis,
                         "rows": [r for r in report.per_tensor() if r["tensor"] == t.name]} for t in report.tensors]}
     return json.dumps(_strict(doc), indent=1, allow_nan=False) + "\n"
@@ -191,32 +197,35 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.help_schemes:
         assert grammar is not None
-        print(grammar.split("Scheme spec grammar", 1)[1].split("Symmetric integer scales", 1)[0].strip(" :\n"))
+        text = grammar.split("Scheme spec grammar", 1)[1].split("Symmetric integer scales", 1)[0]
+        print("NAME[:OPTION]...[+TRANSFORM]..." + text.split("):", 1)[1].rstrip())
         return 0
     if args.source is None:
         raise ValueError("compare: give SOURCE (a model folder, a .safetensors file or a .npy)")
     schemes = tuple(args.schemes or DEFAULT_SCHEMES)
     for spec in schemes:
         parse_scheme(spec)
-    inputs = [Path(args.source), *(Path(args.source).glob("*.safetensors") if Path(args.source).is_dir() else []),
-              *([Path(args.activations)] if args.activations else []),
-              *([Path(args.original), *(Path(args.original).glob("*.safetensors") if Path(args.original).is_dir()
-                                        else [])] if args.original else [])]
-    outputs = [(args.csv, "--csv"), (args.json, "--json")]
-    for path, what in outputs:  # refused before any tensor is read
-        if path is not None:
-            check_replaceable(path, inputs, what)
+    inputs = _inputs(args.source, args.original, args.activations)
+    targets: list[tuple[Path, str]] = [(Path(p), w) for p, w in ((args.csv, "--csv"), (args.json, "--json")) if p]
+    from .plots import FIGURES
+
+    for d, what in ((args.plots, "--plots"), (args.report, "--report")):
+        if d is not None:
+            if Path(d).exists() and not Path(d).is_dir():
+                raise ValueError(f"{what} {d}: exists and is not a directory")
+            targets += [(Path(d) / n, what) for n in (FIGURES if what == "--plots" else ("index.html",))]
+    for path, what in targets:  # every output refused before any tensor is read
+        check_replaceable(path, inputs, what)
+        if what in ("--csv", "--json") and not path.resolve().parent.is_dir():
+            raise ValueError(f"{what} {path}: the directory {path.parent} does not exist")
     if args.csv and args.json and Path(args.csv).resolve() == Path(args.json).resolve():
         raise ValueError("--csv and --json name the same file")
-    if args.clip_curve is not None:
-        parse_scheme(args.clip_curve)
+    if args.clip_curve is not None and parse_scheme(args.clip_curve).transforms:
+        raise ValueError(f"--clip-curve {args.clip_curve}: a scheme without a transform (the curve is the clipping)")
     if args.plots or args.report:
         from .plots import _pyplot
 
         _pyplot()  # matplotlib missing: said before any tensor is read
-        for d, what in ((args.plots, "--plots"), (args.report, "--report")):
-            if d is not None and Path(d).exists() and not Path(d).is_dir():
-                raise ValueError(f"{what} {d}: exists and is not a directory")
     update, close = _progress()
     try:
         report = compare_source(args.source, schemes, args.tensors, jobs=args.jobs, scheduler=args.scheduler,
@@ -227,6 +236,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     text = render(report, args.per_tensor, shutil.get_terminal_size().columns if sys.stdout.isatty() else None)
     print(text)
+    if args.csv:  # the tables first: a figure that fails does not cost them
+        atomic_write(args.csv, to_csv(report), inputs, "--csv")
+        print(f"wrote {args.csv}")
+    if args.json:
+        atomic_write(args.json, to_json(report), inputs, "--json")
+        print(f"wrote {args.json}")
     if args.plots or args.report:
         from .plots import figures, write_figures, write_report
 
@@ -235,11 +250,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
             for p in write_figures(figs, args.plots, inputs):
                 print(f"wrote {p}")
         if args.report:
-            print(f"wrote {write_report(report, figs, args.report, inputs, text)}")
-    if args.csv:
-        atomic_write(args.csv, to_csv(report), inputs, "--csv")
-        print(f"wrote {args.csv}")
-    if args.json:
-        atomic_write(args.json, to_json(report), inputs, "--json")
-        print(f"wrote {args.json}")
+            print(f"wrote {write_report(report, figs, args.report, inputs, render(report, args.per_tensor))}")
     return 0
+
+
+def _inputs(*paths: str | None) -> list[Path]:
+    """Every file compare may read: each path given and, for a directory, every file in it (its
+    shards, index and configs), so that no output can be written over one of them."""
+    out: list[Path] = []
+    for p in paths:
+        if not p:
+            continue
+        q = Path(p)
+        out.append(q)
+        if q.is_dir():
+            out += [f for f in q.iterdir() if f.is_file()]
+            snaps = q / "snapshots"  # a Hugging Face cache entry
+            if snaps.is_dir():
+                out += [f for f in snaps.rglob("*") if f.is_file()]
+    return out

@@ -27,9 +27,11 @@ from ..fileio import atomic_write, check_replaceable
 from . import Scheme, _quantize, parse_scheme
 from .source import Report
 
-__all__ = ["figures", "write_figures", "write_report", "PLOT_INSTALL"]
+__all__ = ["figures", "write_figures", "write_report", "PLOT_INSTALL", "FIGURES"]
 
 PLOT_INSTALL = 'pip install "fmtsim[plot]" (matplotlib)'
+#: the files --plots writes (histogram and clipping when a tensor has values to draw)
+FIGURES = ("pareto.png", "heatmap.png", "histogram.png", "clipping.png")
 
 
 def _pyplot() -> Any:
@@ -68,11 +70,19 @@ def _largest(report: Report, load: Any) -> tuple[str, np.ndarray] | None:
     return t.name, load(t.name)
 
 
-def _grid(x: np.ndarray, s: Scheme) -> np.ndarray | None:
-    """The values a per-tensor scheme can give ``x``: every code decoded times the tensor's scale."""
+def _scheme(spec: str) -> Scheme | None:
+    """The scheme a row names, or None for a row that is no scheme (a checkpoint's stored one)."""
+    return None if spec.startswith("stored: ") else parse_scheme(spec)
+
+
+def _grid(x: np.ndarray, s: Scheme | None) -> np.ndarray | None:
+    """The values a per-tensor scheme without a transform can give ``x``: every code decoded
+    times the tensor's scale (None for any other scheme: its grid is not one line)."""
     from ..codec import decode
     from ..formats import get_format
 
+    if s is None or s.transforms:
+        return None
     amax = float(np.max(np.abs(x))) if x.size else 0.0
     if amax == 0:
         return None
@@ -131,7 +141,7 @@ def figures(report: Report, load: Any, clip_scheme: str | None = None) -> dict[s
     big = _largest(report, load)
     if big is not None:
         name, x = big
-        grids = [(spec, g) for spec in report.schemes if (g := _grid(x, parse_scheme(spec))) is not None][:4]
+        grids = [(spec, g) for spec in report.schemes if (g := _grid(x, _scheme(spec))) is not None][:4]
         fig, axes = plt.subplots(2, 1, figsize=(7, 4.5 + 0.3 * len(grids)), sharex=True,
                                  gridspec_kw={"height_ratios": [3, max(1, len(grids))]})
         ax, rug = axes
@@ -147,9 +157,10 @@ def figures(report: Report, load: Any, clip_scheme: str | None = None) -> dict[s
 
         # default: the per-tensor scheme of fewest bits, where clipping trades the most (the seed
         # post's per-tensor INT4), else the best-ranked scheme without a transform
-        per_tensor = [r for r in rows if "+" not in r["scheme"] and _grid(x, parse_scheme(r["scheme"])) is not None]
+        per_tensor = [r for r in rows if _grid(x, _scheme(r["scheme"])) is not None]
+        plain = [r["scheme"] for r in rows if (sc := _scheme(r["scheme"])) is not None and not sc.transforms]
         spec = clip_scheme or (min(per_tensor, key=lambda r: (r["bits_per_weight"], r["scheme"]))["scheme"]
-                               if per_tensor else next((r["scheme"] for r in rows if "+" not in r["scheme"]), None))
+                               if per_tensor else (plain[0] if plain else None))
         if spec is not None:
             s = parse_scheme(spec)
             amax = float(np.max(np.abs(x))) if x.size else 0.0

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import Totals, _kurtosis, evaluate, parse_scheme
+from . import NotApplicable, Totals, _kurtosis, evaluate, parse_scheme
 
 __all__ = ["TensorResult", "Report", "compare_source", "select_tensors"]
 
@@ -39,6 +39,7 @@ class Report:
     schemes: tuple[str, ...]
     tensors: list[TensorResult] = field(default_factory=list)
     pieces: dict[str, Any] = field(default_factory=dict, repr=False)  # name -> where to read it again
+    notes: list[str] = field(default_factory=list)  # what the reader must know about the rows (printed)
 
     def load(self, name: str) -> np.ndarray:
         """A compared tensor's values again (float64), read from its file (for the figures)."""
@@ -99,7 +100,8 @@ def _is_npy(p: Path) -> bool:
     return p.is_file() and p.suffix == ".npy"
 
 
-def select_tensors(source: str | Path, patterns: Sequence[str] | None = None) -> list[tuple[str, Any, Any, str]]:
+def select_tensors(source: str | Path, patterns: Sequence[str] | None = None,
+                   left_out: list[str] | None = None) -> list[tuple[str, Any, Any, str]]:
     """(name, entry, header, shard path) of every tensor of a safetensors file or model folder that
     ``patterns`` (fnmatch globs on the name) choose; by default every 2-D float tensor whose name
     ends in "weight". A chosen tensor that holds no float weights is refused, naming it."""
@@ -118,6 +120,8 @@ def select_tensors(source: str | Path, patterns: Sequence[str] | None = None) ->
                 raise ValueError(f"{where[name]}: tensor {name!r} is {e.dtype}, not float weights "
                                  f"({'/'.join(FLOAT_TAGS)}): leave it out of --tensors")
         elif not (e.dtype in FLOAT_TAGS and len(e.shape) == 2 and name.endswith("weight")):
+            if left_out is not None and len(e.shape) == 2 and name.endswith("weight"):
+                left_out.append(f"{name} ({e.dtype})")  # a weight, but not float: said, not silently dropped
             continue
         chosen.append((name, e, h, str(where[name])))
     if not chosen:
@@ -126,15 +130,17 @@ def select_tensors(source: str | Path, patterns: Sequence[str] | None = None) ->
     return chosen
 
 
-def _read(piece: _Piece) -> np.ndarray:
+def _read(piece: _Piece, what: str = "weights") -> np.ndarray:
     if piece.entry is None:
         try:
             x = np.load(piece.path, mmap_mode="r", allow_pickle=False)
         except ValueError as e:
             raise ValueError(f"{piece.path}: not a numeric .npy ({e})") from None
         if x.dtype.kind != "f" and x.dtype.name != "bfloat16":
-            raise ValueError(f"{piece.path}: holds {x.dtype}, not float weights")
+            raise ValueError(f"{piece.path}: holds {x.dtype}, not float {what}")
     else:
+        if piece.entry.dtype not in FLOAT_TAGS:
+            raise ValueError(f"{piece.path}: tensor {piece.name!r} is {piece.entry.dtype}, not float {what}")
         from ..checkpoint.files import read_array
 
         with open(piece.path, "rb") as fh:
@@ -146,7 +152,9 @@ def _activations_for(piece: _Piece, shape: tuple[int, ...]) -> np.ndarray | None
     if piece.activations is None:
         return None
     path, entry, header = piece.activations
-    a = _read(_Piece(piece.name, path, entry, header, ()))
+    a = _read(_Piece(entry.name if entry is not None else piece.name, path, entry, header, ()), "activations")
+    if a.size == 0:
+        raise ValueError(f"{path}: activations for {piece.name!r} have no rows (shape {a.shape})")
     if a.ndim != 2 or len(shape) != 2 or a.shape[1] != shape[1]:
         raise ValueError(f"{path}: activations for {piece.name!r} have shape {a.shape}; the weight {shape} needs "
                          f"(tokens, {shape[1] if len(shape) == 2 else '?'})")
@@ -163,6 +171,9 @@ def _run_piece(piece: _Piece) -> TensorResult:
         bad = int(np.argmax(~np.isfinite(x64).reshape(-1)))
         raise ValueError(f"{piece.path}: tensor {piece.name!r} holds a NaN or Inf (first at flat index {bad}): "
                          "its error under any scheme is undefined")
+    if x64.size == 0:
+        raise ValueError(f"{piece.path}: tensor {piece.name!r} has no elements (shape {x64.shape}): there is no "
+                         "error to measure; leave it out with --tensors")
     totals, kq, skipped = {}, {}, {}
     if piece.stored is not None:
         path, entry, header, bits, label = piece.stored
@@ -175,9 +186,11 @@ def _run_piece(piece: _Piece) -> TensorResult:
     for spec in piece.schemes:
         try:
             r = evaluate(x64, spec)
-        except ValueError as e:  # the scheme does not fit this tensor's shape: said, not fatal
+        except NotApplicable as e:  # the scheme does not fit this tensor's shape: said, not fatal
             skipped[spec] = str(e)
             continue
+        except ValueError as e:
+            raise ValueError(f"{piece.path}: tensor {piece.name!r} {x64.shape}: {e}") from None
         totals[spec] = Totals.of(x64, r["w_hat"], r["bits_per_weight"], r["clipped_count"], acts)
         kq[spec] = r["kurtosis_quantized"]
     return TensorResult(piece.name, tuple(x64.shape), dtype, _kurtosis(x64), totals, kq, skipped)
@@ -191,8 +204,11 @@ def _activation_sources(path: str | Path, pieces: list[_Piece]) -> list[_Piece]:
     p = Path(path)
     if _is_npy(p):
         a = np.load(p, mmap_mode="r", allow_pickle=False)
-        if a.ndim != 2:
-            raise ValueError(f"{p}: activations must be 2-D (tokens, features), not shape {a.shape}")
+        if a.ndim != 2 or a.shape[0] == 0:
+            raise ValueError(f"{p}: activations must be 2-D (tokens, features) with at least one token, not shape "
+                             f"{a.shape}")
+        if a.dtype.kind != "f" and a.dtype.name != "bfloat16":
+            raise ValueError(f"{p}: holds {a.dtype}, not float activations")
         out = [replace(pc, activations=(str(p), None, None)) if len(_shape(pc)) == 2 and _shape(pc)[1] == a.shape[1]
                else pc for pc in pieces]
     else:
@@ -246,11 +262,17 @@ def compare_source(source: str | Path, schemes: Sequence[str], tensors: Sequence
             raise ValueError(f"{p}: a .npy holds one tensor; --tensors chooses among a checkpoint's")
         pieces = [_Piece(p.stem, str(p), None, None, specs)]
     else:
-        pieces = [_Piece(name, shard, e, h, specs) for name, e, h, shard in select_tensors(p, tensors)]
+        left_out: list[str] = []
+        pieces = [_Piece(name, shard, e, h, specs) for name, e, h, shard in select_tensors(p, tensors, left_out)]
     if activations is not None:
         check_path(activations, "compare: activations")
         pieces = _activation_sources(activations, pieces)
-    return _run(Report(str(source), specs, pieces={pc.name: pc for pc in pieces}), pieces, jobs, scheduler, progress)
+    report = Report(str(source), specs, pieces={pc.name: pc for pc in pieces})
+    if not _is_npy(p) and left_out:
+        report.notes.append(f"left out {len(left_out)} 2-D weight(s) that are not float: {', '.join(left_out[:3])}"
+                            f"{', ...' if len(left_out) > 3 else ''} (choose with --tensors; a quantized checkpoint "
+                            "is compared with --original)")
+    return _run(report, pieces, jobs, scheduler, progress)
 
 
 def _run(report: Report, pieces: list[_Piece], jobs: Any, scheduler: Any,
@@ -287,7 +309,6 @@ def _compare_stored(source: Path, original: Path, specs: tuple[str, ...], tensor
     it, else rounded once) as a row of its own, and every scheme computed from the original."""
     import tempfile
 
-    from ..checkpoint.dequant import dequantize
     from ..checkpoint.files import find_source, read_headers
 
     if _is_npy(source) or _is_npy(original):
@@ -296,11 +317,28 @@ def _compare_stored(source: Path, original: Path, specs: tuple[str, ...], tensor
     src = find_source(source)
     s_headers, s_where = read_headers(src)
     tmp = tempfile.mkdtemp(prefix="fmtsim-compare-")
-    out = Path(tmp) / "dequantized"
+    try:
+        return _stored_run(source, original, specs, chosen, s_headers, s_where, Path(tmp), jobs, scheduler, progress,
+                           activations)
+    finally:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stored_run(source: Path, original: Path, specs: tuple[str, ...], chosen: dict[str, Any], s_headers: Any,
+                s_where: Any, tmp: Path, jobs: Any, scheduler: Any,
+                progress: Callable[[int, int, str], None] | None, activations: str | Path | None) -> Report:
+    from ..checkpoint.dequant import dequantize
+    from ..checkpoint.files import find_source, read_headers
+
+    out = tmp / "dequantized"
     summary = dequantize(source, out, dtype="float32")
     d_headers, d_where = read_headers(find_source(out))
     pieces = []
-    labels = set()
+    producers = sorted({tj.match.producer.name for tj in summary.jobs.values()})
+    label = "stored: " + "+".join(producers)  # one row for the checkpoint, whatever mix of layouts it holds
+    labels = {label}
     for tj in summary.jobs.values():
         if tj.out_name not in chosen:
             continue
@@ -308,8 +346,6 @@ def _compare_stored(source: Path, original: Path, specs: tuple[str, ...], tensor
         stored_bytes = sum(s_headers[s_where[n]].entries[n].nbytes for n in
                            (m.codes, m.scale, m.global_scale, m.zero_point) if n and n in s_where)
         numel = int(np.prod(tj.out_shape))
-        label = f"stored: {m.producer.name}"
-        labels.add(label)
         e, h, shard = chosen[tj.out_name]
         dh = d_headers[d_where[tj.out_name]]
         pieces.append(_Piece(tj.out_name, shard, e, h, specs,
@@ -323,12 +359,38 @@ def _compare_stored(source: Path, original: Path, specs: tuple[str, ...], tensor
     pieces.sort(key=lambda pc: pc.name)
     report = Report(f"{source} (against {original})", (*sorted(labels), *specs),
                     pieces={pc.name: pc for pc in pieces})
-    try:
-        return _run(report, pieces, jobs, scheduler, progress)
-    finally:
-        import shutil
+    report.notes += _other_tensors_differ(s_headers, s_where, original, {tj.out_name for tj in summary.jobs.values()},
+                                          summary)
+    return _run(report, pieces, jobs, scheduler, progress)
 
-        shutil.rmtree(tmp, ignore_errors=True)
+
+def _other_tensors_differ(s_headers: Any, s_where: Any, original: Path, quantized: set[str], summary: Any) -> list[str]:
+    """A note when the checkpoint's unquantized float tensors (norms, embeddings) differ from the
+    original's: then its quantized layers may hold weights of another domain (AWQ folds its
+    per-channel scales into the norms before it quantizes), and their row measures that too."""
+    from ..checkpoint.files import find_source, read_array, read_headers
+
+    consumed = {n for tj in summary.jobs.values() for n in (tj.match.codes, tj.match.scale, tj.match.global_scale,
+                                                             tj.match.zero_point, tj.match.pre_scale) if n}
+    o_headers, o_where = read_headers(find_source(original))
+    differ = []
+    for name, shard in sorted(s_where.items()):
+        if name in quantized or name in consumed or name not in o_where:
+            continue
+        e, oe = s_headers[shard].entries[name], o_headers[o_where[name]].entries[name]
+        if e.dtype not in FLOAT_TAGS or oe.dtype not in FLOAT_TAGS or e.shape != oe.shape:
+            continue
+        with open(shard, "rb") as fh:
+            a = np.asarray(read_array(fh, s_headers[shard], e), np.float64)
+        with open(o_where[name], "rb") as fh:
+            b = np.asarray(read_array(fh, o_headers[o_where[name]], oe), np.float64)
+        if not np.array_equal(a, b):
+            differ.append(name)
+    if not differ:
+        return []
+    return [f"{len(differ)} unquantized tensor(s) of the checkpoint differ from --original ({', '.join(differ[:3])}"
+            f"{', ...' if len(differ) > 3 else ''}): its layers may have been transformed before quantization (AWQ "
+            "folds its scales into the norms), so the stored row measures that change as well as the quantization"]
 
 
 def iter_rows(report: Report) -> Iterator[dict[str, Any]]:
