@@ -548,3 +548,20 @@ def test_a_stored_row_with_figures_and_a_transformed_layer_warns(tmp_path, capsy
     assert main(["compare", str(FIXTURES / "quark-mxfp4"), "--original", str(FIXTURES / "original"),
                  "--tensors", "model.norm.weight"]) == 2
     assert set(glob.glob(str(Path(tempfile.gettempdir()) / "fmtsim-compare-*"))) == before
+
+
+@pytest.mark.slow  # a LocalCluster starts in about a second
+def test_compare_on_a_dask_cluster_gives_the_same_digits(model, tmp_path, capsys):
+    distributed = pytest.importorskip("dask.distributed", reason="the Dask path needs fmtsim[dask]")
+    from fmtsim.compare.cli import to_json
+    from fmtsim.compare.source import compare_source
+
+    d, _ = model
+    one = compare_source(d, ["int4:group=32", "nvfp4"])
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            assert to_json(compare_source(d, ["int4:group=32", "nvfp4"], scheduler=client)) == to_json(one)
+        assert main(["compare", str(d), "--schemes", "int4:group=32", "nvfp4", "--json", str(tmp_path / "c.json"),
+                     "--scheduler", cluster.scheduler_address]) == 0
+    assert json.loads((tmp_path / "c.json").read_text())["overall"] == json.loads(to_json(one))["overall"]
