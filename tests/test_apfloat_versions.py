@@ -214,3 +214,17 @@ def test_conform_passes_with_every_llvm_installed(config, llvm, tmp_path):
     assert " unverified" not in r.stdout.split("golden vectors")[-1].split("\n")[1]
     e8m0_rows = [ln for ln in r.stdout.splitlines() if ln.startswith("apfloat") and " e8m0 " in ln]
     assert bool(e8m0_rows) is (int(llvm.split(".")[0]) >= 20)
+
+
+def test_a_user_adapter_claiming_a_versioned_profile_is_held_and_counted(tmp_path, capsys):
+    """A user's adapter has no version of its own: its claimed profile is held (the default
+    variant) and its failures fail the run; "unverified" is for a known version only."""
+    (tmp_path / "mine.py").write_text(
+        "import fmtsim\n"
+        "def enc(x, fmt):\n"
+        "    return fmtsim.encode(x, fmt)  # OCP rules, not LLVM 20+'s E8M0\n"
+        "enc.profile = 'apfloat'\n"
+        "enc.formats = ('e8m0',)\n")
+    rc = main(["conform", "--impl", f"{tmp_path / 'mine.py'}:enc", "--quick", "--formats", "e8m0"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "unverified" not in out, out[-2000:]

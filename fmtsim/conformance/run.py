@@ -205,7 +205,9 @@ def hold_to_variants(impl: Implementation, encoders: list[Adapter]) -> None:
     """Hold each entry point to the variant of its profile for the version (and code path) run
     here (fmtsim.profiles.select): ``variant`` set unless the entry point chose one itself;
     ``unverified`` set when that variant was not read off this version, so its rows say so.
-    A profile with one variant and no recorded version (a spec's rules) is left as it is."""
+    A profile with one variant and no recorded version (a spec's rules) is left as it is. Only
+    a known version can be unverified: where none is known (a user's adapter, whose claimed
+    profile is the whole claim), the default variant holds and its failures count."""
     from ..profiles import select, variants
 
     version, path = impl.profile_version(), impl.code_path()
@@ -219,10 +221,8 @@ def hold_to_variants(impl: Implementation, encoders: list[Adapter]) -> None:
         sel = select(enc.profile, version, path)
         if enc.variant is None:
             enc.variant = sel.variant
-        if not sel.verified and enc.variant is sel.variant:
-            read_off = sel.variant.provenance.describe()
-            enc.unverified = (f"unverified version {version} (profile read off {read_off})" if version
-                              else f"version unknown (profile read off {read_off})")
+        if version is not None and not sel.verified and enc.variant is sel.variant:
+            enc.unverified = f"unverified version {version} (profile read off {sel.variant.provenance.describe()})"
 
 
 def rows_for(impl: Implementation, req: Request) -> list[Row]:
