@@ -46,9 +46,11 @@ def _edge_inputs() -> np.ndarray:
 
 @pytest.mark.parametrize("policy", [
     _policy("reference"),
-    Policy("rne", "nonsat", "payload", intermediate="float16", intermediate_carry="doubles_subnormal"),
-    Policy("rtz", "satfinite", "signed", intermediate="bfloat16", intermediate_carry="doubles_subnormal"),
-], ids=["openvino-reference", "float16-rne", "bfloat16-rtz"])
+    pytest.param(Policy("rne", "nonsat", "payload", intermediate="float16", intermediate_carry="doubles_subnormal"),
+                 marks=pytest.mark.slow),
+    pytest.param(Policy("rtz", "satfinite", "signed", intermediate="bfloat16", intermediate_carry="doubles_subnormal"),
+                 marks=pytest.mark.slow),
+], ids=["openvino-reference", "float16-rne", "bfloat16-rtz"])  # the quick run: the profile's own policy
 def test_fast_path_equals_the_oracle(policy):
     x = _edge_inputs()
     fmt = "e4m3" if policy.intermediate == "bfloat16" else "e5m2"
