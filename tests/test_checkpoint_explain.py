@@ -98,7 +98,9 @@ def test_diff_counts_steps_and_names_recipes(tmp_path, rng, capsys):
     assert d.scales_differ == np.count_nonzero(fl != ce) > 0
     assert d.steps == {-1: int(np.count_nonzero(fl - ce == -1))}
     assert d.recipes["A"].startswith("mx scale ceil") and d.recipes["B"].startswith("mx scale floor")
-    assert main(["checkpoint", "diff", str(dirs["ceil"]), str(dirs["floor"])]) == 0
+    assert main(["checkpoint", "diff", str(dirs["ceil"]), str(dirs["floor"])]) == 1  # they differ
+    assert main(["checkpoint", "diff", str(dirs["ceil"]), str(dirs["floor"]), "--exit-zero"]) == 0
+    assert main(["checkpoint", "diff", str(dirs["ceil"]), str(dirs["ceil"])]) == 0  # the same: 0
     pct = 100 * d.steps[-1] / d.scales
     out = capsys.readouterr().out
     share = "100%" if d.steps[-1] == d.scales else f"{pct:.1f}%"

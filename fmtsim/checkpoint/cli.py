@@ -332,7 +332,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             print(f"    {d.compared_as}")
         if d.recipes:
             print(f"    A follows {d.recipes['A']}; B follows {d.recipes['B']}")
-    return 0
+    differ = any(d.scales_differ or d.codes_differ for d in rows)
+    return 1 if differ and not args.exit_zero else 0
 
 
 def _count(n: int, noun: str) -> str:
@@ -370,4 +371,6 @@ def _add_explain_diff(csub: Any) -> None:
     c.add_argument("b")
     c.add_argument("--original", help="the high-precision weights: say which recipe each follows")
     c.add_argument("--producer", choices=names, help="use this record; skip detection")
+    c.add_argument("--exit-zero", action="store_true", help="exit 0 even when scales or codes differ (default: "
+                   "exit 1 on any difference, 0 when the two are the same, 2 for bad input)")
     c.set_defaults(func=cmd_diff)
