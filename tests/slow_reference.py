@@ -122,7 +122,8 @@ def nvfp4_block(values, recipe, g):
         s = f32(min(max(s, f32(-448)), f32(448)))
         sc = e4m3_code(s)
         sv = f32(float(e4m3.code_value(sc)))
-        m = f32(min(f32(f32(1.0) / f32(sv * f32(g))), np.finfo(np.float32).max))
+        with np.errstate(divide="ignore"):  # a zero block scale: 1 / 0 is Inf, clamped to max just below
+            m = f32(min(f32(f32(1.0) / f32(sv * f32(g))), np.finfo(np.float32).max))
         scaled = [f32(v * m) for v in vals]
     else:
         s = f32(f32(bmax / f32(6.0)) / f32(g))

@@ -119,7 +119,8 @@ def test_every_float32_table_entry(name):
             table, s = table_f32(pol)
             idx = np.arange(table.size, dtype=np.uint64) << np.uint64(s)
             reps = idx.astype(np.uint32).view(np.float32)
-            near = _interesting(name, reps.astype(np.float64))
+            with np.errstate(invalid="ignore"):  # signalling-NaN patterns are quieted: they are cases here
+                near = _interesting(name, reps.astype(np.float64))
             check = np.nonzero(near)[0]
             if check.size > NEAR_ONE_BY_ONE:
                 check = _run_ends(check, table, reps)

@@ -162,7 +162,8 @@ def test_engine_argument_is_checked(monkeypatch):
         with pytest.raises(ValueError, match="engine='compiled' is unavailable: .*no C\\+\\+ compiler"):
             matmul(a, a.T, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3", engine="compiled")
         # auto falls back to numpy, with the same bits
-        out = matmul(a, a.T, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
+        with pytest.warns(RuntimeWarning, match="runs the numpy path instead"):
+            out = matmul(a, a.T, unit="sm90_wgmma_fp8", a_format="e4m3", b_format="e4m3")
         assert bits(out).tolist() == [[0]]
     finally:
         compiled._LIBRARY.forget()
