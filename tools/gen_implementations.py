@@ -172,6 +172,24 @@ def render() -> str:
     for b in BEHAVIOURS:
         out.append(f"| {b.name} | " + " | ".join(cell(c, b) for c in cols) + " |")
     out.append("")
+    out.append("## Profile variants: the versions and code paths each was read off")
+    out.append("")
+    out.append("A profile's variant applies to a version range and a set of code paths; `fmtsim conform` "
+               "holds each entry point to the variant for the version and code path it runs (`fmtsim env` "
+               "shows which), and marks its rows `unverified` where that version is not one the variant "
+               "was read off. The first variant of a profile is the one `encode(..., profile=NAME)` uses.")
+    out.append("")
+    out.append("| profile | versions | code paths | verified on | read off |")
+    out.append("|---|---|---|---|---|")
+    from fmtsim.profiles import VARIANTS
+
+    for v in VARIANTS:
+        low, high = v.versions
+        rng = "any" if low is None and high is None else (
+            f">= {low}" if high is None else f"< {high}" if low is None else f"{low} .. < {high}")
+        out.append(f"| `{v.profile}` | {rng} | {', '.join(v.code_paths) or 'any'} | "
+                   f"{', '.join(v.verified_versions) or 'every version (a spec)'} | {v.provenance.describe()} |")
+    out.append("")
     out.append("## Implementations and their named divergences")
     out.append("")
     for impl in registry().values():
