@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import intq, mx, nvfp4
 from ..codec import decode, encode
-from ..formats import FORMATS, get_format
+from ..formats import FORMATS, Format, get_format
 
 __all__ = ["Scheme", "NotApplicable", "parse_scheme", "quantize_dequantize", "evaluate", "metrics", "compare",
            "compare_source", "DEFAULT_SCHEMES", "Totals"]
@@ -223,14 +223,20 @@ def _quantize(x: np.ndarray, s: Scheme) -> tuple[np.ndarray, float]:
     return _quantize_exact(x, s)
 
 
-def _element_bits(s: Scheme) -> int:
+def _element_format(s: Scheme) -> Format | None:
+    """The format of the scheme's elements (None for plain integers: ``int<b>``)."""
     if s.family == "int":
-        return int(s.name[3:])
+        return None
     if s.family == "nvfp4":
-        return 4
+        return get_format("e2m1")
     if s.family == "mx":
-        return get_format(mx.SCHEMES[{"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e3m2"}.get(s.name, s.name)]).bits
-    return get_format(s.name).bits
+        return get_format(mx.SCHEMES[mx._scheme(s.name)])
+    return get_format(s.name)
+
+
+def _element_bits(s: Scheme) -> int:
+    f = _element_format(s)
+    return int(s.name[3:]) if f is None else f.bits
 
 
 def _quantize_exact(x: np.ndarray, s: Scheme) -> tuple[np.ndarray, float]:
@@ -370,16 +376,9 @@ def _mse_clip(y: np.ndarray, s: Scheme) -> float:
 
 def _levels(s: Scheme) -> int:
     """How many magnitudes the scheme's element format has above zero (int b: 2^(b-1) - 1)."""
-    from ..formats import get_format
-
-    if s.family == "int":
+    f = _element_format(s)
+    if f is None:
         return 2 ** (int(s.name[3:]) - 1) - 1
-    if s.family == "float":
-        f = get_format(s.name)
-    elif s.family == "nvfp4":
-        f = get_format("e2m1")
-    else:
-        f = get_format(mx.SCHEMES[{"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e3m2"}.get(s.name, s.name)])
     v = np.asarray(decode(np.arange(f.n_codes), f, np.float64))
     return int(np.count_nonzero(np.isfinite(v) & (v > 0)))
 
