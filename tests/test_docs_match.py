@@ -1,4 +1,4 @@
-"""Statements of README.md that no example block runs, held to what fmtsim does: the NVFP4 worked
+"""Statements of README.md and the documentation pages (docs/) that no example block runs, held to what fmtsim does: the NVFP4 worked
 example's read-back, the E8M0 tie notes of ``fmtsim diff``, the exit status into a closed pipe, the
 stated test-command time and the robustness tests' case counts."""
 
@@ -18,7 +18,8 @@ import fmtsim
 from fmtsim import nvfp4
 
 ROOT = Path(__file__).resolve().parent.parent
-README = " ".join((ROOT / "README.md").read_text().split())  # line breaks as spaces
+# the README and every documentation page as one text, line breaks as spaces
+README = " ".join(" ".join(p.read_text().split()) for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
 
 
 def _shown(values: np.ndarray) -> str:

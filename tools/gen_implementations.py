@@ -210,16 +210,16 @@ def render() -> str:
 
 
 def headline_rows() -> list[str]:
-    """The behaviours the README's short table shows."""
+    """The behaviours the short table of docs/conformance.md shows."""
     return [b.name for b in BEHAVIOURS if b.headline]
 
 
 BEGIN, END = "<!-- implementations:begin (tools/gen_implementations.py) -->", "<!-- implementations:end -->"
-README = OUT.parent.parent / "README.md"
+SUMMARY = OUT.parent / "conformance.md"
 
 
-def readme_section() -> str:
-    """The README's short table: the headline behaviours, one column per implementation (its
+def summary_section() -> str:
+    """docs/conformance.md's short table: the headline behaviours, one column per implementation (its
     first entry point), codes only."""
     # one column per implementation: all its entry points, the first that has the format answers
     cols: list[Column] = []
@@ -239,24 +239,24 @@ def readme_section() -> str:
             lines.append(f"| {b.name} | " + " | ".join(short) + " |")
     lines += ["", "Codes in hex; `-`: no such cast; `*`: a named divergence (bug) of that implementation "
               "covers the input. Every entry point, its version and every behaviour: "
-              "[docs/implementations.md](docs/implementations.md).", "", END]
+              "[docs/implementations.md](implementations.md).", "", END]
     return "\n".join(lines)
 
 
-def readme_text() -> str:
-    text = README.read_text()
+def summary_text() -> str:
+    text = SUMMARY.read_text()
     if BEGIN not in text or END not in text:
-        raise SystemExit(f"{README}: the markers {BEGIN} ... {END} are missing")
+        raise SystemExit(f"{SUMMARY}: the markers {BEGIN} ... {END} are missing")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    return head + readme_section() + tail
+    return head + summary_section() + tail
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if docs/implementations.md is stale")
     args = p.parse_args(argv)
-    wanted = {OUT: render(), README: readme_text()}
+    wanted = {OUT: render(), SUMMARY: summary_text()}
     if args.check:
         stale = [p.name for p, text in wanted.items() if not p.exists() or p.read_text() != text]
         print(f"stale: {', '.join(stale)} (run python tools/gen_implementations.py)" if stale else "current")
