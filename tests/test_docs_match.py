@@ -1,6 +1,6 @@
-"""Statements of README.md and the documentation pages (docs/) that no example block runs, held to what fmtsim does: the NVFP4 worked
-example's read-back, the E8M0 tie notes of ``fmtsim diff``, the exit status into a closed pipe, the
-stated test-command time and the robustness tests' case counts."""
+"""Statements of README.md and the documentation pages (docs/) that no example block runs, held to
+what fmtsim does: the NVFP4 worked example's read-back, the E8M0 tie notes of ``fmtsim diff``, the
+exit status into a closed pipe, the stated test-command time and the robustness tests' case counts."""
 
 from __future__ import annotations
 

@@ -30,7 +30,9 @@ def _encode(x: np.ndarray, fmt: str) -> np.ndarray:
 
     fi = _info(fmt)
     out = np.empty(x.shape, np.int64)
-    for i, v in enumerate(np.asarray(x, dtype=np.float64).tolist()):
+    with np.errstate(invalid="ignore"):  # NaN inputs are cases: widening them is not an error
+        values = np.asarray(x, dtype=np.float64).tolist()
+    for i, v in enumerate(values):
         try:
             out[i] = gfloat.encode_float(fi, gfloat.round_float(fi, v))
         except ValueError:  # an overflow it cannot write: the gfloat.overflow_raises divergence
