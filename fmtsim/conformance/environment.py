@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..profiles import Selection, select
-from .plugin import Implementation
+from .plugin import IMPORT_MESSAGES, Implementation
 
 __all__ = ["Held", "ImplementationStatus", "Cpu", "X86_FEATURES", "ARM_FEATURES", "implementation_status",
            "header_line", "cpu_info", "parse_cpuinfo", "toolchain", "build_cache",
@@ -74,6 +74,7 @@ class ImplementationStatus:
     missing: str | None  # why it cannot run here (its missing()), None when it can
     held: tuple[Held, ...] = ()
     checked_with: str = ""
+    import_messages: tuple[str, ...] = ()  # what its packages logged while importing (plugin.IMPORT_MESSAGES)
 
 
 def _label(profile: str, sel: Selection, code_path: str | None) -> str:
@@ -121,7 +122,9 @@ def implementation_status(impl: Implementation) -> ImplementationStatus:
             continue
         held.append(Held(profile, _label(profile, sel, path), path, sel.verified, _status(sel, key, path),
                          sel.variant.provenance.describe()))
-    return ImplementationStatus(impl.name, impl.summary, version, why, tuple(held), impl.checked_with)
+    said = tuple(m for mod in (*impl.requires, *impl.imports) for m in IMPORT_MESSAGES.get(mod, ()))
+    return ImplementationStatus(impl.name, impl.summary, version, why, tuple(held), impl.checked_with,
+                                tuple(dict.fromkeys(said)))
 
 
 def header_line(status: ImplementationStatus | Implementation, profile: str | None = None,
@@ -372,6 +375,10 @@ def render(env: dict[str, Any]) -> str:
         held = "\n".join(f"{h['label']} {h['status']}" for h in st["held"]) or "no profile"
         rows.append([st["name"], what, held])
     lines += _table(rows, [14, 38, 44])
+    said = [(st["name"], m) for st in env["implementations"] for m in st.get("import_messages", ())]
+    if said:  # held back from conform's output; a reader who wants them finds them here
+        lines += ["", "logged by the implementations' own packages while importing (not by fmtsim)"]
+        lines += _table([[name, m] for name, m in said], [14, 84])
 
     cpu, tc, cache = env["cpu"], env["toolchain"], env["build_cache"]
     kv: list[list[str]] = []

@@ -28,7 +28,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,9 +42,32 @@ from .adapters import Adapter
 from .divergences import Divergence
 from .rows import Row
 
-__all__ = ["CAPABILITIES", "Request", "Decoder", "Implementation", "import_problem"]
+__all__ = ["CAPABILITIES", "IMPORT_MESSAGES", "Request", "Decoder", "Implementation", "import_problem"]
 
 CAPABILITIES = ("oracle", "decode", "encode", "block", "gemm", "vectors")
+
+# What a peer's own import logged at WARNING or below (torchao names the CUDA-only extensions it
+# cannot load on a CPU build; torch warns about its own registrations), by module: held back so a
+# conform run's output is fmtsim's alone, and shown by ``fmtsim env``. Errors still pass through.
+IMPORT_MESSAGES: dict[str, list[str]] = {}
+
+
+@contextmanager
+def _holding_log_records(mod: str) -> Iterator[None]:
+    held = IMPORT_MESSAGES.setdefault(mod, [])
+    handle = logging.Logger.handle
+
+    def hold(self: logging.Logger, record: logging.LogRecord) -> None:
+        if record.levelno > logging.WARNING:
+            handle(self, record)
+        else:
+            held.append(f"{record.name}: {record.getMessage()}")
+
+    logging.Logger.handle = hold  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        logging.Logger.handle = handle  # type: ignore[method-assign]
 
 
 def import_problem(impl: str, modules: tuple[str, ...], install: str = "") -> str | None:
@@ -53,7 +78,8 @@ def import_problem(impl: str, modules: tuple[str, ...], install: str = "") -> st
     for mod in modules:
         err: Exception | None = None
         try:
-            found = importlib.util.find_spec(mod) is not None
+            with _holding_log_records(mod):  # a submodule's spec imports its parent packages
+                found = importlib.util.find_spec(mod) is not None
         except ModuleNotFoundError as e:  # a parent of a submodule is not there
             found = not (e.name and (mod == e.name or mod.startswith(e.name + ".")))
         except Exception as e:  # a broken parent package, a module whose __spec__ is None
@@ -63,7 +89,8 @@ def import_problem(impl: str, modules: tuple[str, ...], install: str = "") -> st
                 return f"{impl}: the installed {mod.split('.')[0]} has no {mod}{how}"
             return f"{impl}: the {mod} package is not installed{how}"
         try:
-            importlib.import_module(mod)
+            with _holding_log_records(mod):
+                importlib.import_module(mod)
         except (Exception, SystemExit) as e:  # the package's own import failed: name it, not a traceback
             first = (str(e).strip().splitlines() or [""])[0][:300]
             return (f"{impl}: the {mod} package is installed but does not import ({type(e).__name__}"
