@@ -26,11 +26,12 @@ import numpy as np
 
 from ..arrays import as_numpy
 from ..mma import UNITS, matmul
+from ..mma.gemm import ORDER_EXPLANATIONS
 from ..mma.arith import FINITE, IEEE_FORMATS, canonical_operand_format, operand_table
 from ..mma.slow import exact_ieee_sum
 from ..mma.tolerance import F_MIN, L_MIN, family_bound, fma_bound
 
-__all__ = ["GEMM_CASES", "gemm_files", "verify_gemm"]
+__all__ = ["GEMM_CASES", "ORDER_EXPLANATIONS", "explain_gemm", "gemm_files", "verify_gemm"]
 
 GEMM_CASES: list[tuple[str, str, str, str | None, int | None]] = [
     ("exact", "e4m3", "e4m3", None, None),
@@ -262,6 +263,29 @@ def verify_gemm(exp: dict[str, np.ndarray], got: dict[str, np.ndarray], family: 
         same = (ref.view(u) == g.view(u)) | (np.isnan(ref) & np.isnan(g))
         ok = np.where(np.isnan(bound), same, np.isinf(bound) | near | same)
     return ok, []
+
+
+def explain_gemm(exp: dict[str, np.ndarray], got: dict[str, np.ndarray], meta: dict[str, Any]) -> list[str]:
+    """The step orders and epilogues (:data:`ORDER_EXPLANATIONS`) under which the file's unit
+    gives the device's D on every output, bit for bit, as ``fmtsim mma matmul`` options: a kernel
+    that walks K backwards, adds C after the chain or splits K is named for what it does."""
+    unit = (meta.get("unit") or {}).get("name")
+    if unit not in UNITS:
+        return []
+    kw: dict[str, Any] = dict(a_format=meta["a_format"], b_format=meta["b_format"],
+                              a_scales=exp.get("a_scales"), b_scales=exp.get("b_scales"),
+                              scale_format=meta.get("scale_format"), block_size=meta.get("block_size"))
+    g = got["d"]
+    u = f"u{g.itemsize}"
+    found = []
+    for option, how in ORDER_EXPLANATIONS:
+        try:
+            d = matmul(exp["a_codes"], exp["b_codes"], exp["c"], unit=unit, **kw, **how)
+        except ValueError:  # an option the unit does not take (an epilogue C for an fp16 D; K in one step)
+            continue
+        if ((d.view(u) == g.view(u)) | (np.isnan(d) & np.isnan(g))).all():
+            found.append(f"fmtsim mma matmul --unit {unit} {option}")
+    return found
 
 
 def ulps_apart(x: Any, y: Any) -> np.ndarray:

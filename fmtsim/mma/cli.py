@@ -40,19 +40,30 @@ def add_mma_parser(sub: Any) -> None:
     m.add_argument("a", help="A: (M, K) codes of --a-format; .npy, or raw row-major bytes with --shape")
     m.add_argument("b", help="B: (K, N) codes (or (N, K) with --b-nk) of --b-format")
     m.add_argument("c", nargs="?", help="C: (M, N) float32 (float64 for the fp64 units; default zeros)")
-    m.add_argument("--unit", required=True, choices=unit_names())
-    m.add_argument("--a-format", required=True)
-    m.add_argument("--b-format", required=True)
+    m.add_argument("--unit", required=True, choices=unit_names(), metavar="UNIT",
+                   help="the matrix unit (docs: Checking a GEMM kernel; fmtsim.mma.UNITS): "
+                        + ", ".join(unit_names()))
+    m.add_argument("--a-format", required=True, help="A's format: an fmtsim format name (e4m3, e2m1, ...), "
+                   "fp16, bf16, tf32, or fp32 / fp64 bit patterns")
+    m.add_argument("--b-format", required=True, help="B's format, as --a-format")
     m.add_argument("--a-scales", help="(M, K / block size) scale codes")
     m.add_argument("--b-scales", help="(K / block size, N) scale codes ((N, K / block size) with --b-nk)")
-    m.add_argument("--scale-format", choices=["e8m0", "ue4m3"])
-    m.add_argument("--block-size", type=argcheck.cli_integer("--block-size", low=1))
+    m.add_argument("--scale-format", choices=["e8m0", "ue4m3"], help="the scale codes' format (block-scaled units)")
+    m.add_argument("--block-size", type=argcheck.cli_integer("--block-size", low=1),
+                   help="elements of K per scale (block-scaled units: 32, or 16 for NVFP4)")
     m.add_argument("--shape", type=lambda t: _ints(t, 3, "--shape"), metavar="M,N,K",
                    help="the GEMM's shape: needed for raw binary operands, checked for .npy ones")
     m.add_argument("--b-nk", action="store_true", help="B (and its scales) are stored N x K (K contiguous), "
                    "as most kernels keep them")
-    m.add_argument("--promote-every", type=argcheck.cli_integer("--promote-every", low=1))
-    m.add_argument("--split-k", type=argcheck.cli_integer("--split-k", low=1))
+    m.add_argument("--promote-every", type=argcheck.cli_integer("--promote-every", low=1), metavar="N",
+                   help="every N of K the partial sum joins an fp32 accumulator (DeepGEMM: 128; default never)")
+    m.add_argument("--split-k", type=argcheck.cli_integer("--split-k", low=1), metavar="S",
+                   help="S slices of K chained apart and added in fp32 (default 1)")
+    m.add_argument("--k-order", choices=["forward", "reverse"], default="forward",
+                   help="the order the kernel walks K's steps in (default forward)")
+    m.add_argument("--add-c", choices=["in_chain", "epilogue"], default="in_chain",
+                   help="C as the first step's accumulator (in_chain, the default: the instruction takes it) "
+                        "or added after the chain in fp32 (epilogue)")
     m.add_argument("-o", "--output", required=True, help="D: .npy, or raw float32 (float64 for the fp64 units) "
                    "for *.bin / *.raw / *.f32 / *.f64")
     run = m.add_mutually_exclusive_group()
@@ -158,7 +169,8 @@ def cmd_mma_matmul(args: argparse.Namespace) -> int:
         d = matmul(a, b, c, unit=args.unit, a_format=af, b_format=bf, a_scales=sa, b_scales=sb,
                    scale_format=args.scale_format, block_size=bs, promote_every=args.promote_every,
                    split_k=args.split_k, jobs=(args.jobs or 1) if args.scheduler is None else None,
-                   scheduler=args.scheduler, tile=args.tile, progress=update, engine=args.engine)
+                   scheduler=args.scheduler, tile=args.tile, progress=update, engine=args.engine,
+                   k_order=args.k_order, add_c=args.add_c)
     finally:
         close()
     wall = time.perf_counter() - t0

@@ -40,10 +40,47 @@ from .compiled import chain as compiled_chain
 from .step import Side, amd_step, ftz_step, grouped_step, nv_step
 from .units import UNITS, Unit, get_unit
 
-__all__ = ["matmul", "prepare", "Prepared", "memory_bytes", "too_large", "check_names", "operand_format"]
+__all__ = ["matmul", "prepare", "Prepared", "memory_bytes", "too_large", "check_names", "operand_format", "K_ORDERS",
+           "ADD_C", "ORDER_EXPLANATIONS", "check_order"]
 
 _ONE = {"e8m0": 127, "ue4m3": 0x38}
 _CHUNK = 1 << 21  # products per vectorised slab (rows * N * L)
+K_ORDERS = ("forward", "reverse")  # the order a kernel walks K's steps in
+ADD_C = ("in_chain", "epilogue")  # where C joins: as the first step's accumulator, or after the chain
+# How a kernel may order a GEMM differently from the instruction chain of its unit, as `fmtsim mma
+# matmul` options and matmul keywords: what `fmtsim ver` (a unit_gemm file) and `fmtsim probe infer`
+# try, in this order, when a device's D is not the unit's
+ORDER_EXPLANATIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--k-order reverse", {"k_order": "reverse"}),
+    ("--add-c epilogue", {"add_c": "epilogue"}),
+    ("--k-order reverse --add-c epilogue", {"k_order": "reverse", "add_c": "epilogue"}),
+    ("--split-k 2", {"split_k": 2}),
+    ("--add-c epilogue --split-k 2", {"add_c": "epilogue", "split_k": 2}),
+)
+
+
+def _steps_reversed(a: np.ndarray, b: np.ndarray, a_scales: np.ndarray | None, b_scales: np.ndarray | None,
+                    step: int, block_size: int | None) -> tuple[np.ndarray, np.ndarray, Any, Any]:
+    """The operands (K padded to whole steps) with K's steps in reverse order, each step's columns
+    (and its scale blocks) in their own order: a kernel that walks K from the end."""
+    kp = a.shape[1]
+    order = (np.arange(kp).reshape(kp // step, step)[::-1]).reshape(-1)
+    a, b = a[:, order], b[order, :]
+    if a_scales is not None and b_scales is not None and block_size:
+        nb, per = kp // block_size, step // block_size
+        blocks = (np.arange(nb).reshape(nb // per, per)[::-1]).reshape(-1)
+        a_scales, b_scales = a_scales[:, blocks], b_scales[blocks, :]
+    return a, b, a_scales, b_scales
+
+
+def check_order(k_order: Any, add_c: Any, unit: Unit, who: str = "matmul") -> None:
+    """k_order one of K_ORDERS and add_c one of ADD_C; an epilogue C needs an fp32 or fp64 D."""
+    for name, value, choices in (("k_order", k_order, K_ORDERS), ("add_c", add_c, ADD_C)):
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"{who}: {name} must be one of {', '.join(choices)}; got {value!r}")
+    if add_c == "epilogue" and unit.output not in ("rz_fp32", "rne_fp32", "rne_fp64", "rz_e8m13"):
+        raise ValueError(f"{who}: add_c='epilogue' adds C to an fp32 (or fp64) D; unit {unit.name} writes "
+                         f"{unit.output}, whose epilogue's precision fmtsim does not model")
 
 
 class Prepared:
@@ -51,7 +88,7 @@ class Prepared:
 
     def __init__(self, unit: Unit, a: np.ndarray, b: np.ndarray, a_format: str, b_format: str,
                  a_scales: np.ndarray | None, b_scales: np.ndarray | None, scale_format: str | None,
-                 block_size: int | None, *, engine: str = "auto") -> None:
+                 block_size: int | None, *, engine: str = "auto", k_order: str = "forward") -> None:
         self.unit = unit
         self.engine = engine
         # the split operands of the compiled engine, made on first use: the nv/amd steps', the
@@ -74,6 +111,8 @@ class Prepared:
                 one = _ONE[scale_format]
                 a_scales = np.concatenate([a_scales, np.full((m, extra), one, a_scales.dtype)], axis=1)
                 b_scales = np.concatenate([b_scales, np.full((extra, n), one, b_scales.dtype)], axis=0)
+        if k_order == "reverse" and kp > step:
+            a, b, a_scales, b_scales = _steps_reversed(a, b, a_scales, b_scales, step, block_size)
         self.m, self.n, self.k, self.k_padded = m, n, k, kp
         if unit.family == "fma":  # fp32 / fp64 patterns: the values themselves, B kept (K, N)
             self.av, self.bv = _ieee_values(a, a_format), _ieee_values(b, b_format)
@@ -642,7 +681,8 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
            scale_format: str | None = None, block_size: int | None = None,
            promote_every: int | None = None, split_k: int | Sequence[int] | None = None,
            jobs: int | None = None, scheduler: Any = None, tile: int | tuple[int, int] | None = None,
-           progress: Callable[[int, int], None] | None = None, engine: str = "auto") -> np.ndarray:
+           progress: Callable[[int, int], None] | None = None, engine: str = "auto",
+           k_order: str = "forward", add_c: str = "in_chain") -> np.ndarray:
     """D = A @ B + C as the named matrix unit computes it, bit for bit (float32 (M, N)).
 
     a: (M, K) codes of ``a_format``; b: (K, N) codes of ``b_format`` (fmtsim format names,
@@ -666,7 +706,15 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     slices, or the K boundaries; each slice is chained separately (the first from C, the
     others from 0) and the slices' results are added left to right in fp32 (RNE).
     NVFP4Tensor global scales are applied after, as a kernel epilogue: D = fl32(alpha * D)
-    with alpha = fl32(global_a * global_b). NaN operands and NaN scales (E8M0 0xFF,
+    with alpha = fl32(global_a * global_b).
+
+    How the kernel orders its work, which is what kernels get wrong: k_order="reverse" walks
+    K's steps from the end (each step of the unit's K, or of the block size where that is
+    longer, keeps its own products; split_k boundaries and promotion intervals count in the
+    reversed K). add_c="epilogue" starts the chain from zero and adds C after it, with one RNE
+    addition in fp32 (fp64 for the fp64 units) after alpha: D = fl(fl(alpha * chain) + C), as a
+    kernel that adds C in its epilogue does; the default "in_chain" passes C to the first step,
+    as the instruction takes it. NaN operands and NaN scales (E8M0 0xFF,
     UE4M3 0x7F) make NaN; Inf follows IEEE rules; results beyond fp32 become +-Inf.
 
     Tiles: every output chains its own K, so the work splits into output tiles (``tile``
@@ -697,6 +745,7 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     checked, alpha = _checked(a, b, unit=unit, a_format=a_format, b_format=b_format, a_scales=a_scales,
                               b_scales=b_scales, scale_format=scale_format, block_size=block_size)
     u, A, B, af, bf, SA, SB, sf, bs = checked
+    check_order(k_order, add_c, u)
     c32 = _to_f32(c, A.shape[0], B.shape[1], u.out_dtype)
     if u.c_format == "fp16":
         _check_fp16(c32)
@@ -706,7 +755,7 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     one = (u, A[:1], B[:, :1], af, bf, None if SA is None else SA[:1], None if SB is None else SB[:, :1], sf, bs)
     _chaining(Prepared(*one), promote_every, split_k)
     if jobs is None and scheduler is None or 0 in c32.shape:
-        d = _compute(Prepared(*checked, engine=engine), alpha, c32, promote_every, split_k)
+        d = _compute(Prepared(*checked, engine=engine, k_order=k_order), alpha, c32, promote_every, split_k, add_c)
         if progress is not None:  # one pass in this process: all of it done at once
             progress(c32.size * A.shape[1], c32.size * A.shape[1])
         return d
@@ -716,7 +765,7 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str | Unit, a_format: str | N
     tm, tn = _tile_shape(tile, c32.shape[0], c32.shape[1], jobs if scheduler is None else None)
     pieces = [(r0, c0, (u, A[r0:r0 + tm], B[:, c0:c0 + tn], af, bf,
                         None if SA is None else SA[r0:r0 + tm], None if SB is None else SB[:, c0:c0 + tn], sf, bs),
-               alpha, c32[r0:r0 + tm, c0:c0 + tn], promote_every, split_k, engine)
+               alpha, c32[r0:r0 + tm, c0:c0 + tn], promote_every, split_k, engine, k_order, add_c)
               for r0 in range(0, c32.shape[0], tm) for c0 in range(0, c32.shape[1], tn)]
     out = np.empty_like(c32)
     total, done = c32.size * A.shape[1], 0
@@ -759,8 +808,9 @@ def _tile_shape(tile: int | tuple[int, int] | None, m: int, n: int, jobs: int | 
 
 def _tile_job(piece: tuple[Any, ...]) -> tuple[int, int, np.ndarray]:
     """One output tile (run by the executor, possibly in another process)."""
-    r0, c0, checked, alpha, c32, promote_every, split_k, engine = piece
-    return r0, c0, _compute(Prepared(*checked, engine=engine), alpha, c32, promote_every, split_k)
+    r0, c0, checked, alpha, c32, promote_every, split_k, engine, k_order, add_c = piece
+    return r0, c0, _compute(Prepared(*checked, engine=engine, k_order=k_order), alpha, c32, promote_every,
+                            split_k, add_c)
 
 
 def _chaining(p: Prepared, promote_every: int | None, split_k: int | Sequence[int] | None
@@ -776,11 +826,11 @@ def _chaining(p: Prepared, promote_every: int | None, split_k: int | Sequence[in
 
 
 def _compute(p: Prepared, alpha: float, c32: np.ndarray, promote_every: int | None,
-             split_k: int | Sequence[int] | None) -> np.ndarray:
+             split_k: int | Sequence[int] | None, add_c: str = "in_chain") -> np.ndarray:
     """D of checked, split operands: the chained steps, split_k and promotion, the epilogue."""
     out: np.ndarray | None = None
     for i, (k0, k1) in enumerate(_chaining(p, promote_every, split_k)):
-        start = c32 if i == 0 else np.zeros_like(c32)
+        start = c32 if i == 0 and add_c == "in_chain" else np.zeros_like(c32)
         if promote_every is None:
             part = p.chain(start, k0, k1)
         else:
@@ -789,6 +839,8 @@ def _compute(p: Prepared, alpha: float, c32: np.ndarray, promote_every: int | No
                 part = _f32_add(part, p.chain(np.zeros_like(c32), j, min(k1, j + promote_every)))
         out = part if out is None else _f32_add(out, part)
     assert out is not None
+    if add_c == "epilogue":
+        return _epilogue(_f32_add(_epilogue(out, alpha), c32), 1.0)
     return _epilogue(out, alpha)
 
 

@@ -21,7 +21,7 @@ candidate and named unit and the outputs where they differ.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -334,6 +334,9 @@ class Inference:
     named: list[str]  # named units that reproduce every output
     nearest: list[tuple[int, Unit]]  # (mismatching outputs, candidate), fewest first
     named_nearest: list[tuple[int, str, list[int]]]  # (mismatches, named unit, first differing outputs)
+    # named units that give every output under another order (`fmtsim mma matmul` options): a
+    # kernel on that unit that walks K backwards, adds C in its epilogue or splits K
+    reordered: list[str] = field(default_factory=list)
 
     def features(self) -> dict[str, str]:
         """The features every consistent candidate shares (others: 'not determined')."""
@@ -374,6 +377,12 @@ class Inference:
             lines.append("matches no named unit")
             for n, uname, where in self.named_nearest[:3]:
                 lines.append(f"  {uname}: {n} outputs differ (first at flat index {', '.join(map(str, where))})")
+            if self.reordered:
+                lines.append("but every output is a named unit's under another order (fmtsim mma matmul):")
+                lines += [f"  --unit {r}" for r in self.reordered]
+            elif self.named_nearest:
+                lines.append("nor under another order of the nearest named units (reversed K, an epilogue C, "
+                             "a split K)")
         return lines
 
 
@@ -469,7 +478,27 @@ def infer(name: str, d: np.ndarray, probe: dict[str, np.ndarray] | None = None) 
             same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
             named_nearest.append((n, u.name, [int(i) for i in np.nonzero(~same.reshape(-1))[0][:5]]))
     named_nearest.sort()
-    return Inference(name, int(want.size), consistent, named, scored[:5], named_nearest)
+    reordered = [] if named else _reordered(name, probe, want, [u for _, u, _ in named_nearest[:5]])
+    return Inference(name, int(want.size), consistent, named, scored[:5], named_nearest, reordered)
+
+
+def _reordered(name: str, probe: dict[str, np.ndarray], want: np.ndarray, units: list[str]) -> list[str]:
+    """'UNIT OPTIONS' for each of ``units`` that gives ``want`` under one of ORDER_EXPLANATIONS."""
+    from .gemm import ORDER_EXPLANATIONS, matmul
+
+    ps = _get(name)
+    found = []
+    for uname in units:
+        for option, how in ORDER_EXPLANATIONS:
+            try:
+                got = matmul(probe["a"], probe["b"], probe["c"], unit=uname, a_format=ps.a_format,
+                             b_format=ps.b_format, a_scales=probe.get("a_scales"), b_scales=probe.get("b_scales"),
+                             scale_format=ps.scale_format, block_size=ps.block_size, **how)
+            except ValueError:  # an order this unit cannot take (an epilogue C for an fp16 D, K in one step)
+                continue
+            if _differ(got, want) == 0:
+                found.append(f"{uname} {option}")
+    return found
 
 
 def write_probes(out: Any, names: list[str] | None = None, seed: int = 7) -> list[str]:

@@ -343,12 +343,14 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
                 b_format: str, a_scales: np.ndarray | None = None, b_scales: np.ndarray | None = None,
                 scale_format: str | None = None, block_size: int | None = None,
                 promote_every: int | None = None, split_k: int | Sequence[int] | None = None,
-                outputs: list[tuple[int, int]] | None = None) -> np.ndarray:
+                outputs: list[tuple[int, int]] | None = None, k_order: str = "forward",
+                add_c: str = "in_chain") -> np.ndarray:
     """The twin of :func:`fmtsim.mma.matmul` over codes (no tensor objects, no global
     scale), one output at a time; ``outputs`` limits it to those (i, j) (others NaN)."""
-    from .gemm import check_chaining, check_like_matmul, check_names, operand_format
+    from .gemm import check_chaining, check_like_matmul, check_names, check_order, operand_format
 
     u = get_unit(unit)
+    check_order(k_order, add_c, u, "slow_matmul")
     block_size = check_names(a_format, b_format, scale_format, block_size, "slow_matmul")
     if a_format is None or b_format is None:
         raise TypeError("slow_matmul: codes need a_format and b_format")
@@ -380,6 +382,13 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
     if block_size:
         step = math.lcm(step, block_size)
     kp = -(-k // step) * step if k else step
+    steps = kp // step
+
+    def source(kk: int) -> int:
+        """The column of K whose products the kernel takes kk-th: k_order='reverse' walks the
+        steps from the end, each step's own columns in order."""
+        return kk if k_order == "forward" else (steps - 1 - kk // step) * step + kk % step
+
     at = bt = None
     a_emin = b_emin = 0
     if u.family != "fma":
@@ -417,7 +426,7 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
         if width == 0:
             return acc
         for s in range(k0, k1, width):
-            ks = range(s, s + width)
+            ks = [source(kk) for kk in range(s, s + width)]
             av = [val(at, af, A, i, kk) if kk < k else Fraction(0) for kk in ks]
             bv = [_value(int(B[kk, j]), bf) if kk < k else Fraction(0) for kk in ks]
             sa = [scale_of(a_scales, i, kk, True) for kk in ks] if a_scales is not None else None
@@ -443,7 +452,7 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
         for t, (k0, k1) in enumerate(zip(edges, edges[1:], strict=False)):
             if k1 <= k0:
                 continue
-            start = float(cc[i, j]) if t == 0 else 0.0
+            start = float(cc[i, j]) if t == 0 and add_c == "in_chain" else 0.0
             if promote_every is None:
                 part = chain(i, j, start, k0, k1)
             else:
@@ -451,7 +460,8 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
                 for q in range(k0, k1, promote_every):
                     part = add(part, chain(i, j, 0.0, q, min(k1, q + promote_every)))
             total = part if total is None else add(total, part)
-        out[i, j] = total
+        assert total is not None
+        out[i, j] = add(total, float(cc[i, j])) if add_c == "epilogue" else total
     if fp64:
         bits64 = out.view(np.uint64).copy()
         bits64[np.isnan(out)] = 0x7FFFFFFFFFFFFFFF
