@@ -26,8 +26,8 @@ import numpy as np
 
 from ..arrays import as_numpy
 from ..mma import UNITS, matmul
-from ..mma.gemm import ORDER_EXPLANATIONS
 from ..mma.arith import FINITE, IEEE_FORMATS, canonical_operand_format, operand_table
+from ..mma.gemm import ORDER_EXPLANATIONS
 from ..mma.slow import exact_ieee_sum
 from ..mma.tolerance import F_MIN, L_MIN, family_bound, fma_bound
 
