@@ -270,7 +270,7 @@ def explain_gemm(exp: dict[str, np.ndarray], got: dict[str, np.ndarray], meta: d
     gives the device's D on every output, bit for bit, as ``fmtsim mma matmul`` options: a kernel
     that walks K backwards, adds C after the chain or splits K is named for what it does."""
     unit = (meta.get("unit") or {}).get("name")
-    if unit not in UNITS:
+    if not isinstance(unit, str) or unit not in UNITS:
         return []
     kw: dict[str, Any] = dict(a_format=meta["a_format"], b_format=meta["b_format"],
                               a_scales=exp.get("a_scales"), b_scales=exp.get("b_scales"),
