@@ -19,7 +19,6 @@ from fractions import Fraction
 from typing import Any, NoReturn
 
 import numpy as np
-from tabulate import tabulate
 
 from . import __version__, argcheck
 from .bitpatterns import BitPattern, flags_text, parse_pattern, short_value
@@ -39,14 +38,15 @@ from .mma.cli import add_mma_parser
 from .numbers import parse_integer, parse_number, round_to_float
 from .oracle import encode_one
 from .policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES, resolve
+from .tables import table
 
 
 class UsageError(Exception):
     """A problem with what the user typed: reported on stderr, exit status 2."""
 
 
-def _table(rows: list[list[str]], headers: list[str]) -> str:
-    return tabulate(rows, headers, disable_numparse=True)
+def _table(rows: list[list[str]], headers: list[str], droppable: tuple[str, ...] = ()) -> str:
+    return table(rows, headers, droppable=droppable)
 
 
 def _fmt(name: str) -> Format:
@@ -172,7 +172,9 @@ def _is_tie(f: Format, v: Fraction, lo: int | None, hi: int | None) -> bool:
 
 
 def cmd_formats(args: argparse.Namespace) -> int:
-    print(_table(format_rows(), FORMAT_COLUMNS))
+    # on a narrow terminal: what `fmtsim table FMT` and the name say anyway goes first
+    print(_table(format_rows(), FORMAT_COLUMNS, droppable=("description", "ml_dtypes", "emax", "exp", "man",
+                                                           "bias", "neg_zero")))
     return 0
 
 
@@ -616,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_formats)
 
     s = sub.add_parser("table", help="every code of a format: fields, class, exact value")
-    s.add_argument("format")
+    s.add_argument("format", help="the format (fmtsim list formats)")
     s.add_argument("--csv", action="store_true", help="CSV instead of a text table")
     s.set_defaults(func=cmd_table)
 
@@ -630,12 +632,16 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("encode", help="encode values (exact decimals, hex floats, inf, nan, bit patterns)",
                        description=numbers)
     s._negative_number_matcher = _NEGATIVE_NUMBER
-    s.add_argument("format", help="the format to encode into (see 'fmtsim formats')")
+    s.add_argument("format", help="the format to encode into (fmtsim list formats)")
     s.add_argument("values", nargs="+", help="numbers or bit patterns (TYPE:0xHEX), as described above")
-    s.add_argument("--rounding", choices=ROUNDING_MODES)
-    s.add_argument("--overflow", choices=OVERFLOW_MODES)
-    s.add_argument("--nan", choices=NAN_MODES)
-    s.add_argument("--profile", choices=list(PROFILES))
+    s.add_argument("--rounding", choices=ROUNDING_MODES, help="rounding mode (default rne, or the --profile's; "
+                   "fmtsim list rounding)")
+    s.add_argument("--overflow", choices=OVERFLOW_MODES, help="overflow policy (default satfinite, or the "
+                   "--profile's; fmtsim list overflow)")
+    s.add_argument("--nan", choices=NAN_MODES, metavar="MODE", help="what a NaN input becomes (default signed "
+                   "where the format has a NaN, raise for FP4/FP6/integers, or the --profile's; fmtsim list nan)")
+    s.add_argument("--profile", choices=list(PROFILES), metavar="NAME", help="the rules of a named "
+                   "implementation (default: the OCP spec's with the options above; fmtsim list profiles)")
     s.add_argument("--rbits", type=_rbits,
                    help="random bits for --rounding sr (a non-negative integer: decimal, 0x.., 0o.., 0b..)")
     s.add_argument("--src", choices=["float16", "bfloat16", "float32", "float64"],
@@ -649,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "0o17, 0b1000_0000, single underscores between digits, or FORMAT:0xCODE "
                                    "(e4m3:0x7e) naming the format given. Codes in .tv vector files are bare hex "
                                    "digits: write them with 0x (7E is refused, 10 is ten)")
-    s.add_argument("format", help="the format the codes belong to")
+    s.add_argument("format", help="the format the codes belong to (fmtsim list formats)")
     s.add_argument("codes", nargs="+", help="codes: decimal, 0x.., 0o.., 0b.., or FORMAT:0xCODE")
     s.set_defaults(func=cmd_decode)
 
@@ -663,7 +669,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("gen", help="write golden vectors (TestFloat-style .tv and block binaries)")
     s.add_argument("op", nargs="?", default="all", help="a file name or glob, e.g. 'f32_to_e4m3.rne.*' (default all)")
-    s.add_argument("--level", type=int, choices=[1, 2], default=1)
+    s.add_argument("--level", type=int, choices=[1, 2], default=1,
+                   help="1 (default): the boundary and random models, as vectors/ holds them; 2: also every "
+                        "float16/bfloat16 input and 2^20 random float32 per conversion (hundreds of MB)")
     s.add_argument("--seed", type=argcheck.cli_integer("--seed", low=0), default=1,
                    help="seed of the random inputs and, with --rounding sr, of the random bits written into each "
                         "line ('<input> <rbits> <code> <flags>'; the same seed gives the same files)")
@@ -673,7 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rounding", choices=ROUNDING_MODES,
                    help="with OP like f32_to_e4m3: this rounding mode (sr: random bits from --seed, in the file)")
     s.add_argument("--overflow", choices=OVERFLOW_MODES, help="with OP like f32_to_e4m3: this overflow policy")
-    s.add_argument("--profile", choices=list(PROFILES), help="with OP like f32_to_e4m3: this profile")
+    s.add_argument("--profile", choices=list(PROFILES), metavar="NAME",
+                   help="with OP like f32_to_e4m3: this profile (fmtsim list profiles)")
     s.set_defaults(func=cmd_gen)
 
     s = sub.add_parser("ver", help="verify a device's results against a vector file")
@@ -697,30 +706,40 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("diff", help="what each profile produces on the inputs where implementations disagree")
     s._negative_number_matcher = _NEGATIVE_NUMBER
     s.add_argument("values", nargs="*", help="values to show (default: the built-in divergence set)")
-    s.add_argument("--format", help="format for the given values")
+    s.add_argument("--format", help="format for the given values (fmtsim list formats)")
     s.add_argument("--src", default="float32", choices=["float32", "float64"], help="source type of the values")
-    s.add_argument("--profiles", nargs="+", choices=list(PROFILES), help="profiles to show (default all)")
+    s.add_argument("--profile", action="append", choices=list(PROFILES), metavar="NAME", dest="profiles",
+                   help="a profile to show; repeat for several (default all; fmtsim list profiles)")
     s.set_defaults(func=cmd_diff)
 
     s = sub.add_parser("probe", help="characterise a matrix unit: gen writes operands, infer reads your kernel's D")
-    s.add_argument("action", choices=["gen", "infer"])
-    s.add_argument("results", nargs="*", help="infer: result files probe.<set>.d.bin (P x NB float32)")
-    s.add_argument("--set", nargs="+", help="probe sets (default: all for gen; from the file name for infer)")
-    s.add_argument("-o", "--output", help="gen: the directory to write probe.<set>.bin and probe.json to")
-    s.add_argument("--probes", help="infer: the directory gen wrote (for its seed; default seed 7)")
-    s.add_argument("--seed", type=argcheck.cli_integer("--seed", low=0), default=7)
-    s.set_defaults(func=cmd_probe)
+    psub = s.add_subparsers(dest="action", required=True)
+    g = psub.add_parser("gen", help="write probe.<set>.bin operands and probe.json for a device to run")
+    g.add_argument("-o", "--output", required=True, help="the directory to write probe.<set>.bin and probe.json to")
+    g.add_argument("--set", nargs="+", help="probe sets (default: all)")
+    g.add_argument("--seed", type=argcheck.cli_integer("--seed", low=0), default=7,
+                   help="seed of the random rows (default 7; infer reads it from probe.json)")
+    g.set_defaults(func=cmd_probe, results=[], probes=None)
+    i = psub.add_parser("infer", help="which matrix unit reproduces a device's D (exit 0 only when a named one does)")
+    i.add_argument("results", nargs="+", help="result files probe.<set>.d.bin (P x NB float32)")
+    i.add_argument("--set", nargs="+", help="probe sets (default: from the file names)")
+    i.add_argument("--probes", help="the directory gen wrote (for its seed; default seed 7)")
+    i.set_defaults(func=cmd_probe, output=None, seed=7)
 
     s = sub.add_parser("conform", help="run the coverage models against implementations")
     s.add_argument("--impl", nargs="+", default=["fmtsim", "ml_dtypes"],
-                   help="built-in (see docs/implementations.md): " + _implementation_names()
+                   help="built-in (fmtsim list implementations; fmtsim env says which run here): "
+                        + _implementation_names()
                         + "; or an adapter as module:function or file.py:function (default: fmtsim ml_dtypes). "
                           "With several, one that cannot run here is skipped with the reason")
-    s.add_argument("--formats", nargs="+", choices=None, metavar="FMT")
+    s.add_argument("--format", "--formats", nargs="+", dest="formats", metavar="FMT",
+                   help="only these formats, and block schemes or matrix units where the implementation has "
+                        "them (default: every one it covers; fmtsim list formats)")
     s.add_argument("--quick", action="store_true", help="boundary models only")
     s.add_argument("--vectors", help="golden vector directory (default: the vectors installed with fmtsim)")
-    s.add_argument("--profile", choices=list(PROFILES),
-                   help="fmtsim vs the oracle under this profile; overrides the profile an adapter claims")
+    s.add_argument("--profile", choices=list(PROFILES), metavar="NAME",
+                   help="fmtsim vs the oracle under this profile; overrides the profile an adapter claims "
+                        "(fmtsim list profiles)")
     s.add_argument("--strict", action="store_true",
                    help="exit 1 for failures on an implementation version no profile variant was read off too "
                         "(they are always shown, marked unverified; without --strict only verified ones fail the run)")
@@ -733,7 +752,73 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--impl", nargs="+", metavar="NAME", help="only these implementations (default: every one)")
     s.add_argument("--json", action="store_true", help="the same as JSON, for scripts")
     s.set_defaults(func=cmd_env)
+
+    s = sub.add_parser("list", help="the names an option takes: formats, profiles, rounding, overflow, nan, "
+                                    "producers, units, implementations")
+    s.add_argument("what", choices=list(LISTS), help="which names: " + ", ".join(LISTS))
+    s.set_defaults(func=cmd_list)
     return p
+
+
+ROUNDING_TEXT = {"rne": "round to nearest, ties to the even code (the default)",
+                 "rna": "round to nearest, ties away from zero", "rtz": "toward zero", "rup": "toward +Inf",
+                 "rdn": "toward -Inf", "sr": "stochastic: your random bits (rbits=, --rbits) decide"}
+OVERFLOW_TEXT = {"satfinite": "beyond the largest finite: +-max, Inf inputs too (the default)",
+                 "nonsat": "beyond the largest finite: Inf, or NaN where the format has no Inf",
+                 "satsym": "signed integers: +-(2^(b-1) - 1), the symmetric range"}
+NAN_TEXT = {"signed": "the quiet NaN with the input's sign (the default where the format has a NaN)",
+            "canonical": "the positive canonical NaN (PTX's 0x7F)", "raise": "ValueError naming the count and "
+            "the first index (the default for FP4, FP6 and integers)", "max": "+max finite (PTX into FP4/FP6)",
+            "zero": "+0", "all_ones": "the all-ones code (gfloat)", "signed_all_ones": "the all-ones code with the "
+            "input's sign (PyTorch E5M2 0x7F/0xFF)", "ml_dtypes": "FP4/FP6: +NaN -> -0, -NaN -> +0 (ml_dtypes 0.6)",
+            "torchao": "FP4/FP6: the NaN rounded as +-1.m from its float32 payload (torchao)",
+            "te": "FP4/FP6: NaN and -0.0 -> +0 (Transformer Engine)",
+            "positive": "the positive quiet NaN, whatever the input's sign",
+            "inf": "the infinity of the input's sign (formats with Inf)",
+            "signed_max": "+-max finite, by the input's sign",
+            "neg_zero": "-0 (formats with a -0)",
+            "payload": "the source NaN's sign and top mantissa bits kept (IEEE-style formats)",
+            "quiet_payload": "as payload, with the quiet bit set",
+            "fixed": "the NaN code a Policy names (nan_code), with the input's sign",
+            "as_inf": "converted as the infinity of its sign would be"}
+
+
+def _list_rows(what: str) -> list[list[str]]:
+    if what == "formats":
+        from .formats import FORMATS
+
+        return [[name, f.title + (f" (also {', '.join(f.aliases)})" if f.aliases else "")]
+                for name, f in FORMATS.items()]
+    if what == "profiles":
+        from .profiles import select
+
+        return [[name, select(name, None, None).variant.provenance.read_off] for name in PROFILES]
+    if what == "rounding":
+        return [[m, ROUNDING_TEXT.get(m, "")] for m in ROUNDING_MODES]
+    if what == "overflow":
+        return [[m, OVERFLOW_TEXT.get(m, "")] for m in OVERFLOW_MODES]
+    if what == "nan":
+        return [[m, NAN_TEXT.get(m, "")] for m in NAN_MODES]
+    if what == "producers":
+        from .checkpoint.producers import PRODUCERS
+
+        return [[r.name, r.title] for r in PRODUCERS]
+    if what == "units":
+        from .mma import UNITS
+
+        return [[u.name, u.title] for u in UNITS.values()]
+    from .conformance.impls import registry
+
+    return [[i.name, i.summary] for i in registry().values()]
+
+
+LISTS = ("formats", "profiles", "rounding", "overflow", "nan", "producers", "units", "implementations")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """One name per line with what it is: the values an option with a long list of choices takes."""
+    print(_table(_list_rows(args.what), [args.what[:-1] if args.what.endswith("s") else args.what, "what it is"]))
+    return 0
 
 
 def _error_text(e: BaseException) -> str:

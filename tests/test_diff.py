@@ -31,6 +31,6 @@ def test_cli_diff(capsys):
     assert main(["diff"]) == 0
     out = capsys.readouterr().out
     assert "profile ptx" in out and "e5m2fnuz" in out
-    assert main(["diff", "5", "0.25", "--format", "e2m1", "--profiles", "ocp"]) == 0
+    assert main(["diff", "5", "0.25", "--format", "e2m1", "--profile", "ocp"]) == 0
     assert "0x06 (4)" in capsys.readouterr().out
     assert main(["diff", "5"]) == 2

@@ -7,9 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from tabulate import tabulate
-
 from .. import argcheck
+from ..tables import table
 from .files import CheckpointError
 
 __all__ = ["add_checkpoint_parser", "add_fnuz_convert_arguments", "cmd_fnuz_convert"]
@@ -42,7 +41,7 @@ def _add_scheduler(c: argparse.ArgumentParser) -> None:
 
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:
-    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+    return table(rows, headers, tablefmt="simple")
 
 
 def add_fnuz_convert_arguments(c: argparse.ArgumentParser) -> None:
@@ -163,6 +162,8 @@ def cmd_checkpoint_convert(args: argparse.Namespace) -> int:
 
 def add_checkpoint_parser(sub: Any) -> None:
     """Register ``fmtsim checkpoint`` and its subcommands on the top-level subparsers."""
+    from .producers import PRODUCERS
+
     s = sub.add_parser("checkpoint", help="quantized safetensors checkpoints: inspect, dequantize, convert")
     csub = s.add_subparsers(dest="checkpoint_command", required=True)
     c = csub.add_parser("convert", help="convert between formats: OCP FP8 -> FNUZ (as 'fmtsim fnuz convert'), "
@@ -170,7 +171,8 @@ def add_checkpoint_parser(sub: Any) -> None:
     c.add_argument("--to", choices=["fnuz", "nvfp4", "mxfp4", "fp8-block", "mxfp8"], default="fnuz",
                    help="target format (default fnuz)")
     c.add_argument("--require-exact", action="store_true", help="write nothing if any block would lose information")
-    c.add_argument("--producer", help="use this producer record for the input; skip detection")
+    c.add_argument("--producer", choices=[p.name for p in PRODUCERS], metavar="NAME",
+                   help="use this producer record for the input; skip detection (fmtsim list producers)")
     add_fnuz_convert_arguments(c)
     c.set_defaults(func=cmd_checkpoint_convert)
     _add_dequantize(csub)
@@ -212,8 +214,11 @@ def _add_dequantize(csub: Any) -> None:
     c = csub.add_parser("dequantize", help="quantized checkpoint -> BF16/F16/F32, every value exact then rounded once")
     c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
     c.add_argument("output", help="output file or directory")
-    c.add_argument("--dtype", choices=list(TARGETS), default="bfloat16")
-    c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
+    c.add_argument("--dtype", choices=list(TARGETS), default="bfloat16",
+                   help="the output's float type: each value the exact product rounded once into it "
+                        "(default bfloat16)")
+    c.add_argument("--producer", choices=[p.name for p in PRODUCERS], metavar="NAME",
+                   help="use this record; skip detection (fmtsim list producers)")
     c.add_argument("--jobs", type=_jobs, default=1, help="shards in parallel processes")
     _add_scheduler(c)
     c.set_defaults(func=cmd_dequantize)
@@ -269,7 +274,8 @@ def _add_inspect(csub: Any) -> None:
 
     c = csub.add_parser("inspect", help="producer and scheme per layer, code and scale statistics, lint findings")
     c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
-    c.add_argument("--producer", choices=[p.name for p in PRODUCERS], help="use this record; skip detection")
+    c.add_argument("--producer", choices=[p.name for p in PRODUCERS], metavar="NAME",
+                   help="use this record; skip detection (fmtsim list producers)")
     c.add_argument("--json", action="store_true", help="machine-readable report")
     c.set_defaults(func=cmd_inspect)
 
@@ -364,13 +370,15 @@ def _add_explain_diff(csub: Any) -> None:
     c = csub.add_parser("explain", help="name the recipe (scale rule, rounding) that made each quantized tensor")
     c.add_argument("input", help="the quantized checkpoint")
     c.add_argument("--original", required=True, help="the high-precision weights it came from")
-    c.add_argument("--producer", choices=names, help="use this record; skip detection")
+    c.add_argument("--producer", choices=names, metavar="NAME",
+                   help="use this record; skip detection (fmtsim list producers)")
     c.set_defaults(func=cmd_explain)
     c = csub.add_parser("diff", help="two quantizations of the same weights: scale steps and element codes")
-    c.add_argument("a")
-    c.add_argument("b")
+    c.add_argument("a", help="one quantized checkpoint (file or folder)")
+    c.add_argument("b", help="the other: the same weights quantized again (another recipe, an FNUZ conversion)")
     c.add_argument("--original", help="the high-precision weights: say which recipe each follows")
-    c.add_argument("--producer", choices=names, help="use this record; skip detection")
+    c.add_argument("--producer", choices=names, metavar="NAME",
+                   help="use this record; skip detection (fmtsim list producers)")
     c.add_argument("--exit-zero", action="store_true", help="exit 0 even when scales or codes differ (default: "
                    "exit 1 on any difference, 0 when the two are the same, 2 for bad input)")
     c.set_defaults(func=cmd_diff)

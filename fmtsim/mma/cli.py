@@ -41,8 +41,7 @@ def add_mma_parser(sub: Any) -> None:
     m.add_argument("b", help="B: (K, N) codes (or (N, K) with --b-nk) of --b-format")
     m.add_argument("c", nargs="?", help="C: (M, N) float32 (float64 for the fp64 units; default zeros)")
     m.add_argument("--unit", required=True, choices=unit_names(), metavar="UNIT",
-                   help="the matrix unit (docs: Checking a GEMM kernel; fmtsim.mma.UNITS): "
-                        + ", ".join(unit_names()))
+                   help="the matrix unit (fmtsim list units)")
     m.add_argument("--a-format", required=True, help="A's format: an fmtsim format name (e4m3, e2m1, ...), "
                    "fp16, bf16, tf32, or fp32 / fp64 bit patterns")
     m.add_argument("--b-format", required=True, help="B's format, as --a-format")
