@@ -265,6 +265,27 @@ def _implementation_names() -> str:
     return ", ".join(f"{n} ({i.install})" if i.install else n for n, i in registry().items())
 
 
+def _implementation_progress() -> tuple[Any, Any]:
+    """(progress(done, total, name), close()) for conform: a tqdm bar on stderr, one step per
+    implementation and naming the one running, where stderr is a terminal; nothing elsewhere
+    (logs and pipes stay fmtsim's table alone)."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    try:
+        from tqdm import tqdm
+    except Exception:  # no tqdm (the checkpoint extra brings it), or a broken one: no bar
+        return None, lambda: None
+    bar: list[Any] = []
+
+    def update(done: int, total: int, name: str) -> None:
+        if not bar:
+            bar.append(tqdm(total=total, unit="implementation", file=sys.stderr, leave=False))
+        bar[0].update(done - bar[0].n)
+        bar[0].set_description(name or "done")
+
+    return update, lambda: bar and bar[0].close()
+
+
 def cmd_conform(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -276,11 +297,14 @@ def cmd_conform(args: argparse.Namespace) -> int:
         raise UsageError(f"{vec}: no manifest.json (generate vectors with 'fmtsim gen -o {vec}')")
     print(f"golden vectors: {vec if vec is not None else 'none found (pass --vectors DIR)'}")
     skipped: list[str] = []
+    progress, close = _implementation_progress()
     try:
         rows = run(tuple(args.impl), args.formats, big=not args.quick, vectors=vec, profile=args.profile,
-                   skipped=skipped if len(args.impl) > 1 else None)
+                   skipped=skipped if len(args.impl) > 1 else None, progress=progress)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    finally:
+        close()
     for why in skipped:
         print(f"skipped {why}")
     from .conformance.environment import header_line

@@ -77,3 +77,11 @@ def test_probe_has_subcommands(capsys):
     with pytest.raises(SystemExit) as e:
         main(["probe", "gen"])
     assert e.value.code == 2 and "-o/--output" in capsys.readouterr().err
+
+
+def test_conform_reports_progress_per_implementation():
+    from fmtsim.conformance.run import run
+
+    seen = []
+    run(("fmtsim", "ml_dtypes"), ["e4m3"], big=False, progress=lambda d, t, n: seen.append((d, t, n)))
+    assert seen == [(0, 2, "fmtsim"), (1, 2, "ml_dtypes"), (2, 2, "")]

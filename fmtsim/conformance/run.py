@@ -13,6 +13,7 @@ counted under that name; any other is a failure.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -256,7 +257,8 @@ def rows_for(impl: Implementation, req: Request) -> list[Row]:
 
 def run(impls: tuple[str, ...] = DEFAULT_IMPLEMENTATIONS, formats: list[str] | None = None,
         big: bool = True, vectors: Path | None = None, profile: str | None = None,
-        skipped: list[str] | None = None) -> list[Row]:
+        skipped: list[str] | None = None,
+        progress: Callable[[int, int, str], None] | None = None) -> list[Row]:
     """Every model for every (implementation, format) pair that applies. An entry of
     ``impls`` is a registered implementation's name (conformance.impls) or an adapter spec
     (``module:function`` or ``file.py:function``, see conformance.adapters). ``profile``
@@ -267,7 +269,8 @@ def run(impls: tuple[str, ...] = DEFAULT_IMPLEMENTATIONS, formats: list[str] | N
     An implementation that cannot run here (its package is missing, does not import, or
     every entry point of it fails on a single value) raises ValueError
     saying why, unless ``skipped`` is a list: then the reason is appended to it and the
-    others run."""
+    others run. ``progress(done, total, name)`` is called before each implementation runs and
+    once at the end (name '')."""
     from ..mma import UNITS
     from ..mx import SCHEMES
 
@@ -292,6 +295,10 @@ def run(impls: tuple[str, ...] = DEFAULT_IMPLEMENTATIONS, formats: list[str] | N
             continue
         chosen.append(impl)
     rows: list[Row] = []
-    for impl in chosen:
+    for i, impl in enumerate(chosen):
+        if progress is not None:
+            progress(i, len(chosen), impl.name)
         rows.extend(rows_for(impl, req))
+    if progress is not None:
+        progress(len(chosen), len(chosen), "")
     return rows
