@@ -130,3 +130,12 @@ def test_robustness_count_reader_sees_every_hypothesis_test(name):
     found = sum(1 for n in tree.body if isinstance(n, ast.FunctionDef)
                 and any(isinstance(d, ast.Call) and getattr(d.func, "id", "") == "given" for d in n.decorator_list))
     assert given == found > 0
+
+
+def test_the_stated_vector_count_and_size_are_the_committed_ones():
+    import json
+
+    manifest = ROOT / "vectors" / "manifest.json"
+    files = json.loads(manifest.read_text())["files"]
+    size = sum((ROOT / "vectors" / f).stat().st_size for f in files) + manifest.stat().st_size
+    assert f"level-1 golden vectors ({len(files)} files, {size / 1e6:.1f} MB with the manifest" in README
