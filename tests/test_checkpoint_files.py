@@ -4,6 +4,7 @@ MXFP8 (E8M0 scales), and every bad-file case of the checkpoint tour, each refuse
 the problem named, with or without the safetensors package."""
 
 import json
+import re
 import struct
 import sys
 
@@ -536,3 +537,29 @@ def test_checkpoint_docs_name_the_checkpoint_extra():
 
     page = (Path(__file__).resolve().parent.parent / "docs" / "checkpoints.md").read_text()
     assert "pip install 'fmtsim[checkpoint]'" in page
+
+
+@pytest.mark.parametrize("head,named", [
+    (b"GGUF" + (3).to_bytes(4, "little") + bytes(24), "it is a GGUF file (llama.cpp's format, version 3)"),
+    (b"PK\x03\x04" + bytes(28), "it is a zip archive, as torch.save writes"),
+    (b"\x80\x02" + bytes(30), "it is a Python pickle"),
+    (b"\x93NUMPY" + bytes(26), "it is a numpy .npy array"),
+])
+def test_a_model_file_of_another_container_is_named(tmp_path, head, named):
+    """A .gguf or a pytorch_model.bin passed by mistake is named for what it is (the GGUF spec's magic
+    'GGUF' and a little-endian uint32 version; zip's local-header magic; pickle's PROTO opcode),
+    not refused with a meaningless header length."""
+    from fmtsim.checkpoint.files import CheckpointError
+
+    f = tmp_path / "model.x"
+    f.write_bytes(head)
+    with pytest.raises(CheckpointError, match=re.escape(named)):
+        read_header(f)
+    d = tmp_path / "folder"
+    d.mkdir()
+    (d / "model.gguf").write_bytes(head)
+    if head.startswith(b"GGUF"):
+        from fmtsim.checkpoint.files import find_source
+
+        with pytest.raises(CheckpointError, match=r"no \.safetensors file; it holds model\.gguf: a GGUF file"):
+            find_source(d)

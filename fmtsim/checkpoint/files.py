@@ -192,8 +192,33 @@ def read_header(path: str | Path) -> Header:
     return Header(p, entries, dict(meta), 8 + n, size, raw)
 
 
+# Other containers a model file comes in, by their first bytes: named in the refusal, so a user
+# who passed a llama.cpp or a torch.save file learns what it is rather than a header length
+_CONTAINERS: tuple[tuple[bytes, str], ...] = (
+    (b"GGUF", "a GGUF file (llama.cpp's format{version}), which fmtsim does not read yet: it reads safetensors "
+              "checkpoints"),
+    (b"PK\x03\x04", "a zip archive, as torch.save writes pytorch_model.bin / .pt files; fmtsim reads "
+                     "safetensors (convert it with safetensors.torch.save_file)"),
+    (b"\x93NUMPY", "a numpy .npy array: fmtsim compare reads it; fmtsim checkpoint reads safetensors"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (Keras .h5 weights), which fmtsim does not read"),
+)
+
+
+def _container(head: bytes) -> str | None:
+    for magic, what in _CONTAINERS:
+        if head.startswith(magic):
+            version = f", version {int.from_bytes(head[4:8], 'little')}" if magic == b"GGUF" else ""
+            return what.format(version=version)
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return "a Python pickle, as an old torch.save writes; fmtsim reads safetensors"
+    return None
+
+
 def _not_safetensors(p: Path, head: bytes, n: int, size: int) -> str:
     """Why the first 8 bytes cannot be a safetensors header length, for the error message."""
+    known = _container(head)
+    if known is not None:
+        return f"{p}: not a safetensors file: it is {known}"
     text = head.decode("ascii", "replace")
     looks_text = all(32 <= b < 127 or b in (9, 10, 13) for b in head)
     what = f"it starts with the text {text!r}" if looks_text else f"it starts with the bytes {head.hex(' ')}"
@@ -370,6 +395,20 @@ def find_source(path: str | Path) -> Source:
     files = sorted(p.glob("*.safetensors"))
     if len(files) != 1:
         found = f"{len(files)} .safetensors files" if files else "no .safetensors file"
+        if not files:  # say what the weights are in, where they are in a container fmtsim knows of
+            others = []
+            for q in sorted(p.iterdir())[:200]:
+                if q.is_file() and q.suffix in (".gguf", ".bin", ".pt", ".pth", ".h5", ".pkl"):
+                    try:
+                        with open(q, "rb") as fh:
+                            what = _container(fh.read(8))
+                    except OSError:
+                        what = None
+                    if what is not None:
+                        others.append(f"{q.name}: {what.split(',')[0].split(' (')[0]}")
+            if others:
+                found += "; it holds " + "; ".join(others[:3]) + (" ..." if len(others) > 3 else "") + \
+                    ", which fmtsim does not read"
         raise CheckpointError(f"{p}: a directory needs {INDEX_NAME} or exactly one .safetensors file ({found})")
     return Source(p, files, None, True)
 
