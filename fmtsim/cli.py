@@ -794,9 +794,9 @@ NAN_TEXT = {"signed": "the quiet NaN with the input's sign (the default where th
             "canonical": "the positive canonical NaN (PTX's 0x7F)", "raise": "ValueError naming the count and "
             "the first index (the default for FP4, FP6 and integers)", "max": "+max finite (PTX into FP4/FP6)",
             "zero": "+0", "all_ones": "the all-ones code (gfloat)", "signed_all_ones": "the all-ones code with the "
-            "input's sign (PyTorch E5M2 0x7F/0xFF)", "ml_dtypes": "FP4/FP6: +NaN -> -0, -NaN -> +0 (ml_dtypes 0.6)",
-            "torchao": "FP4/FP6: the NaN rounded as +-1.m from its float32 payload (torchao)",
-            "te": "FP4/FP6: NaN and -0.0 -> +0 (Transformer Engine)",
+            "input's sign (PyTorch E5M2 0x7F/0xFF)",
+            "zero_sign_flipped": "FP4/FP6: +NaN -> -0, -NaN -> +0 (as ml_dtypes 0.6)",
+            "payload_rounded": "FP4/FP6: the NaN rounded as +-1.m from its float32 payload (as torchao)",
             "positive": "the positive quiet NaN, whatever the input's sign",
             "inf": "the infinity of the input's sign (formats with Inf)",
             "signed_max": "+-max finite, by the input's sign",

@@ -140,12 +140,13 @@ _BITS_VIEW = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.uint32,
 
 
 def _reads_payload(pol: Resolved) -> bool:
-    return bool({"torchao", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg}) or pol.nan_signaling is not None
+    payload_modes = {"payload_rounded", "payload", "quiet_payload"}
+    return bool(payload_modes & {pol.nan, pol.nan_neg}) or pol.nan_signaling is not None
 
 
 def _reread_nan_payloads(flat: np.ndarray, src: str, pol: Resolved, out: np.ndarray,
                          flags: np.ndarray | None = None) -> None:
-    """nan='torchao' and 'payload' depend on the NaN's payload bits, which the tables
+    """nan='payload_rounded' and 'payload' depend on the NaN's payload bits, which the tables
     (indexed by the top bits) and float64 widening (which quiets signalling NaNs) do not
     keep: those codes are recomputed from the source's own bit patterns."""
     for i in range(0, flat.size, CHUNK):

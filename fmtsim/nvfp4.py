@@ -58,7 +58,7 @@ from .block import block_amax, merge, scale_shape, scales_from_layout, scales_to
 from .codec import _decode_table, as_float_array, decode, encode
 from .formats import get_format
 from .mx import _LIBRARY  # the block quantizers' C++ kernel (mx_blocks.cpp), shared with mx
-from .policy import resolve
+from .policy import Policy, resolve
 from .rounding import table_f32
 
 __all__ = ["NVFP4Tensor", "quantize", "dequantize", "RECIPES", "global_scale_to_stored",
@@ -251,8 +251,9 @@ def quantize(
     r = None
     if rbits is not None:
         r = split(as_numpy(rbits, "rbits"), axis=-1, block=16, rows=rows, what="rbits", can_pad=False).data
-    codes = np.asarray(encode(np.where(nan_el, F32(0), scaled), "e2m1", rounding=rounding, rbits=r,
-                              nan="te" if recipe == "te" else "zero"))
+    # TransformerEngine's reference cast writes an exact -0.0 as +0; torchao keeps it
+    codes = np.asarray(encode(np.where(nan_el, F32(0), scaled), "e2m1", rounding=rounding, rbits=r, nan="zero",
+                              profile=Policy(neg_zero_input="positive") if recipe == "te" else None))
     codes = codes.reshape(b.data.shape)
     return NVFP4Tensor(merge(codes.astype(np.uint8), b), scales_to_layout(s_codes.astype(np.uint8), b),
                        F32(g), (rows, 16), recipe, arr.shape)

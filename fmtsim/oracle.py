@@ -174,7 +174,7 @@ def encode_one(
     input, ``negative_nan`` gives its sign (Python floats lose it through some
     operations); by default it is read from ``x`` (or ``nan_bits``). ``nan_bits`` is
     its bit pattern in ``src`` and ``nan_bits32`` its float32 pattern: read only by
-    nan='payload' and 'torchao' (default: the quiet NaN of that sign).
+    nan='payload' and 'payload_rounded' (default: the quiet NaN of that sign).
     """
     pol = (policy if policy is not None else resolve(fmt, rounding, overflow, nan, profile)).for_source(src)
     f = pol.fmt
@@ -255,7 +255,7 @@ def encode_one(
         return code_max, to_number
 
     if v == "-0":
-        if pol.nan == "te":  # TransformerEngine's reference FP4 cast writes -0.0 as +0
+        if pol.neg_zero_input == "positive":  # the -0.0 input written as +0
             return zero_code, 0  # type: ignore[return-value]
         nz = _neg_zero_code(f)
         if nz is not None:
@@ -440,7 +440,7 @@ def _nan_input(f: Format, pol: Resolved, mode: str, neg: bool, bits: int | None,
     zero_code = next((c for val, c in finite if val == 0), None)
     if f.name == "e8m0":
         return (pol.fixed_nan_code(neg), INVALID) if mode == "fixed" else (0xFF, 0)
-    if mode == "ml_dtypes" and f.has_nan:
+    if mode == "zero_sign_flipped" and f.has_nan:
         mode = "signed"
     if mode in ("signed", "positive", "signed_all_ones", "all_ones", "canonical"):
         return _nan_by_name(f, mode, neg), 0
@@ -462,19 +462,19 @@ def _nan_input(f: Format, pol: Resolved, mode: str, neg: bool, bits: int | None,
         top = (bits & ((1 << man) - 1)) >> (man - f.man_bits)
         code = (1 << (f.bits - 1) if neg else 0) | (((1 << f.exp_bits) - 1) << f.man_bits) | top
         return code, 0 if value_of(code, f) == "nan" else INVALID
-    if mode == "torchao":  # rounded as +-1.m, m the float32 significand field
+    if mode == "payload_rounded":  # rounded as +-1.m, m the float32 significand field
         b32 = bits32 if bits32 is not None else (
             _as_float32_nan_bits(bits, src) if bits is not None else (0xFFC00000 if neg else 0x7FC00000))
         one_m = (1 + Fraction(b32 & 0x7FFFFF, 1 << 23)) * (-1 if b32 >> 31 else 1)
         return encode_one(one_m, f, "rne", "satfinite", "zero")[0], INVALID
     if mode == "max":
         return hi_code, INVALID
-    if mode == "ml_dtypes":
+    if mode == "zero_sign_flipped":
         nz = _neg_zero_code(f)
         assert zero_code is not None
         return (zero_code if neg or nz is None else nz), INVALID
     assert zero_code is not None
-    return zero_code, INVALID  # "zero", "te", and "raise" (callers raise before)
+    return zero_code, INVALID  # "zero", and "raise" (callers raise before)
 
 
 def _nan_by_name(f: Format, mode: str, neg: bool) -> int:

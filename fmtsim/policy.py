@@ -149,6 +149,9 @@ which is fmtsim's behaviour before these fields existed):
                   negative aliases a positive at or above 2, or a large value or the NaN below
                   it), overflow -> 0xFF (0xFE toward zero), +-Inf and NaN -> 0xFF. LLVM 20+
                   APFloat's Float8E8M0FNU. The four fields above do not apply.
+    neg_zero_input
+                  an exact -0.0 input: 'keep' (default: -0 where the format has one) or
+                  'positive' (+0; TransformerEngine's reference FP4 cast).
     intermediate  None, or 'float16' / 'bfloat16' / 'float32': the input is first rounded
                   to nearest-even into that IEEE type (overflow to Inf), then converted
                   (double rounding: OpenVINO's float32 -> float16 -> FP8). Sources no wider
@@ -219,8 +222,8 @@ __all__ = [
 
 ROUNDING_MODES = ("rne", "rna", "rtz", "rup", "rdn", "sr")
 OVERFLOW_MODES = ("satfinite", "nonsat", "satsym")
-NAN_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "ml_dtypes",
-             "torchao", "te", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf",
+NAN_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "zero_sign_flipped",
+             "payload_rounded", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf",
              "quiet_payload")
 OVERFLOW_NAN_MODES = ("signed", "positive", "canonical", "all_ones", "signed_all_ones")
 OVERFLOW_CHECKS = ("after", "before")
@@ -232,6 +235,12 @@ E8M0_MODES = {
     "e8m0_tiny": ("min", "nan"),
 }
 E8M0_ENCODINGS = ("unsigned", "signed_exponent")
+# an exact -0.0 input: its code keeps the sign where the format has a -0 ('keep'), or is +0 ('positive',
+# TransformerEngine's reference FP4 cast)
+NEG_ZERO_INPUTS = ("keep", "positive")
+# NaN modes once named after the implementation that does them: what each is called now
+RENAMED_NAN_MODES = {"ml_dtypes": "zero_sign_flipped", "torchao": "payload_rounded",
+                     "te": "zero, with neg_zero_input='positive'"}
 INTERMEDIATES = ("float16", "bfloat16", "float32")
 INTERMEDIATE_CARRIES = ("exact", "doubles_subnormal")
 TININESS = ("before", "after", "result")
@@ -279,6 +288,7 @@ class Policy:
     flag_neg_zero: str | None = None
     intermediate_carry: str | None = None
     e8m0_encoding: str | None = None
+    neg_zero_input: str | None = None
 
 
 @dataclass(frozen=True)
@@ -318,6 +328,7 @@ class Resolved:
     flag_neg_zero: str = "none"
     intermediate_carry: str = "exact"
     e8m0_encoding: str = "unsigned"
+    neg_zero_input: str = "keep"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -394,14 +405,16 @@ def _profile_policy(profile: str | Policy | Profile, f: Format) -> Policy:
 
 
 def _check_nan_mode(f: Format, n: str, field: str, nan_code: int | None) -> None:
+    if n in RENAMED_NAN_MODES:  # the modes are named for what they do, not for who does it
+        raise ValueError(f"{field}={n!r} is now {RENAMED_NAN_MODES[n]} (or profile={n!r}, its whole rule set)")
     _check_choice(f"{field} mode", n, NAN_MODES)
     what = f"{field}="
     if n in _NAN_CODE_MODES and not f.has_nan:
         raise ValueError(
             f"{f.name} has no NaN encoding; {what}{n!r} is impossible "
-            "(use 'raise', 'max', 'zero', 'ml_dtypes', 'torchao' or 'te')"
+            "(use 'raise', 'max', 'zero', 'zero_sign_flipped' or 'payload_rounded')"
         )
-    if n in ("torchao", "te") and (f.has_nan or f.kind != "float"):
+    if n == "payload_rounded" and (f.has_nan or f.kind != "float"):
         raise ValueError(f"{f.name}: nan={n!r} reproduces an FP4/FP6 cast and applies to e2m1, e3m2 and e2m3 only")
     if n == "inf" and not f.has_inf:
         raise ValueError(f"{f.name} has no infinity; nan='inf' is impossible")
@@ -487,6 +500,8 @@ def resolve(
     _check_choice("e8m0_encoding", e8_encoding, E8M0_ENCODINGS)
     if e8_encoding != "unsigned" and r == "sr" and f.name == "e8m0":
         raise ValueError("e8m0_encoding='signed_exponent' is modelled for rne, rna, rtz, rup and rdn, not sr")
+    neg_zero_input = base.neg_zero_input or "keep"
+    _check_choice("neg_zero_input", neg_zero_input, NEG_ZERO_INPUTS)
     inter = base.intermediate
     if inter is not None:
         _check_choice("intermediate type", inter, INTERMEDIATES)
@@ -510,7 +525,7 @@ def resolve(
                     nan_signaling_sources=signaling, flag_overflow=flag_rules["flag_overflow"],
                     flag_nan=flag_rules["flag_nan"], flag_inf_nan=flag_rules["flag_inf_nan"],
                     flag_inf_number=flag_rules["flag_inf_number"], flag_neg_zero=flag_rules["flag_neg_zero"],
-                    intermediate_carry=carry, e8m0_encoding=e8_encoding)
+                    intermediate_carry=carry, e8m0_encoding=e8_encoding, neg_zero_input=neg_zero_input)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

@@ -174,7 +174,7 @@ def _nan_code(pol: Resolved, negative: np.ndarray, mode: str | None = None) -> n
             return np.where(negative, _nan_code(pol, negative, pol.nan_neg), _nan_code(pol, negative, pol.nan))
         mode = pol.nan
     n = mode
-    if n == "ml_dtypes" and fmt.has_nan:
+    if n == "zero_sign_flipped" and fmt.has_nan:
         n = "signed"
     if n == "signed":
         return np.where(negative, _quiet_nan(fmt, True), _quiet_nan(fmt, False))
@@ -208,16 +208,16 @@ def _nan_code(pol: Resolved, negative: np.ndarray, mode: str | None = None) -> n
     if n == "signed_max":
         neg_max = int(neg.codes[-1]) if neg is not None and fmt.signed else int(pos.codes[-1])
         return np.where(negative, neg_max, int(pos.codes[-1]))
-    if n == "ml_dtypes":
+    if n == "zero_sign_flipped":
         negzero = zero | fmt.sign_mask if fmt.has_neg_zero else zero
         return np.where(negative, zero, negzero)
-    return np.full(negative.shape, zero)  # "zero", "te"; placeholders for "raise", "torchao"
+    return np.full(negative.shape, zero)  # "zero"; placeholders for "raise", "payload_rounded"
 
 
 def payload_nan_codes(bits: np.ndarray, src: str, pol: Resolved) -> np.ndarray:
     """Codes of NaNs given as bit patterns of ``src`` under their sign's NaN mode, where
     that mode reads the pattern ('payload': sign, all-ones exponent, top mantissa bits;
-    'torchao'); other modes as :func:`_nan_code`."""
+    'payload_rounded'); other modes as :func:`_nan_code`."""
     fmt = pol.fmt
     width = 64 if src == "float64" else 32 if src == "float32" else 16
     b = bits.astype(np.uint64)
@@ -241,9 +241,9 @@ def payload_nan_codes(bits: np.ndarray, src: str, pol: Resolved) -> np.ndarray:
                 top |= np.uint64(1 << (fmt.man_bits - 1))
             exp_ones = fmt.n_codes - 1 - fmt.sign_mask - ((1 << fmt.man_bits) - 1)
             out[sel] = top.astype(np.int64) | exp_ones | np.where(negative[sel], fmt.sign_mask, 0)
-        elif mode == "torchao":
+        elif mode == "payload_rounded":
             b32 = _bits_as_float32_bits(b[sel], src)
-            out[sel] = torchao_nan_codes(b32, pol)
+            out[sel] = payload_rounded_nan_codes(b32, pol)
     return out
 
 
@@ -254,8 +254,8 @@ def _bits_as_float32_bits(b: np.ndarray, src: str) -> np.ndarray:
         return b.astype(dt).view(ft).astype(np.float32).view(np.uint32)
 
 
-def torchao_nan_codes(bits32: np.ndarray, pol: Resolved) -> np.ndarray:
-    """nan='torchao': each NaN (as float32 bits) encoded as +-1.m, m its significand field."""
+def payload_rounded_nan_codes(bits32: np.ndarray, pol: Resolved) -> np.ndarray:
+    """nan='payload_rounded': each NaN (as float32 bits) encoded as +-1.m, m its significand field."""
     as_one = ((bits32.astype(np.uint32) & np.uint32(0x807FFFFF)) | np.uint32(0x3F800000)).view(np.float32)
     return encode_f64(as_one.astype(np.float64), Resolved(pol.fmt, "rne", "satfinite", "zero"))[0]
 
@@ -461,7 +461,7 @@ def encode_f64(
 
     # NaN inputs
     if isnan.any():
-        if {"torchao", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg}:
+        if {"payload_rounded", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg}:
             with np.errstate(invalid="ignore"):
                 nan_out = payload_nan_codes(x[isnan].view(np.uint64), "float64", pol)
         else:
@@ -471,7 +471,7 @@ def encode_f64(
             with np.errstate(invalid="ignore"):
                 flags[isnan] = nan_input_flags(nan_out, x[isnan].view(np.uint64), "float64", pol)
 
-    if pol.nan == "te":  # TransformerEngine's reference FP4 cast: -0.0 in, +0 out
+    if pol.neg_zero_input == "positive":  # an exact -0.0 input written as +0
         codes[(x == 0) & negative] = 0
 
     if e8m0:  # no sign, zero or Inf: each has its policy

@@ -33,8 +33,8 @@ def nan_modes(name):
     if name == "e8m0":
         return ["signed", "signed_all_ones"]
     if f.has_nan:
-        return ["signed", "canonical", "all_ones", "signed_all_ones", "max", "zero", "ml_dtypes"]
-    return ["max", "zero", "ml_dtypes"] + (["torchao", "te"] if f.kind == "float" else [])
+        return ["signed", "canonical", "all_ones", "signed_all_ones", "max", "zero", "zero_sign_flipped"]
+    return ["max", "zero", "zero_sign_flipped"] + (["payload_rounded"] if f.kind == "float" else [])
 
 
 def oracle_codes(xs, name, mode, ov, nan=None, src="float64"):
@@ -70,8 +70,7 @@ def test_midpoints_and_neighbours_all_modes(name, dtype):
 
 @pytest.mark.parametrize("name", ALL_FORMATS)
 def test_nan_policies(name):
-    # quiet and signalling payloads of both signs (nan='torchao' reads the payload), and -0.0
-    # (nan='te' also writes it as +0)
+    # quiet and signalling payloads of both signs (nan='payload_rounded' reads the payload), and -0.0
     payloads = np.array([0x7F800001, 0x7FFFFFFF, 0xFFA00000, 0x7FE00000], np.uint32).view(np.float32)
     xs = np.concatenate([np.array([np.nan, -np.nan, 1.0, -0.0, -1e-30], dtype=np.float32), payloads])
     for nan in nan_modes(name):
@@ -183,3 +182,25 @@ def test_engine_is_exact_on_float64_double_rounding_case():
     assert fmtsim.decode(fmtsim.encode(x, "e4m3"), "e4m3")[0] == 1.125
     c, _ = encode_f64(x, resolve("e4m3"))
     assert c[0] == encode_one(float(x[0]), "e4m3")[0]
+
+
+@pytest.mark.parametrize("name", ["e2m1", "e3m2", "e4m3", "e5m2"])
+def test_an_exact_negative_zero_input_can_be_written_as_plus_zero(name):
+    """neg_zero_input='positive' (TransformerEngine's reference FP4 cast): the fast path and the
+    oracle write an exact -0.0 as +0, and only it: a negative value that rounds to zero keeps -0."""
+    from fmtsim.policy import Policy
+
+    xs = np.array([-0.0, 0.0, -1e-30, -1.0, 1.0], np.float32)
+    pol = Policy(neg_zero_input="positive")
+    got_c, got_f = fmtsim.encode_with_flags(xs, name, profile=pol, nan="zero")
+    want = [encode_one(float(x), name, profile=pol, nan="zero", src="float32") for x in xs]
+    assert got_c.tolist() == [c for c, _ in want] and got_f.tolist() == [f for _, f in want]
+    keep = fmtsim.encode(xs, name, nan="zero")
+    neg_zero = fmtsim.get_format(name).sign_mask
+    assert got_c[0] == 0 and keep[0] == neg_zero and got_c[2] == keep[2] == neg_zero
+
+
+def test_nan_modes_named_after_implementations_say_their_new_names():
+    for old, new in (("ml_dtypes", "zero_sign_flipped"), ("torchao", "payload_rounded"), ("te", "neg_zero_input")):
+        with pytest.raises(ValueError, match=f"nan={old!r} is now .*{new}"):
+            fmtsim.encode(np.array([1.0], np.float32), "e2m1", nan=old)

@@ -56,7 +56,7 @@ def oracle_threshold_table(fmt: str, rounding: str, overflow: str, nan: str) -> 
     starts: list[int] = []
     codes: list[int] = []
 
-    def oracle(p: int) -> int:  # NaN patterns too: nan='torchao' reads the payload
+    def oracle(p: int) -> int:  # NaN patterns too: nan='payload_rounded' reads the payload
         return encode_one(_f32(p), fmt, rounding, overflow, nan, src="float32",
                           negative_nan=bool(p >> 31), nan_bits32=p)[0]
 

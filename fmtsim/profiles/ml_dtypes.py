@@ -9,7 +9,7 @@ from . import Provenance, Variant
 
 
 def _cast(fmt: Format) -> Policy:
-    return Policy("rne", "nonsat", "signed" if fmt.has_nan else "ml_dtypes")
+    return Policy("rne", "nonsat", "signed" if fmt.has_nan else "zero_sign_flipped")
 
 
 VARIANTS = (

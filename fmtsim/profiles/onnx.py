@@ -22,7 +22,7 @@ def _cast(overflow: str) -> Callable[[Format], Policy]:
     def policy(fmt: Format) -> Policy:
         if fmt.kind == "int":
             return Policy("rne", "satfinite", "zero")
-        return Policy("rne", overflow, "signed" if fmt.has_nan else "ml_dtypes")
+        return Policy("rne", overflow, "signed" if fmt.has_nan else "zero_sign_flipped")
     return policy
 
 

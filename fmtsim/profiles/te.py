@@ -14,7 +14,7 @@ from . import Provenance, Variant
 
 VARIANTS = (
     Variant("te", Provenance("TransformerEngine pytorch/custom_recipes (read)", date="2026-12-01"),
-            rules={"e2m1": Policy("rne", "satfinite", "te"), "e4m3": "torch", "e5m2": "torch",
-                   "e4m3fnuz": "torch", "e5m2fnuz": "torch"},
+            rules={"e2m1": Policy("rne", "satfinite", "zero", neg_zero_input="positive"), "e4m3": "torch",
+                   "e5m2": "torch", "e4m3fnuz": "torch", "e5m2fnuz": "torch"},
             otherwise="ptx"),
 )

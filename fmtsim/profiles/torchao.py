@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..policy import Policy
 from . import Provenance, Variant
 
-_BIT_CAST = Policy("rne", "satfinite", "torchao")
+_BIT_CAST = Policy("rne", "satfinite", "payload_rounded")
 
 VARIANTS = (
     Variant("torchao", Provenance("torchao f32_to_f4_unpacked / FP6 bit casts and torch 2.13.0 casts",

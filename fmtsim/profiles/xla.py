@@ -28,7 +28,8 @@ _EAGER = {
 
 # a signalling NaN gets the HLO evaluator's code where that differs from APFloat's
 _SNAN = {"e5m2": (("bfloat16", "signed"), ("float32", "signed")),
-         "e2m1": (("float16", "ml_dtypes"), ("bfloat16", "ml_dtypes"), ("float32", "ml_dtypes"))}
+         "e2m1": (("float16", "zero_sign_flipped"), ("bfloat16", "zero_sign_flipped"),
+                  ("float32", "zero_sign_flipped"))}
 
 
 def _folded(fmt: Format) -> Policy:
