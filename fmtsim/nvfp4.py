@@ -58,7 +58,7 @@ from .block import block_amax, merge, scale_shape, scales_from_layout, scales_to
 from .codec import _decode_table, as_float_array, decode, encode
 from .formats import get_format
 from .mx import _LIBRARY  # the block quantizers' C++ kernel (mx_blocks.cpp), shared with mx
-from .policy import Policy, resolve
+from .policy import Policy, Resolved, resolve
 from .rounding import table_f32
 
 __all__ = ["NVFP4Tensor", "quantize", "dequantize", "RECIPES", "global_scale_to_stored",
@@ -145,13 +145,23 @@ def _tensor_scale(recipe: str, amax: np.float32, global_scale: float | None
         return g, F32(0.0), F32(F32(1.0) / g)
 
 
+# TransformerEngine's reference FP4 cast writes an exact -0.0 as +0 (torchao keeps -0); NaN
+# elements are written as 0 by both recipes, before the cast
+_TE_ELEMENTS = Policy(neg_zero_input="positive")
+
+
+def _element_policy(recipe: str, rounding: str | None) -> Resolved:
+    """The E2M1 element rule of ``recipe``."""
+    return resolve("e2m1", rounding, None, "zero", profile=_TE_ELEMENTS if recipe == "te" else None)
+
+
 def _quantize_compiled(data: np.ndarray, recipe: str, mult: np.float32, g: np.float32, inv_g: np.float32,
                        rounding: str) -> tuple[np.ndarray, np.ndarray]:
     """(E2M1 codes, UE4M3 codes) of float32 blocks (rows of ``data``) by the C++ kernel: the
     numpy steps of :func:`quantize` in one pass per block."""
     data = np.ascontiguousarray(data, F32)
     s_table, s_shift = table_f32(resolve("e4m3", None, None, None).for_source("float32"))
-    e_pol = resolve("e2m1", rounding, None, "te" if recipe == "te" else "zero").for_source("float32")
+    e_pol = _element_policy(recipe, rounding).for_source("float32")
     e_table, e_shift = table_f32(e_pol)
     assert e_pol.intermediate is None and e_pol.nan_signaling is None  # what encode's table path needs
     s_values = np.ascontiguousarray(_decode_table(get_format("e4m3"), np.dtype(F32)))
@@ -219,7 +229,7 @@ def quantize(
             i = int(np.argmax(ra.reshape(-1) < 0))
             raise ValueError(f"rbits must be non-negative; {where(ra.shape, i)} holds {ra.reshape(-1)[i]}")
     b = split(x32, axis=-1, block=16, rows=rows, what="nvfp4", can_pad=False)
-    e_pol = resolve("e2m1", rounding, None, "te" if recipe == "te" else "zero")
+    e_pol = _element_policy(recipe, rounding)
     compiled = e_pol.rounding != "sr" and rbits is None  # (rbits without 'sr': the encode below refuses them)
     if engine == "compiled" and not compiled:
         raise ValueError(f"nvfp4.quantize: engine='compiled' takes every rounding but 'sr' (rounding is "
@@ -251,9 +261,8 @@ def quantize(
     r = None
     if rbits is not None:
         r = split(as_numpy(rbits, "rbits"), axis=-1, block=16, rows=rows, what="rbits", can_pad=False).data
-    # TransformerEngine's reference cast writes an exact -0.0 as +0; torchao keeps it
     codes = np.asarray(encode(np.where(nan_el, F32(0), scaled), "e2m1", rounding=rounding, rbits=r, nan="zero",
-                              profile=Policy(neg_zero_input="positive") if recipe == "te" else None))
+                              profile=_TE_ELEMENTS if recipe == "te" else None))
     codes = codes.reshape(b.data.shape)
     return NVFP4Tensor(merge(codes.astype(np.uint8), b), scales_to_layout(s_codes.astype(np.uint8), b),
                        F32(g), (rows, 16), recipe, arr.shape)

@@ -405,7 +405,7 @@ def _profile_policy(profile: str | Policy | Profile, f: Format) -> Policy:
 
 
 def _check_nan_mode(f: Format, n: str, field: str, nan_code: int | None) -> None:
-    if n in RENAMED_NAN_MODES:  # the modes are named for what they do, not for who does it
+    if isinstance(n, str) and n in RENAMED_NAN_MODES:  # modes are named for what they do, not who does it
         raise ValueError(f"{field}={n!r} is now {RENAMED_NAN_MODES[n]} (or profile={n!r}, its whole rule set)")
     _check_choice(f"{field} mode", n, NAN_MODES)
     what = f"{field}="

@@ -16,7 +16,8 @@ from .conftest import slow_unless
 def _inputs(fmt, rng):
     x = boundary_points(fmt, np.float32)
     f = fmtsim.get_format(fmt)
-    r = (rng.standard_normal(4000) * float(f.max_finite) / 2).astype(np.float32)
+    with np.errstate(over="ignore"):  # E8M0's 2^127 scale: draws past float32's range are +-Inf cases
+        r = (rng.standard_normal(4000) * float(f.max_finite) / 2).astype(np.float32)
     return np.concatenate([x, r])
 
 
