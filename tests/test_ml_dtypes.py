@@ -1,6 +1,6 @@
 """fmtsim's ml_dtypes profile against ml_dtypes itself, bit for bit.
 
-Known differences (fmtsim.conformance.divergences) are asserted by name: each
+Known differences (conformance/impls/ml_dtypes.py) are asserted by name: each
 must occur where predicted and nowhere else.
 """
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fmtsim.conformance.divergences import BLOCK_DIVERGENCES, DIVERGENCES
+from fmtsim.conformance.divergences import divergences_of
 from fmtsim.conformance.run import run
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'fmtsim[torch]')")
@@ -16,7 +16,9 @@ def test_torch_and_torchao_conform_with_only_named_divergences():
     assert not bad, bad
     seen = {name for r in rows for name in r.known}
     # every divergence named for these peers is real: it shows on the coverage models
-    named = {d.name for d in DIVERGENCES if d.implementation in ("torch", "torchao")} | set(BLOCK_DIVERGENCES)
+    from fmtsim.conformance.torch_peers import TORCHAO_BLOCK_DIVERGENCES
+
+    named = {d.name for impl in ("torch", "torchao") for d in divergences_of(impl)} | set(TORCHAO_BLOCK_DIVERGENCES)
     assert named == seen, named ^ seen
     models = {(r.impl, r.model.split()[0]) for r in rows}
     assert {("torch", "decode_all"), ("torch", "encode_all16"), ("torch", "encode_random"),

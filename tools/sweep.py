@@ -24,7 +24,7 @@ sign the exact oracle (fmtsim.oracle, rational arithmetic) is bisected over the
 bit patterns to find every pattern where its answer changes (its answer is
 monotone in the value, so each code owns one run of patterns). Every pattern is
 then looked up in that table. The peer is compared under fmtsim's profile of the
-same name, and its known divergences (fmtsim.conformance.divergences) are counted
+same name, and its known divergences (the implementation's own) are counted
 by name. Not run in CI: it takes minutes per format.
 """
 

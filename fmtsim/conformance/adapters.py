@@ -43,8 +43,8 @@ class Adapter:
     """One encode entry point and what it claims: the profile (plus explicit encode options,
     e.g. ``{"overflow": "nonsat"}`` for a non-saturating kernel) it matches bit for bit, the
     formats and source dtypes it takes, and its named divergences: the name of an
-    implementation in :data:`~fmtsim.conformance.divergences.DIVERGENCES`, or the
-    :class:`~fmtsim.conformance.divergences.Divergence` records themselves."""
+    implementation (its ``divergences``, :func:`~fmtsim.conformance.divergences.divergences_of`), or
+    the :class:`~fmtsim.conformance.divergences.Divergence` records themselves."""
 
     name: str
     encode: Callable[[np.ndarray, str], Any]

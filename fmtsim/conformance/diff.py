@@ -72,7 +72,7 @@ def diff_rows(values: list[tuple[str, Any, str, str]] | None = None,
               formats: list[str] | None = None) -> tuple[list[str], list[list[str]]]:
     """(headers, rows): one column per profile plus ml_dtypes' actual array cast.
     '*' marks rows where the profiles disagree; '!' where ml_dtypes itself differs from
-    the profile that models it (a known divergence, see conformance.divergences).
+    the profile that models it (a known divergence of that implementation).
 
     values: (format, value, source dtype name, note); a value already of the source dtype is
     used as it is (the CLI rounds exact inputs once into it). formats: keep only these formats'

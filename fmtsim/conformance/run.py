@@ -6,7 +6,7 @@ none of them. For each one asked for it runs the capabilities the implementation
 (conformance.plugin): oracle rows, decodes of every code, encodes of every coverage model
 (conformance.models) against fmtsim under the profile the entry point is held to, block
 and GEMM rows, and the committed golden vectors (vectors/*.tv) it takes. Differences
-covered by a named divergence (conformance.divergences, or the implementation's own) are
+covered by a named divergence (the implementation's own, beside its conformance module) are
 counted under that name; any other is a failure.
 """
 

@@ -11,7 +11,7 @@
              :func:`fmtsim.nvfp4.quantize` with recipe ``torchao``.
 
 Checked against torch 2.13.0 (CPU) and torchao 0.18.0 (``pip install "fmtsim[torch]"``).
-The known differences are named in :mod:`fmtsim.conformance.divergences`. torch and
+The known differences are named here (TORCH_DIVERGENCES, TORCHAO_BLOCK_DIVERGENCES). torch and
 torchao are imported only when one of these implementations is asked for.
 """
 
@@ -24,16 +24,69 @@ import numpy as np
 
 from ..layout import unpack_fp4
 from .adapters import Adapter
+from .divergences import Divergence, e8m0_subnormal_magnitude, through_float32, zero_or_negative
 from .plugin import import_problem
 
-__all__ = ["missing", "torch_adapter", "torchao_adapter", "torch_decode", "torchao_decode", "torchao_block_rows",
-           "TORCH_DTYPES", "TORCHAO_CASTS"]
+__all__ = ["TORCH_DIVERGENCES", "TORCHAO_BLOCK_DIVERGENCES", "missing", "torch_adapter", "torchao_adapter",
+           "torch_decode", "torchao_decode", "torchao_block_rows", "TORCH_DTYPES", "TORCHAO_CASTS"]
 
 TORCH_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz",
                 "e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu"}
 TORCHAO_CASTS = {"e2m1": "f32_to_f4_unpacked", "e2m3": "f32_to_f6_e2m3_unpacked",
                   "e3m2": "f32_to_f6_e3m2_unpacked"}
 
+
+
+# torch's named element divergences and torchao's block-level ones (checked block by block in
+# torchao_block_rows; the masks are computed there)
+TORCH_DIVERGENCES: tuple[Divergence, ...] = (
+    Divergence(
+        "torch.float64_through_float32",
+        "torch",
+        ("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0"),
+        ("float64",),
+        "PyTorch 2.13 casts float64 tensors to FP8/E8M0 through float32 (two roundings): "
+        "float64 2^-10 + 2^-62 -> E4M3 gives 0 (the float32 tie rounds to even), exact is 2^-9.",
+        through_float32("torch"),
+    ),
+    Divergence(
+        "torch.e8m0_zero_and_sign",
+        "torch",
+        ("e8m0",),
+        ("float16", "bfloat16", "float32", "float64"),
+        "PyTorch 2.13's cast to float8_e8m0fnu reads the exponent and mantissa bits only: "
+        "+-0 becomes 0x00 and a negative x the code of |x| (fmtsim: NaN 0xFF, since E8M0 has "
+        "no zero or sign, OCP MX 5.4.1, as ml_dtypes does).",
+        zero_or_negative,
+    ),
+    Divergence(
+        "torch.e8m0_subnormal_ties_up",
+        "torch",
+        ("e8m0",),
+        ("float32", "bfloat16", "float64"),
+        "As ml_dtypes: float32/bfloat16 subnormals strictly between 2^-127 and 1.5*2^-127 "
+        "(of either sign, see torch.e8m0_zero_and_sign) encode as 0x01; the nearest is 0x00.",
+        e8m0_subnormal_magnitude,
+    ),
+)
+
+TORCHAO_BLOCK_DIVERGENCES = {
+    "torchao.mx_inf_block_scale":
+        "A block holding +-Inf (and no NaN): torchao reads the exponent field of amax = Inf "
+        "(255) like any other, so the scale is 2^(128 - emax_elem) and the Inf elements clamp "
+        "to +-max; fmtsim gives the block the NaN scale 0xFF (docs/rules.md §3).",
+    "torchao.mx_min_scale_divisor":
+        "Blocks whose scale byte is 0x00 (2^-127): torchao divides the elements by 2^-126 "
+        "(it clamps the float32 scale to the smallest normal, see the comment in to_mx), so "
+        "the stored codes are worth half the input; fmtsim divides by 2^-127.",
+    "torchao.mx_nan_block_elements":
+        "Blocks with the NaN scale 0xFF: torchao writes the element casts it computed, "
+        "fmtsim writes 0. The block decodes to NaN either way.",
+    "torchao.nvfp4_amax0_nan_bits":
+        "NVFP4 with tensor amax 0: torchao's per-tensor scale is 0 and its block scales 0/0, "
+        "whose bits are the CPU's default NaN (x86: scales 0xFF, element codes 0xC); fmtsim "
+        "writes scales 0x7F and codes 0. The tensor decodes to NaN either way.",
+}
 
 def missing(impl: str) -> str | None:
     """Why ``impl`` cannot run here (None when it can)."""
@@ -66,12 +119,12 @@ def _torchao_encode(x: np.ndarray, fmt: str) -> np.ndarray:
 
 def torch_adapter() -> Adapter:
     return Adapter("torch", _torch_encode, profile="torch", formats=tuple(TORCH_DTYPES),
-                   sources=("float16", "bfloat16", "float32", "float64"), divergences="torch")
+                   sources=("float16", "bfloat16", "float32", "float64"), divergences=TORCH_DIVERGENCES)
 
 
 def torchao_adapter() -> Adapter:
     return Adapter("torchao", _torchao_encode, profile="torchao", formats=tuple(TORCHAO_CASTS),
-                   sources=("float32",), divergences="torchao")
+                   sources=("float32",), divergences=())
 
 
 def torch_decode(codes: np.ndarray, fmt: str) -> np.ndarray:

@@ -1,7 +1,7 @@
 """``onnx``: the ONNX reference evaluator's Cast (``onnx.reference.ops.op_cast.cast_to``), every
 target type the installed onnx has, saturate=1 and saturate=0 (E8M0 with round_mode "up"),
 float32 input, held to fmtsim's ``onnx_reference_sat`` / ``onnx_reference_nosat`` profiles; its named
-divergences are ``onnx.*`` in conformance.divergences. (onnxruntime's kernels and the ONNX
+divergences are ``onnx.*``, below. (onnxruntime's kernels and the ONNX
 Cast spec's own table are the implementations ``onnxruntime`` and ``onnx_spec``.)
 """
 
@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ...formats import Format
 from ..adapters import Adapter
-from ..divergences import DIVERGENCES
+from ..divergences import Divergence
 from ..plugin import Implementation, Request
 
 ONNX_TYPES = {"e4m3": "FLOAT8E4M3FN", "e5m2": "FLOAT8E5M2", "e4m3fnuz": "FLOAT8E4M3FNUZ",
@@ -31,6 +32,28 @@ def _cast(saturate: bool) -> Callable[[np.ndarray, str], np.ndarray]:
     return encode
 
 
+def _onnx_e8m0(x: np.ndarray, fmt: Format) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        a = np.asarray(x, dtype=np.float64)
+    return ((a <= 2.0**-127) | np.signbit(a)) & np.isfinite(a)
+
+
+# this implementation's named divergences (its bugs, each with the exact inputs it concerns)
+DIVERGENCES: tuple[Divergence, ...] = (
+    Divergence(
+        "onnx.e8m0_zero_and_negatives",
+        "onnx",
+        ("e8m0",),
+        ("float32",),
+        "The ONNX reference Cast to FLOAT8E8M0 (onnx 1.23) reads only the exponent bits: 0 "
+        "becomes 0x00 and a finite negative x the code of |x| (the onnx_sat profile: NaN 0xFF, "
+        "fmtsim's former E8M0 rule, as ml_dtypes does); and a float32 subnormal, whose "
+        "exponent field is 0, rounds up to 0x01 even at or below 2^-127 (fmtsim: 0x00).",
+        _onnx_e8m0,
+    ),
+)
+
+
 class OnnxReference(Implementation):
     name = "onnx"
     aliases = ("onnx_reference",)
@@ -41,7 +64,7 @@ class OnnxReference(Implementation):
     capabilities = ("encode",)
     profiles = ("onnx_reference_sat", "onnx_reference_nosat")
     checked_with = "onnx 1.23"
-    divergences = tuple(d for d in DIVERGENCES if d.implementation == "onnx")
+    divergences = DIVERGENCES
 
     def encoders(self, req: Request) -> list[Adapter]:
         import importlib.util
@@ -52,7 +75,7 @@ class OnnxReference(Implementation):
 
             formats = tuple(f for f, t in ONNX_TYPES.items() if hasattr(onnx.TensorProto, t))
         return [Adapter(f"onnx[saturate={int(sat)}]", _cast(sat), profile=prof, formats=formats,
-                        sources=("float32",), divergences="onnx")
+                        sources=("float32",), divergences=DIVERGENCES)
                 for sat, prof in ((True, "onnx_reference_sat"), (False, "onnx_reference_nosat"))]
 
 

@@ -4,9 +4,8 @@ held to fmtsim's ``torch`` profile; its named divergences are ``torch.*``."""
 from __future__ import annotations
 
 from ..adapters import Adapter
-from ..divergences import DIVERGENCES
 from ..plugin import Decoder, Implementation, Request
-from ..torch_peers import TORCH_DTYPES, torch_adapter, torch_decode
+from ..torch_peers import TORCH_DIVERGENCES, TORCH_DTYPES, torch_adapter, torch_decode
 
 
 class Torch(Implementation):
@@ -17,7 +16,7 @@ class Torch(Implementation):
     capabilities = ("decode", "encode")
     profiles = ("torch",)
     checked_with = "torch 2.13.0 (CPU)"
-    divergences = tuple(d for d in DIVERGENCES if d.implementation == "torch")
+    divergences = TORCH_DIVERGENCES
 
     def decoders(self, req: Request) -> list[Decoder]:
         return [Decoder("torch", torch_decode, tuple(TORCH_DTYPES))]
