@@ -99,6 +99,19 @@ def pytest_collection_modifyitems(config, items):
         config._fmtsim_slow_left = len(slow)
 
 
+def pytest_sessionfinish(session):
+    # an xdist worker: hand the count of tests left out to the controller, which prints it
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["fmtsim_slow_left"] = getattr(session.config, "_fmtsim_slow_left", 0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # pytest-xdist's controller: every worker collected the same
+    left = getattr(node, "workeroutput", {}).get("fmtsim_slow_left", 0)
+    node.config._fmtsim_slow_left = max(getattr(node.config, "_fmtsim_slow_left", 0), left)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     left = getattr(config, "_fmtsim_slow_left", 0)
     if left:

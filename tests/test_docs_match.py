@@ -72,7 +72,7 @@ def test_output_into_a_closed_pipe_exits_141():
 
 def test_test_command_time_stated_once():
     """The test command's line and the measured paragraph give the same time."""
-    m = re.search(r"pytest -q # run the tests \((\d+) min (\d+) s on 2 cores", README)
+    m = re.search(r"pytest -q -n auto # run the tests \((\d+) min (\d+) s on 2 cores", README)
     measured = re.search(r"from a copy of the checkout: (\d+) s \(", README)
     assert m and measured
     assert int(m.group(1)) * 60 + int(m.group(2)) == int(measured.group(1)) < 180
