@@ -803,7 +803,7 @@ NAN_TEXT = {"signed": "the quiet NaN with the input's sign (the default where th
             "neg_zero": "-0 (formats with a -0)",
             "payload": "the source NaN's sign and top mantissa bits kept (IEEE-style formats)",
             "quiet_payload": "as payload, with the quiet bit set",
-            "fixed": "the NaN code a Policy names (nan_code), with the input's sign",
+            "fixed": "the NaN code a Policy names (nan_code; nan_code_sign decides its sign bit)",
             "as_inf": "converted as the infinity of its sign would be"}
 
 

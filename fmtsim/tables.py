@@ -3,8 +3,7 @@
 A table printed to a terminal fits the terminal's width: its widest columns are wrapped between
 words (never inside one: a name or a number broken in two cannot be read or copied) until the
 lines fit or no column can narrow further. Printed anywhere else (a pipe, a file, a log),
-a table keeps every cell on one line, so that `grep`, `awk` and diffs of two runs see whole rows;
-``COLUMNS`` set in the environment asks for that width there too.
+a table keeps every cell on one line, so that `grep`, `awk` and diffs of two runs see whole rows.
 """
 
 from __future__ import annotations
