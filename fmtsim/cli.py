@@ -730,8 +730,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("diff", help="what each profile produces on the inputs where implementations disagree")
     s._negative_number_matcher = _NEGATIVE_NUMBER
     s.add_argument("values", nargs="*", help="values to show (default: the built-in divergence set)")
-    s.add_argument("--format", help="format for the given values (fmtsim list formats)")
-    s.add_argument("--src", default="float32", choices=["float32", "float64"], help="source type of the values")
+    s.add_argument("--format", help="format for the given values (needed with values; fmtsim list formats)")
+    s.add_argument("--src", default="float32", choices=["float32", "float64"],
+                   help="source type of the values (default float32)")
     s.add_argument("--profile", action="append", choices=list(PROFILES), metavar="NAME", dest="profiles",
                    help="a profile to show; repeat for several (default all; fmtsim list profiles)")
     s.set_defaults(func=cmd_diff)
@@ -745,7 +746,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed of the random rows (default 7; infer reads it from probe.json)")
     g.set_defaults(func=cmd_probe, results=[], probes=None)
     i = psub.add_parser("infer", help="which matrix unit reproduces a device's D (exit 0 only when a named one does)")
-    i.add_argument("results", nargs="+", help="result files probe.<set>.d.bin (P x NB float32)")
+    i.add_argument("results", nargs="+", help="result files probe.<set>.d.bin: your kernel's D for that set's "
+                   "operands, P rows x NB columns of float32, row-major (probe.json gives P and NB per set)")
     i.add_argument("--set", nargs="+", help="probe sets (default: from the file names)")
     i.add_argument("--probes", help="the directory gen wrote (for its seed; default seed 7)")
     i.set_defaults(func=cmd_probe, output=None, seed=7)
@@ -816,7 +818,12 @@ def _list_rows(what: str) -> list[list[str]]:
     if what == "profiles":
         from .profiles import select
 
-        return [[name, select(name, None, None).variant.provenance.read_off] for name in PROFILES]
+        rows = []
+        for name in PROFILES:
+            v = select(name, None, None).variant
+            what = v.provenance.read_off + (f"; code path {', '.join(v.code_paths)}" if v.code_paths else "")
+            rows.append([name, f"the same as {v.profile}" if v.profile != name else what])
+        return rows
     if what == "rounding":
         return [[m, ROUNDING_TEXT.get(m, "")] for m in ROUNDING_MODES]
     if what == "overflow":

@@ -71,7 +71,8 @@ def add_mma_parser(sub: Any) -> None:
     run.add_argument("--scheduler", help="a Dask scheduler address, e.g. tcp://host:8786 (needs fmtsim[dask])")
     m.add_argument("--engine", choices=["auto", "compiled", "numpy"], default="auto",
                    help="the NVIDIA, CDNA3 FP8 and FMA-chain units' steps in C++ built on first use "
-                        "('compiled'), in numpy, or 'auto' (compiled when it builds); the same bits either way")
+                        "('compiled'), in numpy, or 'auto' (the default: compiled when it builds); the same bits "
+                        "either way")
     m.add_argument("--tile", type=lambda t: _ints(t, 2, "--tile"), metavar="ROWS,COLS",
                    help="output tile (default up to 256,256)")
     m.set_defaults(func=cmd_mma_matmul)
