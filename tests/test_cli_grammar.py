@@ -85,3 +85,8 @@ def test_conform_reports_progress_per_implementation():
     seen = []
     run(("fmtsim", "ml_dtypes"), ["e4m3"], big=False, progress=lambda d, t, n: seen.append((d, t, n)))
     assert seen == [(0, 2, "fmtsim"), (1, 2, "ml_dtypes"), (2, 2, "")]
+
+
+def test_diff_prints_exact_values_as_encode_does(capsys):
+    assert main(["diff", "0.1", "--format", "e4m3", "--profile", "ocp"]) == 0
+    assert "0x1D (0.1015625)" in capsys.readouterr().out  # not %g's 0.101562

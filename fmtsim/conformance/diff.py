@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codec import decode, encode
+from ..codec import encode
 from ..formats import get_format
 from ..policy import PROFILES
 
@@ -53,8 +53,14 @@ def _cell(x: np.ndarray, fmt: str, profile: str) -> str:
         code = int(encode(x, fmt, profile=profile))
     except ValueError as e:
         return "error: " + str(e).split(";")[0].split(" and ")[0]
-    v = float(decode(np.array([code]), fmt, np.float64)[0])
-    return f"0x{code:02X} ({v:g})"
+    return _shown(code, fmt)
+
+
+def _shown(code: int, fmt: str) -> str:
+    """A code and its exact value, as ``fmtsim encode`` and ``table`` print it (0x1D (0.1015625))."""
+    from ..describe import _value_text
+
+    return f"0x{code:02X} ({_value_text(get_format(fmt), code)[1]})"
 
 
 def _ml_dtypes_cell(x: np.ndarray, fmt: str) -> str:
@@ -63,8 +69,7 @@ def _ml_dtypes_cell(x: np.ndarray, fmt: str) -> str:
         return "-"
     with np.errstate(invalid="ignore", over="ignore"):
         code = int(np.asarray(x).reshape(1).astype(f.ml_dtype).view(np.uint8)[0])
-    v = float(decode(np.array([code]), fmt, np.float64)[0])
-    return f"0x{code:02X} ({v:g})"
+    return _shown(code, fmt)
 
 
 def diff_rows(values: list[tuple[str, Any, str, str]] | None = None,
