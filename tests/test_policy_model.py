@@ -52,7 +52,8 @@ POLICIES = [
     ("e5m2", Policy(overflow="nonsat", nan="quiet_payload", tininess="after",
                     nan_signaling_sources=(("bfloat16", "signed"), ("float32", "signed"), ("float64", "inf")))),
     ("e2m1", Policy(nan="zero", nan_negative="neg_zero", inf="zero",
-                    nan_signaling_sources=(("float16", "ml_dtypes"), ("float32", "ml_dtypes"), ("float64", "max")))),
+                    nan_signaling_sources=(("float16", "zero_sign_flipped"), ("float32", "zero_sign_flipped"),
+                                           ("float64", "max")))),
     # flag conventions (LLVM APFloat's, and mixed with other choices)
     ("e4m3", Policy(overflow="nonsat", rounding="rtz", tininess="result", flag_overflow="infinite",
                     flag_nan="signaling", flag_inf_nan="inexact")),

@@ -21,7 +21,8 @@ def test_sr_equals_oracle(name, dtype, rng):
     x = boundary_points(name, dtype)
     x = x[~np.isnan(x.astype(np.float64))]
     span = float(f.max_finite)
-    extra = (rng.uniform(-span, span, 300)).astype(dtype)
+    with np.errstate(over="ignore"):  # E8M0's 2^127 range in float16: the draws past it are +-Inf cases
+        extra = (rng.uniform(-span, span, 300)).astype(dtype)
     x = np.concatenate([x, extra, x])
     r = rng.integers(0, 2**32, x.size, dtype=np.uint64).astype(np.uint32)
     r[: x.size // 8] = 0
