@@ -9,7 +9,9 @@ runs as written, against the installed fmtsim, from an empty directory.
 - A ```console block's ``$`` lines run in a shell in that directory, with the environment's
   ``fmtsim`` first on PATH; the lines under a command are its expected output, compared line by
   line (trailing spaces ignored). A line ``...`` stands for any number of lines, and a ``…`` in a
-  line for one field that changes from run to run (a time in seconds). The exit status must be the
+  line for one field that changes from run to run (a time in seconds). A trailing ``...`` also takes
+  the progress lines a long command writes to stderr when it runs slowly (``fmtsim compare``: one
+  line every 5 seconds, none on a quick run). The exit status must be the
   one the block shows with ``# exit N`` after the command, else 0; a traceback or a Python warning
   on stderr fails the block.
 - ```sh blocks are installation commands and are not run here (CI runs them).
