@@ -368,18 +368,29 @@ def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
     import itertools
 
     from .conformance.gemm_vectors import gemm_files
-    from .conformance.vectors import block_files, dot_files, fmt2fmt_files, layout_files, scalar_files
+    from .conformance.vectors import (
+        block_files,
+        dot_files,
+        fmt2fmt_files,
+        layout_files,
+        scalar_file_count,
+        scalar_files,
+    )
 
-    gen: Any = itertools.chain(scalar_files(level, seed), fmt2fmt_files(), block_files(seed + 1), layout_files(),
-                               dot_files(), gemm_files())
+    # the conversion files are the long part at level 2, and their count is known before they are
+    # made: the bar counts them against that total; the others take seconds
+    scalar: Any = scalar_files(level, seed)
     if progress:
         try:
             from tqdm import tqdm
 
-            gen = tqdm(gen, desc=f"level {level} vectors", unit="file")
+            scalar = tqdm(scalar, total=scalar_file_count(level), desc=f"level {level} conversion vectors",
+                          unit="file")
         except Exception:  # no tqdm, or a broken one: no bar
             pass
-    return list(gen)
+    made = list(scalar)
+    return made + list(itertools.chain(fmt2fmt_files(), block_files(seed + 1), layout_files(), dot_files(),
+                                       gemm_files()))
 
 
 def cmd_gen(args: argparse.Namespace) -> int:

@@ -285,3 +285,22 @@ def test_ver_all_goes_on_past_a_file_it_cannot_read(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"{broken}: not checked: " in out and f"{good}: " in out and " 0 failed" in out
     assert f"1 of 2 result files could not be checked: {broken}" in out
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_the_progress_total_is_the_number_of_conversion_files(monkeypatch, level):
+    """gen's bar counts the conversion files against scalar_file_count, known before they are made:
+    the generator itself (its encodes replaced by a stub, so level 2 costs nothing) yields that many,
+    and at level 1 so many of the committed files are conversion files."""
+    from fmtsim.conformance import vectors
+
+    monkeypatch.setattr(vectors, "_encode_file", lambda model, *a, **k: vectors.VectorFile(model, b"", {}))
+    monkeypatch.setattr(vectors, "random_float32", lambda n, seed: np.zeros(1, np.float32))
+    assert len(list(vectors.scalar_files(level))) == vectors.scalar_file_count(level)
+    if level == 1:  # and the committed level-1 files hold exactly that many conversion files
+        names = json.loads((Path(__file__).resolve().parent.parent / "vectors" / "manifest.json").read_text())["files"]
+        sources = ("f32", "f16", "bf16", "f64")
+        conversions = [n for n in names if n.endswith(".tv") and (
+            (n.split("_to_")[0] in sources and n.split("_to_")[1].split(".")[0] in vectors.SCALAR_FORMATS)
+            or (n.endswith(".decode_all.tv") and n.split("_to_")[0] in vectors.SCALAR_FORMATS))]
+        assert len(conversions) == vectors.scalar_file_count(1)

@@ -174,6 +174,19 @@ SCALAR_FORMATS = ["e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m1", "e3m2", "e2m3"
                   "e4m3ieee", "e3m4", "e4m3b11fnuz"]
 
 
+def scalar_file_count(level: int = 1) -> int:
+    """How many files :func:`scalar_files` yields at ``level``, without making them (a progress
+    bar's total): per format a decode file, encode_ties in four sources and encode_range per
+    overflow policy, one random, two double-rounding, four other modes and one sr file; level 2
+    adds encode_all16 in two sources per policy and one random-bits file."""
+    total = 0
+    for fmt in SCALAR_FORMATS:
+        f = get_format(fmt)
+        policies = 2 if (f.has_nan or f.has_inf) else 1
+        total += 9 + 5 * policies + ((2 * policies + 1) if level >= 2 else 0)
+    return total
+
+
 def scalar_files(level: int = 1, seed: int = 1) -> Iterator[VectorFile]:
     for fmt in SCALAR_FORMATS:
         f = get_format(fmt)
