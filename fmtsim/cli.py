@@ -37,7 +37,16 @@ from .formats import Format, get_format
 from .mma.cli import add_mma_parser
 from .numbers import parse_integer, parse_number, round_to_float
 from .oracle import encode_one
-from .policy import NAN_MODES, OVERFLOW_MODES, PROFILES, ROUNDING_MODES, resolve
+from .policy import (
+    NAN_MODE_TEXT,
+    NAN_MODES,
+    OVERFLOW_MODE_TEXT,
+    OVERFLOW_MODES,
+    PROFILES,
+    ROUNDING_MODE_TEXT,
+    ROUNDING_MODES,
+    resolve,
+)
 from .tables import table
 
 
@@ -797,29 +806,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-ROUNDING_TEXT = {"rne": "round to nearest, ties to the even code (the default)",
-                 "rna": "round to nearest, ties away from zero", "rtz": "toward zero", "rup": "toward +Inf",
-                 "rdn": "toward -Inf", "sr": "stochastic: your random bits (rbits=, --rbits) decide"}
-OVERFLOW_TEXT = {"satfinite": "beyond the largest finite: +-max, Inf inputs too (the default)",
-                 "nonsat": "beyond the largest finite: Inf, or NaN where the format has no Inf",
-                 "satsym": "signed integers: +-(2^(b-1) - 1), the symmetric range"}
-NAN_TEXT = {"signed": "the quiet NaN with the input's sign (the default where the format has a NaN)",
-            "canonical": "the positive canonical NaN (PTX's 0x7F)", "raise": "ValueError naming the count and "
-            "the first index (the default for FP4, FP6 and integers)", "max": "+max finite (PTX into FP4/FP6)",
-            "zero": "+0", "all_ones": "the all-ones code (gfloat)", "signed_all_ones": "the all-ones code with the "
-            "input's sign (PyTorch E5M2 0x7F/0xFF)",
-            "zero_sign_flipped": "FP4/FP6: +NaN -> -0, -NaN -> +0 (as ml_dtypes 0.6)",
-            "payload_rounded": "FP4/FP6: the NaN rounded as +-1.m from its float32 payload (as torchao)",
-            "positive": "the positive quiet NaN, whatever the input's sign",
-            "inf": "the infinity of the input's sign (formats with Inf)",
-            "signed_max": "+-max finite, by the input's sign",
-            "neg_zero": "-0 (formats with a -0)",
-            "payload": "the source NaN's sign and top mantissa bits kept (IEEE-style formats)",
-            "quiet_payload": "as payload, with the quiet bit set",
-            "fixed": "the NaN code a Policy names (nan_code; nan_code_sign decides its sign bit)",
-            "as_inf": "converted as the infinity of its sign would be"}
-
-
 def _list_rows(what: str) -> list[list[str]]:
     if what == "formats":
         from .formats import FORMATS
@@ -836,11 +822,11 @@ def _list_rows(what: str) -> list[list[str]]:
             rows.append([name, f"the same as {v.profile}" if v.profile != name else what])
         return rows
     if what == "rounding":
-        return [[m, ROUNDING_TEXT.get(m, "")] for m in ROUNDING_MODES]
+        return [[m, ROUNDING_MODE_TEXT.get(m, "")] for m in ROUNDING_MODES]
     if what == "overflow":
-        return [[m, OVERFLOW_TEXT.get(m, "")] for m in OVERFLOW_MODES]
+        return [[m, OVERFLOW_MODE_TEXT.get(m, "")] for m in OVERFLOW_MODES]
     if what == "nan":
-        return [[m, NAN_TEXT.get(m, "")] for m in NAN_MODES]
+        return [[m, NAN_MODE_TEXT.get(m, "")] for m in NAN_MODES]
     if what == "producers":
         from .checkpoint.producers import PRODUCERS
 

@@ -205,6 +205,9 @@ __all__ = [
     "ROUNDING_MODES",
     "OVERFLOW_MODES",
     "NAN_MODES",
+    "ROUNDING_MODE_TEXT",
+    "OVERFLOW_MODE_TEXT",
+    "NAN_MODE_TEXT",
     "OVERFLOW_NAN_MODES",
     "OVERFLOW_CHECKS",
     "INF_MODES",
@@ -225,6 +228,30 @@ OVERFLOW_MODES = ("satfinite", "nonsat", "satsym")
 NAN_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "zero_sign_flipped",
              "payload_rounded", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf",
              "quiet_payload")
+# what each mode does, in a line (fmtsim list rounding|overflow|nan); the module docstring in full
+ROUNDING_MODE_TEXT = {"rne": "round to nearest, ties to the even code (the default)",
+                      "rna": "round to nearest, ties away from zero", "rtz": "toward zero", "rup": "toward +Inf",
+                      "rdn": "toward -Inf", "sr": "stochastic: your random bits (rbits=, --rbits) decide"}
+OVERFLOW_MODE_TEXT = {"satfinite": "beyond the largest finite: +-max, Inf inputs too (the default)",
+                      "nonsat": "beyond the largest finite: Inf, or NaN where the format has no Inf",
+                      "satsym": "signed integers: +-(2^(b-1) - 1), the symmetric range"}
+NAN_MODE_TEXT = {"signed": "the quiet NaN with the input's sign (the default where the format has a NaN)",
+                 "canonical": "the positive canonical NaN (PTX's 0x7F)",
+                 "raise": "ValueError naming the count and the first index (the default for FP4, FP6 and integers)",
+                 "max": "+max finite (PTX into FP4/FP6)",
+                 "zero": "+0",
+                 "all_ones": "the all-ones code (gfloat)",
+                 "signed_all_ones": "the all-ones code with the input's sign (PyTorch E5M2 0x7F/0xFF)",
+                 "zero_sign_flipped": "FP4/FP6: +NaN -> -0, -NaN -> +0 (as ml_dtypes 0.6)",
+                 "payload_rounded": "FP4/FP6: the NaN rounded as +-1.m from its float32 payload (as torchao)",
+                 "positive": "the positive quiet NaN, whatever the input's sign",
+                 "inf": "the infinity of the input's sign (formats with Inf)",
+                 "signed_max": "+-max finite, by the input's sign",
+                 "neg_zero": "-0 (formats with a -0)",
+                 "payload": "the source NaN's sign and top mantissa bits kept (IEEE-style formats)",
+                 "quiet_payload": "as payload, with the quiet bit set",
+                 "fixed": "the NaN code a Policy names (nan_code; nan_code_sign decides its sign bit)",
+                 "as_inf": "converted as the infinity of its sign would be"}
 OVERFLOW_NAN_MODES = ("signed", "positive", "canonical", "all_ones", "signed_all_ones")
 OVERFLOW_CHECKS = ("after", "before")
 INF_MODES = ("overflow", "nan", "max", "zero")

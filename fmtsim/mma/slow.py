@@ -346,7 +346,10 @@ def slow_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, un
                 outputs: list[tuple[int, int]] | None = None, k_order: str = "forward",
                 add_c: str = "in_chain") -> np.ndarray:
     """The twin of :func:`fmtsim.mma.matmul` over codes (no tensor objects, no global
-    scale), one output at a time; ``outputs`` limits it to those (i, j) (others NaN)."""
+    scale), one output at a time; ``outputs`` limits it to those (i, j) (others NaN).
+    ``k_order`` and ``add_c`` as matmul's: 'reverse' takes K's steps from the end (each step's
+    own columns in order); 'epilogue' chains from 0 and adds C after, one RNE addition in the
+    output's format."""
     from .gemm import check_chaining, check_like_matmul, check_names, check_order, operand_format
 
     u = get_unit(unit)
