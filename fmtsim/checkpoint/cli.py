@@ -123,7 +123,42 @@ def cmd_fnuz_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gguf_convert(args: argparse.Namespace, gguf_input: bool) -> int:
+    """--to mxfp4 of a GGUF file, and --to gguf of a gpt-oss MXFP4 checkpoint: the codes moved, not changed."""
+    from .gguf_convert import gguf_to_safetensors_mxfp4, safetensors_to_gguf_mxfp4
+
+    others = [flag for flag, on in (("--inf", args.inf), ("--allow-unscaled", args.allow_unscaled),
+                                    ("--keep-scale", args.keep_scale), ("--double-scale", args.double_scale),
+                                    ("--no-verify", args.no_verify), ("--jobs", args.jobs != 1),
+                                    ("--scheduler", args.scheduler), ("--allow-scale-errors", args.allow_scale_errors),
+                                    ("--dry-run", args.dry_run), ("--producer", args.producer),
+                                    ("--require-exact", args.require_exact)) if on]
+    if others:
+        raise _usage_error(f"{', '.join(others)}: not for a GGUF <-> safetensors MXFP4 conversion (it moves the "
+                           "codes between the layouts, exactly, and always reads its output back)")
+    try:
+        s = gguf_to_safetensors_mxfp4(args.input, args.output) if gguf_input else \
+            safetensors_to_gguf_mxfp4(args.input, args.output)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    what = "GGUF -> safetensors (gpt-oss MXFP4 layout)" if gguf_input else "safetensors (gpt-oss MXFP4) -> GGUF"
+    print(f"{s.source} -> {s.output}: {what}; {_count(s.mxfp4, 'MXFP4 tensor')} moved code for code (read back "
+          f"and compared)" + (f", {_count(s.dequantized, 'other quantized tensor')} written as ggml's float32 "
+                              "values" if s.dequantized else "") + f", {_count(s.copied, 'plain tensor')} copied")
+    _print_notes(s.notes)
+    return 0
+
+
 def cmd_checkpoint_convert(args: argparse.Namespace) -> int:
+    gguf_input = _gguf_input(args.input)
+    if args.to == "gguf" or gguf_input:
+        if gguf_input and args.to != "mxfp4":
+            raise _usage_error(f"{args.input} is a GGUF file: convert reads it with --to mxfp4 (its MXFP4 tensors "
+                               "into gpt-oss's safetensors layout); for plain BF16/F32 safetensors use "
+                               "'fmtsim checkpoint dequantize'")
+        if not gguf_input and args.to == "gguf":
+            return _gguf_convert(args, False)
+        return _gguf_convert(args, True)
     if args.to == "fnuz":
         if args.require_exact or args.producer:
             raise _usage_error("--require-exact and --producer are for --to nvfp4|mxfp4|fp8-block|mxfp8 (the FNUZ "
@@ -167,9 +202,11 @@ def add_checkpoint_parser(sub: Any) -> None:
     s = sub.add_parser("checkpoint", help="quantized safetensors checkpoints: inspect, dequantize, convert")
     csub = s.add_subparsers(dest="checkpoint_command", required=True)
     c = csub.add_parser("convert", help="convert between formats: OCP FP8 -> FNUZ (as 'fmtsim fnuz convert'), "
-                                        "MXFP4 <-> NVFP4, MXFP4 -> block FP8, FP8 -> MXFP8, with a loss report")
-    c.add_argument("--to", choices=["fnuz", "nvfp4", "mxfp4", "fp8-block", "mxfp8"], default="fnuz",
-                   help="target format (default fnuz)")
+                                        "MXFP4 <-> NVFP4, MXFP4 -> block FP8, FP8 -> MXFP8, with a loss report; "
+                                        "GGUF MXFP4 <-> gpt-oss safetensors MXFP4")
+    c.add_argument("--to", choices=["fnuz", "nvfp4", "mxfp4", "fp8-block", "mxfp8", "gguf"], default="fnuz",
+                   help="target format (default fnuz); a .gguf input takes mxfp4 (gpt-oss's safetensors layout), "
+                        "gguf writes a gpt-oss MXFP4 checkpoint as a GGUF file")
     c.add_argument("--require-exact", action="store_true", help="write nothing if any block would lose information")
     c.add_argument("--producer", choices=[p.name for p in PRODUCERS], metavar="NAME",
                    help="use this producer record for the input; skip detection (fmtsim list producers)")
@@ -180,7 +217,68 @@ def add_checkpoint_parser(sub: Any) -> None:
     _add_explain_diff(csub)
 
 
+def _gguf_input(path: str) -> bool:
+    from .gguf import is_gguf
+
+    return is_gguf(path)
+
+
+def _print_notes(notes: list[str]) -> None:
+    for n in notes:
+        print(f"NOTE: {n}")
+
+
+def cmd_dequantize_gguf(args: argparse.Namespace) -> int:
+    from .gguf import dequantize_gguf
+
+    refused = [flag for flag, on in (("--producer", args.producer), ("--jobs", args.jobs != 1),
+                                     ("--scheduler", args.scheduler)) if on]
+    if refused:
+        raise _usage_error(f"{', '.join(refused)}: not for a GGUF file (it is one file, its types name themselves)")
+    try:
+        s = dequantize_gguf(args.input, args.output, dtype=args.dtype, progress=sys.stderr.isatty())
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    print(f"{s.source} -> {s.output}: {_count(s.dequantized, 'quantized tensor')} dequantized as ggml's reference "
+          f"C does (float32)" + (f", rounded once to {s.target} ({s.rounded} value(s) changed by it)"
+                                 if s.target != "float32" else "")
+          + f"; {_count(s.copied, 'plain tensor')} copied unchanged")
+    _print_notes(s.notes)
+    return 0
+
+
+def cmd_inspect_gguf(args: argparse.Namespace) -> int:
+    import json
+
+    from .gguf import inspect_gguf
+
+    if args.producer:
+        raise _usage_error("--producer: not for a GGUF file (its tensor types name themselves)")
+    try:
+        r = inspect_gguf(args.input)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    if args.json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return 0
+    declared = r.preset or "not declared (no general.file_type)"
+    print(f"{r.path}: GGUF v{r.version}, architecture {r.architecture or '?'}; llama.cpp preset {declared}; "
+          f"bulk of the weights in {r.dominant or '-'}")
+    total = sum(v[2] for v in r.mix.values()) or 1
+    rows = [[name, str(n), f"{el:,}", f"{nbytes:,}", f"{100 * nbytes / total:.1f}%",
+             f"{nbytes * 8 / el:.4g}" if el else "-"] for name, (n, el, nbytes) in r.mix.items()]
+    print(_table(rows, ["ggml type", "tensors", "elements", "bytes", "share", "bits/weight"]))
+    for f in r.findings:
+        print(f"WARNING: {f}")
+    _print_notes(r.notes)
+    print(f"\n{_count(len(r.tensors), 'tensor')}, {_count(sum(t.quantized for t in r.tensors), 'quantized tensor')}, "
+          f"{_count(len(r.findings), 'warning')}")
+    return 0
+
+
 def cmd_dequantize(args: argparse.Namespace) -> int:
+    if _gguf_input(args.input):
+        return cmd_dequantize_gguf(args)
     _warn_without_safetensors()
     from .dequant import dequantize
 
@@ -212,7 +310,8 @@ def _add_dequantize(csub: Any) -> None:
     from .producers import PRODUCERS
 
     c = csub.add_parser("dequantize", help="quantized checkpoint -> BF16/F16/F32, every value exact then rounded once")
-    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
+    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory, a Hugging Face cache entry "
+                                 "or a .gguf file")
     c.add_argument("output", help="output file or directory")
     c.add_argument("--dtype", choices=list(TARGETS), default="bfloat16",
                    help="the output's float type: each value the exact product rounded once into it "
@@ -233,6 +332,8 @@ def _fmt_num(v: Any) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    if _gguf_input(args.input):
+        return cmd_inspect_gguf(args)
     _warn_without_safetensors()
     import json
 
@@ -273,7 +374,8 @@ def _add_inspect(csub: Any) -> None:
     from .producers import PRODUCERS
 
     c = csub.add_parser("inspect", help="producer and scheme per layer, code and scale statistics, lint findings")
-    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory or a Hugging Face cache entry")
+    c.add_argument("input", help="a .safetensors file, a sharded checkpoint directory, a Hugging Face cache entry "
+                                 "or a .gguf file (its type mix and llama.cpp preset)")
     c.add_argument("--producer", choices=[p.name for p in PRODUCERS], metavar="NAME",
                    help="use this record; skip detection (fmtsim list producers)")
     c.add_argument("--json", action="store_true", help="machine-readable report")
@@ -281,11 +383,17 @@ def _add_inspect(csub: Any) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    _warn_without_safetensors()
+    gguf_input = _gguf_input(args.input)
+    if gguf_input and args.producer:
+        raise _usage_error("--producer: not for a GGUF file (its tensor types name themselves)")
+    if not gguf_input:
+        _warn_without_safetensors()
     from .explain import explain
+    from .gguf import explain_gguf
 
     try:
-        rows = explain(args.input, args.original, producer=args.producer)
+        rows = explain_gguf(args.input, args.original) if gguf_input else \
+            explain(args.input, args.original, producer=args.producer)
     except CheckpointError as e:
         raise _usage_error(str(e)) from None
     table = [[r.tensor, r.producer, r.best, f"{r.by_recipe.get(r.best.split(' = ')[0], 0)} of {r.blocks}"
@@ -298,7 +406,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for n in r.notes:
             print(f"  {r.tensor}: {n}")
         for m in r.misses:
-            where = f"element {m.element}: expected code 0x{m.expected_code:02X}, found 0x{m.found_code:02X}" \
+            where = m.detail if m.detail is not None else \
+                f"element {m.element}: expected code 0x{m.expected_code:02X}, found 0x{m.found_code:02X}" \
                 if m.element is not None and m.expected_code is not None and m.found_code is not None else \
                 "codes as expected"
             print(f"  UNEXPLAINED {r.tensor} block {m.block}: {m.recipe} expects scale {m.expected_scale}, "
@@ -315,7 +424,34 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 1 if any(r.unexplained for r in rows) or unexamined else 0
 
 
+def cmd_diff_gguf(args: argparse.Namespace) -> int:
+    from .gguf import diff_gguf, is_gguf
+
+    if not (is_gguf(args.a) and is_gguf(args.b)):
+        raise _usage_error("diff compares two GGUF files, or two safetensors checkpoints; not one of each "
+                           "(dequantize the GGUF first: 'fmtsim checkpoint dequantize')")
+    if args.original or args.producer:
+        raise _usage_error("--original / --producer: not for two GGUF files ('fmtsim checkpoint explain A.gguf "
+                           "--original F16.gguf' names the recipe)")
+    try:
+        rows, notes = diff_gguf(args.a, args.b)
+    except CheckpointError as e:
+        raise _usage_error(str(e)) from None
+    for d in rows:
+        kind = d.types[0] if d.types[0] == d.types[1] else f"{d.types[0]} in A, {d.types[1]} in B"
+        blocks = f"{d.blocks_differ} of {_count(d.blocks, 'block')} differ ({_share(d.blocks_differ, d.blocks)}), " \
+            if d.blocks else ""
+        print(f"{d.tensor} ({kind}): {blocks}{d.values_differ} of {_count(d.values, 'value')} differ "
+              f"({_share(d.values_differ, d.values)})"
+              + (f", first at flat index {d.first}, largest difference {d.largest:.6g}" if d.values_differ else ""))
+    _print_notes(notes)
+    differ = any(d.values_differ or d.blocks_differ for d in rows)
+    return 1 if differ and not args.exit_zero else 0
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
+    if _gguf_input(args.a) or _gguf_input(args.b):
+        return cmd_diff_gguf(args)
     _warn_without_safetensors()
     from .explain import diff
 

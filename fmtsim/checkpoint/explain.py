@@ -62,6 +62,7 @@ class BlockMiss:
     element: int | None = None  # first differing element (index inside the block)
     expected_code: int | None = None
     found_code: int | None = None
+    detail: str | None = None  # where codes are not one per element (GGUF blocks): what differs, in words
 
 
 @dataclass

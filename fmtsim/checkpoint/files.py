@@ -195,7 +195,8 @@ def read_header(path: str | Path) -> Header:
 # Other containers a model file comes in, by their first bytes: named in the refusal, so a user
 # who passed a llama.cpp or a torch.save file learns what it is rather than a header length
 _CONTAINERS: tuple[tuple[bytes, str], ...] = (
-    (b"GGUF", "a GGUF file (llama.cpp's format{version}), which fmtsim does not read yet: it reads safetensors "
+    (b"GGUF", "a GGUF file (llama.cpp's format{version}): fmtsim checkpoint inspect, dequantize and explain "
+              "read it (and convert --to mxfp4 for its MXFP4 tensors); this command reads safetensors "
               "checkpoints"),
     (b"PK\x03\x04", "a zip archive, as torch.save writes pytorch_model.bin / .pt files; fmtsim reads "
                      "safetensors (convert it with safetensors.torch.save_file)"),
