@@ -386,3 +386,9 @@ def test_diff_counts_blocks_and_values(tmp_path):
     _fmtsim("checkpoint", "diff", str(a), str(b), "--exit-zero")
     r = _fmtsim("checkpoint", "diff", str(a), str(FIXTURE.parent / "README.md"), check=2)
     assert "not one of each" in r.stderr
+
+
+def test_the_docs_table_of_types_is_current():
+    # regenerate with: python tools/gen_ggml_tables.py --docs
+    text = (Path(__file__).parent.parent / "docs" / "producers.md").read_text()
+    assert "<!-- ggml types -->\n" + ggml.markdown_table() + "<!-- ggml types -->" in text

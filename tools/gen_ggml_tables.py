@@ -2,6 +2,11 @@
 non-linear types decode with, read off a llama.cpp (or ggml) source tree.
 
     python tools/gen_ggml_tables.py --llama-cpp DIR [--check]
+    python tools/gen_ggml_tables.py --docs
+
+``--docs`` rewrites the table of ggml types in docs/producers.md (between its
+``<!-- ggml types -->`` markers) from fmtsim.checkpoint.ggml; tests/test_gguf.py fails when the
+committed table is stale.
 
 DIR is a llama.cpp checkout (ggml-org/llama.cpp) or the ``vendor/llama.cpp`` folder of the
 llama-cpp-python sdist; the tables come from ``ggml/src/ggml-common.h`` (the
@@ -90,11 +95,37 @@ def render(common: Path, source_note: str) -> str:
     return "\n".join(lines)
 
 
+DOCS = REPO / "docs" / "producers.md"
+MARK = "<!-- ggml types -->"
+
+
+def write_docs_table() -> int:
+    sys.path.insert(0, str(REPO))
+    from fmtsim.checkpoint.ggml import markdown_table
+
+    text = DOCS.read_text()
+    head, sep, rest = text.partition(MARK)
+    _, sep2, tail = rest.partition(MARK)
+    if not (sep and sep2):
+        raise SystemExit(f"gen_ggml_tables: {DOCS} lacks the two {MARK} markers")
+    new = head + MARK + "\n" + markdown_table() + MARK + tail
+    tmp = DOCS.with_name(f".{DOCS.name}.tmp")
+    tmp.write_text(new)
+    tmp.replace(DOCS)
+    print(f"wrote the ggml types table into {DOCS}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--llama-cpp", required=True, type=Path, help="a llama.cpp source tree")
+    ap.add_argument("--llama-cpp", type=Path, help="a llama.cpp source tree")
+    ap.add_argument("--docs", action="store_true", help="rewrite docs/producers.md's table of ggml types")
     ap.add_argument("--check", action="store_true", help="compare with the committed module, write nothing")
     args = ap.parse_args(argv)
+    if args.docs:
+        return write_docs_table()
+    if args.llama_cpp is None:
+        ap.error("--llama-cpp DIR is needed (or --docs)")
     common = args.llama_cpp / "ggml" / "src" / "ggml-common.h"
     if not common.is_file():
         raise SystemExit(f"gen_ggml_tables: {common} not found (give the llama.cpp tree's root)")

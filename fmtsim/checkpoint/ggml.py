@@ -29,7 +29,7 @@ import numpy as np
 
 from . import ggml_tables as T
 
-__all__ = ["GGMLType", "TYPES", "BY_NAME", "QK_K", "get_type", "dequantize_blocks", "row_bytes"]
+__all__ = ["GGMLType", "TYPES", "BY_NAME", "QK_K", "get_type", "dequantize_blocks", "row_bytes", "markdown_table"]
 
 QK_K = 256
 F32 = np.float32
@@ -380,8 +380,8 @@ _TYPES = [
     ("Q5_1", 7, 32, 24, "fp16 d, fp16 m; fifth bits; low parts; y = q*d + m", _q5_1),
     ("Q8_0", 8, 32, 34, "fp16 d; 32 int8 q; y = q*d", _q8_0),
     ("Q8_1", 9, 32, 36, "fp16 d, fp16 s = d*sum(q); 32 int8 q (activations only: ggml has no dequantizer)", None),
-    ("Q2_K", 10, 256, 84, "16 bytes of 4-bit scale|min, 64 bytes of 2-bit q, fp16 d, fp16 dmin; y = d*sc*q - dmin*m",
-     _q2_k),
+    ("Q2_K", 10, 256, 84, "16 bytes of 4-bit scale and min, 64 bytes of 2-bit q, fp16 d, fp16 dmin; "
+     "y = d*sc*q - dmin*m", _q2_k),
     ("Q3_K", 11, 256, 110, "32-byte high-bit mask, 64 bytes of 2-bit q, 12 bytes of 6-bit scales, fp16 d; "
      "y = d*(sc-32)*(q - 4*!high)", _q3_k),
     ("Q4_K", 12, 256, 144, "fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins, 4-bit q; y = d*sc*q - dmin*m",
@@ -457,3 +457,21 @@ def dequantize_blocks(t: GGMLType, blocks: np.ndarray) -> np.ndarray:
     if out.dtype != F32 or out.shape != (len(b), t.block):
         raise AssertionError(f"{t.name} decoder returned {out.dtype}{out.shape}")  # a fmtsim bug, not bad input
     return out.reshape(-1)
+
+
+def markdown_table() -> str:
+    """The table of every type docs/producers.md shows (written there by tools/gen_ggml_tables.py --docs)."""
+    from .ggml_quant import REFERENCE_QUANTIZERS
+
+    rows = ["| ggml type (code) | elements / bytes per block | bits/weight | layout and value (ggml's "
+            "`dequantize_row_*`) | fmtsim |", "|---|---|---|---|---|"]
+    for t in TYPES.values():
+        if t.name in PLAIN_DTYPES:
+            what = "read as " + t.layout
+        elif t.decode is None:
+            what = "refused by name"
+        else:
+            what = "dequantized" + (", reference quantizer reproduced (`explain`)"
+                                    if t.name in REFERENCE_QUANTIZERS else "")
+        rows.append(f"| {t.name} ({t.code}) | {t.block} / {t.nbytes} | {t.bits_per_weight:.4g} | {t.layout} | {what} |")
+    return "\n".join(rows) + "\n"
