@@ -175,6 +175,24 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
                 return v * Fraction(2) ** (int(sc[k // 64]) - 127), (k % 64) >= 32
 
             want = expected_bits(rec.element, bid * 64 + codes, kv, target)
+        elif rec.scheme in ("bnb4", "bnb8"):
+            # bitsandbytes' values are its float32 arithmetic: each product exact in float64 (24 x 24
+            # bits or 8 x 24), rounded to float32 by the cast, then rounded once to the target by the oracle
+            if rec.scheme == "bnb8":
+                q, scb = before[m.codes].astype(np.float64), before[m.scale].astype(np.float64)
+                f32 = ((q * scb[:, None]).astype(np.float32).astype(np.float64)
+                       * float(np.float32(1 / 127))).astype(np.float32)
+            else:
+                state = json.loads(bytes(before[m.layer + ".weight.quant_state.bitsandbytes__nf4"]).decode())
+                b = before[m.codes].reshape(-1)
+                n = int(np.prod(state["shape"]))
+                codes = np.stack([b >> 4, b & 0xF], axis=1).reshape(-1)[:n]
+                qm = before[m.layer + ".weight.quant_map"].astype(np.float64)
+                am = np.repeat(before[m.scale].astype(np.float64), 64)[:n]
+                f32 = (qm[codes] * am).astype(np.float32).reshape(state["shape"])
+            flat = f32.reshape(-1)
+            want = expected_bits("float32", np.arange(flat.size).reshape(f32.shape),
+                                 lambda k, flat=flat: (frac(flat[k]), bool(np.signbit(flat[k]))), target)
         elif rec.packing in ("byte", "int4-rows", "int4x8-reorder-t", "int4x8-reorder"):  # int layouts
             from .exact_int import expected_int
 

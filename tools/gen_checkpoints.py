@@ -334,6 +334,35 @@ def make(producer: str, out_dir: str | Path, seed: int = 11, group_size: int = 3
             cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
                 "dtype": rec.element, "qscheme": "per_group" if int4 and not per_channel else "per_channel",
                 "group_size": None if per_channel else group}}}
+    elif producer in ("bitsandbytes-4bit", "bitsandbytes-int8"):
+        # bitsandbytes' layouts (fmtsim.checkpoint.bnb), quantized here by the nearest code of each value
+        # over its block's absmax; the NF4 table is bitsandbytes' (functional.get_4bit_type, as stored)
+        nf4 = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+                        -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+                        0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+                        0.7229568362236023, 1.0], F32)
+        for L, shp in shapes.items():
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            if producer == "bitsandbytes-int8":
+                scb = np.max(np.abs(w.astype(F32)), axis=1)
+                t[L + ".weight"] = np.clip(np.rint(w.astype(F32) * F32(127) / scb[:, None]), -127, 127).astype(np.int8)
+                t[L + ".SCB"] = scb
+                t[L + ".weight_format"] = np.array(0, np.uint8)
+                continue
+            flat = w.astype(F32).reshape(-1)
+            n = flat.size
+            padded = np.concatenate([flat, np.zeros(-n % 64, F32)]).reshape(-1, 64)
+            absmax = np.max(np.abs(padded), axis=1)
+            codes = np.argmin(np.abs(padded[..., None] / absmax[:, None, None] - nf4), axis=-1).reshape(-1)[:n]
+            codes = np.concatenate([codes, np.zeros(n % 2, np.int64)])
+            t[L + ".weight"] = ((codes[0::2] << 4) | codes[1::2]).astype(np.uint8).reshape(-1, 1)
+            t[L + ".weight.absmax"] = absmax.astype(F32)
+            t[L + ".weight.quant_map"] = nf4
+            state = {"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": list(shp)}
+            t[L + ".weight.quant_state.bitsandbytes__nf4"] = np.frombuffer(json.dumps(state).encode(), np.uint8)
+        flag = "load_in_8bit" if producer == "bitsandbytes-int8" else "load_in_4bit"
+        cfg["quantization_config"] = {"quant_method": "bitsandbytes", flag: True, "bnb_4bit_quant_type": "nf4"}
     else:
         raise SystemExit(f"gen_checkpoints: no generator for producer {producer!r}")
     names = sorted(t)

@@ -50,6 +50,7 @@ from ..argcheck import path as check_path
 from ..codec import decode
 from ..exactfloat import two_product
 from ..formats import get_format
+from .bnb import bnb4_absmax, bnb4_state, bnb4_values, bnb8_values
 from .files import (
     INDEX_NAME,
     CheckpointError,
@@ -378,6 +379,18 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
     where = f"{m.codes} ({p.name})"
     if p.refuse:
         raise CheckpointError(f"{where}: {p.title}: {p.refuse}; refused, not read")
+    if p.scheme == "bnb4":
+        _, state = bnb4_state(m.layer, entries, read)
+        n_bytes = int(np.prod(c.shape, dtype=np.int64))
+        if n_bytes != -(-state.elements // 2):
+            raise CheckpointError(f"{where}: {n_bytes} code bytes; the quant_state's shape {list(state.shape)} "
+                                  f"needs {-(-state.elements // 2)}")
+        return TensorJob(m, _out_name(m), state.shape, c.dtype, s.shape, (1, state.blocksize))
+    if p.scheme == "bnb8":
+        if len(c.shape) != 2 or s.shape not in ((c.shape[0],), (c.shape[0], 1)):
+            raise CheckpointError(f"{where}: LLM.int8 needs a 2-D weight and one SCB per row; got {list(c.shape)} "
+                                  f"and {list(s.shape)}")
+        return TensorJob(m, _out_name(m), c.shape, c.dtype, s.shape, (1, c.shape[1]))
     if p.scheme == "fp8":
         if len(c.shape) != 2:
             raise CheckpointError(f"{where}: FP8 weights are 2-D, got {list(c.shape)}")
@@ -583,6 +596,38 @@ def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
     if target == "float32":
         inexact = (got != vals64) | ((sticky != 0) if sticky is not None else False)
         res.rounded += int(np.count_nonzero(np.isfinite(got) & inexact))
+    emit(np.ascontiguousarray(out_bits).data)
+    if progress:
+        progress(e.nbytes)
+
+
+def _stream_bnb(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
+                emit: Callable[[Any], None], cache: dict[Path, Header], res: ShardResult,
+                progress: Callable[[int], None] | None) -> None:
+    """bitsandbytes: the library's float32 values (bnb.py), rounded once to the target."""
+    m, target = tj.match, job.target
+    if m.producer.scheme == "bnb8":
+        vals = bnb8_values(read_array(src, h, e), scale)
+    else:
+        names = {n for n in job.where if n.startswith(m.layer + ".weight")}
+
+        def read(name: str) -> np.ndarray:
+            return _read_named(job, name, cache)
+        _, state = bnb4_state(m.layer, {n: None for n in names}, read)
+        nested = m.layer + ".weight.nested_quant_map"
+        absmax = bnb4_absmax(state, scale, read(nested) if nested in names else None,
+                             read(m.layer + ".weight.nested_absmax") if nested in names else None)
+        quant_map = m.layer + ".weight.quant_map"
+        if quant_map not in names:
+            raise CheckpointError(f"{e.name}: no {quant_map} (the 16 values the codes index)")
+        vals = bnb4_values(state, read_array(src, h, e), read(quant_map), absmax)
+    out_bits = _bits(vals.astype(np.float64), target)
+    res.values += out_bits.size
+    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
+    res.nan += int(np.count_nonzero(np.isnan(got)))
+    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals)))
+    if target != "float32":
+        res.rounded += int(np.count_nonzero(np.isfinite(got) & (got != vals)))
     emit(np.ascontiguousarray(out_bits).data)
     if progress:
         progress(e.nbytes)
@@ -841,6 +886,9 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
     m, target = tj.match, job.target
     p = m.producer
     scale = _read_named(job, m.scale, cache)
+    if p.scheme in ("bnb4", "bnb8"):
+        _stream_bnb(job, tj, scale, src, h, e, emit, cache, res, progress)
+        return
     if p.packing in INT_PACKINGS and p.scheme != "fp8":
         _stream_int(job, tj, scale, src, h, e, emit, cache, res, progress)
         return

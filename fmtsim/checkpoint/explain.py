@@ -731,10 +731,23 @@ def explain(quant: str | Path, original: str | Path, producer: str | None = None
             out.append(_explain_mxfp4(m, read, w))
         elif m.producer.scheme == "nvfp4":
             out.append(_explain_nvfp4(m, read, w))
+        elif m.producer.scheme in ("bnb4", "bnb8"):
+            out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0, notes=[
+                "bitsandbytes' quantizer (absmax per block, the nearest of the code values) is not modelled "
+                "yet: the values are read exactly (dequantize), the recipe is not named"]))
         else:
             out.append(TensorExplanation(name, m.producer.name, 0, {}, "-", 0,
                                          notes=[f"{m.producer.scheme}: no recipe model yet"]))
     return out
+
+
+def _bnb4_absmax(m: LayerMatch, read: Any, entries: dict[str, Any]) -> np.ndarray:
+    from .bnb import bnb4_absmax, bnb4_state
+
+    _, state = bnb4_state(m.layer, entries, read)
+    nested = m.layer + ".weight.nested_quant_map"
+    return bnb4_absmax(state, read(m.scale), read(nested) if nested in entries else None,
+                       read(m.layer + ".weight.nested_absmax") if nested in entries else None)
 
 
 @dataclass
@@ -768,8 +781,8 @@ def diff(a: str | Path, b: str | Path, original: str | Path | None = None,
     check_path(a, "diff: a")
     check_path(b, "diff: b")
     check_path(original, "diff: original", optional=True)
-    read_a, by_codes_a, _ = _reader(a, producer)
-    read_b, by_codes_b, _ = _reader(b, producer)
+    read_a, by_codes_a, (entries_a, _) = _reader(a, producer)
+    read_b, by_codes_b, (entries_b, _) = _reader(b, producer)
     # tensors are matched by the name dequantization gives them, so two producers' layouts compare
     layers_a = {_out_name(m): m for m in by_codes_a.values()}
     layers_b = {_out_name(m): m for m in by_codes_b.values()}
@@ -783,6 +796,8 @@ def diff(a: str | Path, b: str | Path, original: str | Path | None = None,
         ma, mb = layers_a[name], layers_b[name]
         sa, sb = read_a(ma.scale), read_b(mb.scale)
         ca, cb = read_a(ma.codes), read_b(mb.codes)
+        if ma.producer.scheme == "bnb4" == mb.producer.scheme:  # absmax as values: double quantization undone
+            sa, sb = _bnb4_absmax(ma, read_a, entries_a), _bnb4_absmax(mb, read_b, entries_b)
         if ma.producer.scheme != mb.producer.scheme:
             raise CheckpointError(f"{name}: {ma.producer.scheme} in {a}, {mb.producer.scheme} in {b}")
         compared_as = ""

@@ -162,6 +162,37 @@ def _fp4_values(m: LayerMatch, packed: np.ndarray, sv: np.ndarray, per: int) -> 
     return (el * sv.reshape(-1)[: el.shape[0], None]).reshape(codes.shape[:-1] + (-1,))
 
 
+def _bnb_stats(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str, Any]) -> None:
+    """bitsandbytes layers: code histogram (4-bit codes index quant_map; int8 codes) and absmax statistics."""
+    from .bnb import bnb4_absmax, bnb4_state
+
+    if m.producer.scheme == "bnb8":
+        rep.codes = _int_code_stats(read(m.codes).astype(np.int64), "int8")
+        absmax = read(m.scale).astype(np.float64)
+    else:
+        _, state = bnb4_state(m.layer, entries, read)
+        rep.shape = list(state.shape)
+        rep.element = state.quant_type + (" (double quantization)" if state.nested_blocksize else "")
+        b = read(m.codes).view(np.uint8).reshape(-1)
+        codes = np.stack([b >> 4, b & 0x0F], axis=1).reshape(-1)[: state.elements].astype(np.int64)
+        qm = read(m.layer + ".weight.quant_map").astype(np.float64).reshape(-1)
+        hist = np.bincount(codes, minlength=16)
+        top = np.abs(qm) == np.abs(qm).max()
+        rep.codes = {"values": int(codes.size), "zero": int(hist[qm == 0].sum()),
+                     "at_max": int(hist[top].sum()), "at_max_share": float(hist[top].sum() / max(codes.size, 1)),
+                     "unused_codes": int(np.count_nonzero(hist == 0))}
+        nested = m.layer + ".weight.nested_quant_map"
+        absmax = bnb4_absmax(state, read(m.scale), read(nested) if nested in entries else None,
+                             read(m.layer + ".weight.nested_absmax") if nested in entries else None
+                             ).astype(np.float64)
+    rep.scales = _scale_stats(absmax)
+    st = rep.scales
+    for code, what, n in (("nan-scale", "NaN", st["nan"]), ("inf-scale", "Inf", st["inf"]),
+                          ("negative-scale", "negative", st["negative"])):
+        if n:
+            rep.findings.append(Finding("error", code, m.scale, f"{n} of {st['count']} absmax values are {what}"))
+
+
 def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str, Any]) -> None:
     p = m.producer
     find = rep.findings
@@ -169,6 +200,9 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
     def add(sev: str, code: str, msg: str, tensor: str | None = None) -> None:
         find.append(Finding(sev, code, tensor or m.codes, msg))
 
+    if p.scheme in ("bnb4", "bnb8"):
+        _bnb_stats(rep, m, read, entries)
+        return
     raw_codes = read(m.codes)
     raw_scale = read(m.scale)
     sv = _scale_values(m, raw_scale)
@@ -331,8 +365,8 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
             if tj.block_source.startswith("inferred"):
                 rep.findings.append(Finding("warning", "block-inferred", name, f"block shape {tj.block_source}; "
                                             "no config key states it"))
-        if not m.producer.refuse:  # a layout fmtsim does not read has no code statistics (the error says why)
-            _lint_tensor(rep, m, read, entries)
+        if not m.producer.refuse and not any(f.severity == "error" for f in rep.findings):
+            _lint_tensor(rep, m, read, entries)  # a layout it cannot plan has no statistics (the error says why)
         cache.clear()
         reports.append(rep)
         findings += rep.findings

@@ -75,7 +75,7 @@ class Producer:
 
     name: str
     title: str
-    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | w8a16 (packed int8 weights) | int8 | bnb4
+    scheme: str  # fp8 | nvfp4 | mxfp4 | w4a16 (int4 weights) | w8a16 (packed int8 weights) | int8 | bnb4 | bnb8
     codes: str  # suffix appended to L
     codes_dtypes: tuple[str, ...]
     scale: str
@@ -378,15 +378,13 @@ PRODUCERS += (
              extra=(".weight.quant_map", ".weight.nested_absmax", ".weight.nested_quant_map",
                     ".weight.quant_state.bitsandbytes__nf4", ".weight.quant_state.bitsandbytes__fp4"),
              config=_bnb("load_in_4bit"), writers=BNB,
-             value="w = quant_map[code] * absmax[block of 64] (double quantization: absmax = "
-                   "nested_quant_map[c] * nested_absmax + offset)",
-             refuse="the bitsandbytes 4-bit layout is recognised but fmtsim does not decode it yet"),
+             value="w = float32(quant_map[code] * absmax[block of 64]) (double quantization: absmax = "
+                   "float32(nested_quant_map[c] * nested_absmax) + offset)"),
     # bitsandbytes LLM.int8: ``L.weight`` I8 [out, in] and ``L.SCB`` F32 [out] (the row's absmax)
-    Producer("bitsandbytes-int8", "bitsandbytes LLM.int8 (row-wise SCB)", "int8",
-             ".weight", ("I8",), ".SCB", ("F32",), "int8", "float", "byte", None,
+    Producer("bitsandbytes-int8", "bitsandbytes LLM.int8 (row-wise SCB)", "bnb8",
+             ".weight", ("I8",), ".SCB", ("F32",), "int8", "float", "bnb8", None,
              extra=(".weight_format",), config=_bnb("load_in_8bit"), writers=BNB,
-             value="w = (q * SCB[row]) * float32(1/127)",
-             refuse="the bitsandbytes LLM.int8 layout is recognised but fmtsim does not decode it yet"),
+             value="w = float32(float32(q * SCB[row]) * float32(1/127))"),
 )
 
 # dtypes whose tensors hold packed or coded weights (not values a reader can take as they are)
