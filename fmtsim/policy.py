@@ -48,16 +48,20 @@ NaN inputs (``nan=``):
                formats without NaN.
     max        +max finite (PTX cvt.satfinite to e2m1/e2m3/e3m2).
     zero       +0.
-    ml_dtypes  what ml_dtypes 0.6 casts do: 'signed' for formats with NaN; for FP4/FP6
-               the zero whose sign is the opposite of the NaN's (-0 for +NaN, +0 for -NaN).
-    torchao    FP4/FP6 only, what torchao's bit casts (f32_to_f4_unpacked and the FP6
-               pair) do: the NaN is rounded as if its exponent were that of 1.0, i.e. as
+    zero_sign_flipped
+               'signed' for formats with NaN; for FP4/FP6 the zero whose sign is the
+               opposite of the NaN's (-0 for +NaN, +0 for -NaN): what ml_dtypes 0.6 casts do.
+    payload_rounded
+               FP4/FP6 only: the NaN is rounded as if its exponent were that of 1.0, i.e. as
                +-1.m, m its float32 significand field, the sign kept (the quiet NaN
-               0x7FC00000 gives 1.5, FP4 code 0x3). Inputs of other types are read as
+               0x7FC00000 gives 1.5, FP4 code 0x3): what torchao's bit casts
+               (f32_to_f4_unpacked and the FP6 pair) do. Inputs of other types are read as
                numpy converts them to float32.
-    te         FP4/FP6 only, what TransformerEngine's reference FP4 cast does: NaN -> +0,
-               and a -0.0 input -> +0 too (negative values that round to zero keep their
-               sign).
+
+TransformerEngine's reference FP4 cast (NaN -> +0, and a -0.0 input -> +0 too, while negative
+values that round to zero keep their sign) is ``nan='zero'`` with ``neg_zero_input='positive'``.
+The names these modes had before (``ml_dtypes``, ``torchao``, ``te``) are refused with their
+new name (RENAMED_NAN_MODES).
 
 Under ``canonical`` and ``all_ones`` a NaN produced by nonsat overflow or an Inf
 input is written the same way; under the others it is the quiet NaN with the
@@ -94,8 +98,8 @@ the NaN 0xFF (ml_dtypes agrees) and positives below 2^-127 still 0x00. NaN is 0x
 under every NaN mode but ``fixed``. Unsigned UE4M3 and unsigned integers clamp
 negative inputs to 0.
 
-The fields of :class:`Policy` beyond rounding / overflow / nan (None: the default,
-which is fmtsim's behaviour before these fields existed):
+The fields of :class:`Policy` beyond rounding / overflow / nan (None: the default each one
+names):
 
     nan_negative  NaN mode for NaN inputs whose sign bit is set (default: ``nan``).
     nan_code      the code of nan='fixed' (and nan_negative='fixed').

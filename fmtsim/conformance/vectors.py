@@ -370,7 +370,7 @@ def layout_files(seed: int = 3) -> Iterator[VectorFile]:
 
 def _exact_dot(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A (M, K) and B (N, K) exact float64 values -> (C rounded once to float32, 1 where
-    the exact C is a float32, the old bound K * 2^-24 * sum |a_k b_k|, no longer written)."""
+    the exact C is a float32, the bound K * 2^-24 * sum |a_k b_k|, which the vectors do not carry)."""
     from fractions import Fraction
 
     m, n = a.shape[0], b.shape[0]
