@@ -42,6 +42,7 @@ import argparse
 import ctypes
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "gguf"
 GGUF_NAME = "ggml_types.gguf"
 NPZ_NAME = "ggml_types.expected.npz"
+NEWER_NAME = "ggml_newer_types.gguf"  # the types the installed gguf-py cannot write, by a patched tensor info
 GENERAL_NAME = "fmtsim ggml types fixture"
 
 # ggml's reference (generic C) build: no -march, so none of ggml's SIMD paths and no FMA on
@@ -243,6 +245,7 @@ class Coverage:
     quantized: list[str] = field(default_factory=list)
     no_dequantizer: dict[str, str] = field(default_factory=dict)
     not_in_gguf_py: list[str] = field(default_factory=list)
+    newer: list[QuantizedTensor] = field(default_factory=list)  # made by ggml, unknown to this gguf-py
 
 
 # --- the tree -------------------------------------------------------------------------------
@@ -494,6 +497,7 @@ def quantize_all(lib: ctypes.CDLL, enum: dict[str, int], source: np.ndarray,
         coverage.quantized.append(type_name)
         if type_name not in gguf.GGMLQuantizationType.__members__:
             coverage.not_in_gguf_py.append(type_name)
+            coverage.newer.append(QuantizedTensor(type_name, ggml_id, raw, dequantized, quantizer, imatrix_abort))
             continue
         tensors.append(QuantizedTensor(type_name, ggml_id, raw, dequantized, quantizer, imatrix_abort))
     free_grids(lib, enum, coverage.quantized)
@@ -553,6 +557,34 @@ def write_gguf(path: Path, tensors: list[QuantizedTensor]) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def write_newer_gguf(path: Path, tensors: list[QuantizedTensor], block_sizes: dict[str, tuple[int, int]]) -> None:
+    """Types gguf-py cannot write yet (Q2_0 for gguf 0.19.0): each tensor written under a stand-in type
+    of the same block byte size (its bytes unchanged), then its tensor info patched to the real type
+    code and row length. fmtsim reads the file with its own parser (and says gguf-py could not)."""
+    sizes = {q: gguf.GGML_QUANT_SIZES[q] for q in gguf.GGMLQuantizationType if q in gguf.GGML_QUANT_SIZES}
+    writer = gguf.GGUFWriter(path, arch="llama")
+    writer.add_name(GENERAL_NAME + " (types newer than gguf-py)")
+    patches = []
+    for t in tensors:
+        block, type_size = block_sizes[t.type_name]
+        stand_in = next(q for q, (b, ts) in sizes.items() if ts == type_size and b > 1)
+        raw = np.frombuffer(t.raw, dtype=np.uint8).reshape(N_ROWS, -1)
+        writer.add_tensor(tensor_name(t.type_name), raw, raw_dtype=stand_in)
+        patches.append((tensor_name(t.type_name), raw.shape[1] // type_size * block, t.ggml_id))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    data = bytearray(path.read_bytes())
+    for name, ne0, ggml_id in patches:
+        key = struct.pack("<Q", len(name)) + name.encode()
+        at = data.index(key) + len(key)
+        n_dims = struct.unpack_from("<I", data, at)[0]
+        struct.pack_into("<Q", data, at + 4, ne0)
+        struct.pack_into("<I", data, at + 4 + 8 * n_dims, ggml_id)
+    path.write_bytes(bytes(data))
 
 
 def check_gguf(path: Path, tensors: list[QuantizedTensor]) -> None:
@@ -630,11 +662,14 @@ def write_readme(path: Path, out_arg: str | None, tree_lines: list[str], compile
         extra = (" (ggml-quants.h has its declaration commented out: Q8_1 is the activation-side "
                  "format of the CPU dot products, not a storage format)" if type_name == "Q8_1" else "")
         left_out.append(f"- {type_name}: {why}{extra}.")
+    newer = []
     for type_name in coverage.not_in_gguf_py:
-        left_out.append(f"- {type_name}: ggml quantizes and dequantizes it, but gguf-py {gguf_version()} has no "
-                        f"`GGMLQuantizationType.{type_name}`, so gguf-py can neither write nor read it; run the "
-                        "script with a gguf-py that knows the type to bring it in.")
+        newer.append(f"- {type_name}: gguf-py {gguf_version()} has no `GGMLQuantizationType.{type_name}`, so it is "
+                     f"in `{NEWER_NAME}` instead: written by gguf-py under a stand-in type with the same block "
+                     "byte size, then its tensor info patched to the real type code and row length (gguf-py "
+                     "cannot read that file; fmtsim's own parser does). Its expected values are in the .npz.")
     left_out.append(f"- {', '.join(STORAGE_TYPES)}: plain storage types, no quantizer.")
+    left_out += newer
     made_by = {"F32": "the source as is", "F16": "numpy `astype(float16)`", "BF16": "ml_dtypes `astype(bfloat16)`"}
     table = markdown_table(("type", "made by", *SUMMARY_HEADER[1:5]),
                            [(r[0], made_by.get(t.type_name, f"`{t.quantizer}`"), *r[1:5])
@@ -738,12 +773,19 @@ def main(argv: list[str] | None = None) -> int:
         quantized, coverage = quantize_all(lib, enum, source, imatrix)
         tensors = sorted(float_tensors(lib, enum, source) + quantized, key=lambda t: t.ggml_id)
         check_sizes(lib, [t for t in tensors if t.type_name in BLOCK_MACRO])
+        newer_sizes = {t.type_name: (lib.fixture_blck_size(t.ggml_id), lib.ggml_type_size(t.ggml_id))
+                       for t in coverage.newer}
     used_imatrix = imatrix if any(t.imatrix_abort for t in tensors) else None
 
     gguf_path, npz_path = out / GGUF_NAME, out / NPZ_NAME
     write_gguf(gguf_path, tensors)
     check_gguf(gguf_path, tensors)
-    write_npz(npz_path, source, used_imatrix, tensors)
+    newer_path = out / NEWER_NAME
+    if coverage.newer:
+        write_newer_gguf(newer_path, coverage.newer, newer_sizes)
+    else:
+        newer_path.unlink(missing_ok=True)
+    write_npz(npz_path, source, used_imatrix, tensors + coverage.newer)
     write_readme(out / "README.md", str(args.out) if args.out is not None else None, describe_tree(tree), compiler,
                  tensors, coverage, read_requires_imatrix(tree / "ggml" / "src" / "ggml.c"), source,
                  gguf_path.stat().st_size, npz_path.stat().st_size)
@@ -756,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
     for type_name, why in coverage.no_dequantizer.items():
         print(f"left out {type_name}: {why}")
     for type_name in coverage.not_in_gguf_py:
-        print(f"left out {type_name}: gguf-py {gguf_version()} has no GGMLQuantizationType.{type_name}")
+        print(f"{type_name}: gguf-py {gguf_version()} has no GGMLQuantizationType.{type_name}: written to {NEWER_NAME}")
     for path in (gguf_path, npz_path, out / "README.md"):
         print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     return 0
