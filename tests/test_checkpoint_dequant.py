@@ -175,6 +175,22 @@ def test_every_value_against_the_oracle(tmp_path, producer, target):
                 return v * Fraction(2) ** (int(sc[k // 64]) - 127), (k % 64) >= 32
 
             want = expected_bits(rec.element, bid * 64 + codes, kv, target)
+        elif rec.scheme == "gptq":
+            # the codes by hand: each column's int32 words as one little-endian bit string, 4 bits a row;
+            # zero points along each row the same way, stored minus 1 (v1); the group of row i is g_idx[i]
+            def bitstring(words, n, axis):
+                u = np.ascontiguousarray(np.moveaxis(words.view(np.uint32), axis, -1))
+                bits_ = np.unpackbits(u.view(np.uint8), axis=-1, bitorder="little")[..., : n * 4]
+                return (bits_.reshape(*u.shape[:-1], n, 4).astype(np.int64) << np.arange(4)).sum(-1)
+
+            out_f, in_f = tj.out_shape
+            q = bitstring(before[m.codes], in_f, 0)       # [out, in]
+            z = bitstring(before[m.zero_point], out_f, 1) + 1  # [groups, out]
+            g = before[m.layer + ".g_idx"].astype(np.int64)
+            sc = before[m.scale]
+            keys = (g[None, :] * out_f + np.arange(out_f)[:, None]) * 16 + q
+            want = expected_bits("float32", keys, lambda k, sc=sc, z=z, out_f=out_f: (
+                Fraction(int(k % 16) - int(z.reshape(-1)[k // 16])) * frac(sc.reshape(-1)[k // 16]), False), target)
         elif rec.scheme in ("bnb4", "bnb8"):
             # bitsandbytes' values are its float32 arithmetic: each product exact in float64 (24 x 24
             # bits or 8 x 24), rounded to float32 by the cast, then rounded once to the target by the oracle

@@ -101,7 +101,7 @@ def _folder(tmp_path: Path, config: dict, tensors: dict) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("method", ["gptq", "awq", "hqq", "quanto", "torchao"])
+@pytest.mark.parametrize("method", ["awq", "hqq", "quanto", "torchao"])  # awq: no version (gemm is read)
 def test_a_declared_method_no_record_reads_is_refused_with_what_was_found(tmp_path, method, capsys):
     d = _folder(tmp_path / method, {"quantization_config": {"quant_method": method, "bits": 4}},
                 {"l.qweight": np.zeros((8, 16), np.int32), "l.qzeros": np.zeros((1, 2), np.int32),
@@ -113,6 +113,20 @@ def test_a_declared_method_no_record_reads_is_refused_with_what_was_found(tmp_pa
         dequantize(d, tmp_path / "out")
     assert main(["checkpoint", "inspect", str(d)]) != 0
     assert "does not read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("qc, message", [
+    ({"bits": 5}, r"quantization_config.bits is 5; GPTQ packs \(2, 3, 4, 8\) bits"),
+    ({}, "quantization_config.bits is None"),
+    ({"bits": 4, "checkpoint_format": "marlin"}, "checkpoint_format 'marlin': fmtsim reads GPTQ's 'gptq' "),
+])
+def test_gptq_layouts_it_cannot_place_are_refused_by_name(tmp_path, qc, message):
+    d = _folder(tmp_path / "g", {"quantization_config": {"quant_method": "gptq", **qc}},
+                {"l.qweight": np.zeros((8, 16), np.int32), "l.qzeros": np.zeros((1, 2), np.int32),
+                 "l.scales": np.ones((1, 16), np.float16)})
+    with pytest.raises(CheckpointError, match=message):
+        dequantize(d, tmp_path / "out")
+    assert any(f.code == "layout" for f in inspect(d).findings)
 
 
 def test_a_declared_method_over_plain_weights_is_not_refused(tmp_path):

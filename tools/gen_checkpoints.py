@@ -334,6 +334,38 @@ def make(producer: str, out_dir: str | Path, seed: int = 11, group_size: int = 3
             cfg["quantization_config"] = {"quant_method": "quark", "global_quant_config": {"weight": {
                 "dtype": rec.element, "qscheme": "per_group" if int4 and not per_channel else "per_channel",
                 "group_size": None if per_channel else group}}}
+    elif producer in ("gptq", "awq-gemm"):
+        # GPTQ v1 4-bit with act-order (a permuted g_idx), or AWQ GEMM: codes 0..15 around a zero point per
+        # group; fmtsim's layouts (gptq.py; intcodes' int4x8-reorder-t), quantized here by rounding
+        from fmtsim.checkpoint.intcodes import pack_codes, pack_dense
+
+        group = 32
+        for L, shp in shapes.items():
+            shp = (shp[0] - shp[0] % 8, shp[1] - shp[1] % group)
+            out_f, in_f = shp
+            w = _weights(rng, shp)
+            orig[L + ".weight"] = w
+            g_idx = (np.arange(in_f) // group) if producer == "awq-gemm" else rng.permutation(np.arange(in_f) // group)
+            wf = w.astype(F32)
+            lo = np.stack([wf[:, g_idx == k].min(axis=1) for k in range(in_f // group)], axis=0)  # [groups, out]
+            hi = np.stack([wf[:, g_idx == k].max(axis=1) for k in range(in_f // group)], axis=0)
+            scale = np.maximum((hi - lo) / F32(15), F32(1e-6)).astype(np.float16)
+            zero = np.clip(np.rint(-lo / scale.astype(F32)), 0, 15).astype(np.int64)
+            q = np.clip(np.rint(wf.T / scale.astype(F32)[g_idx]) + zero[g_idx], 0, 15).astype(np.int64)  # [in, out]
+            if producer == "gptq":
+                t[L + ".qweight"] = pack_dense(q - 8, 4, packed_dim=0)
+                t[L + ".qzeros"] = pack_dense(zero - 1 - 8, 4, packed_dim=1)  # v1: zero - 1
+                t[L + ".g_idx"] = g_idx.astype(np.int32)
+            else:
+                t[L + ".qweight"] = pack_codes("int4x8-reorder-t", q.T)
+                t[L + ".qzeros"] = pack_codes("int4x8-reorder-t", zero.T)
+            t[L + ".scales"] = scale
+        if producer == "gptq":
+            cfg["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": group, "desc_act": True,
+                                          "sym": False, "checkpoint_format": "gptq"}
+        else:
+            cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": True,
+                                          "version": "gemm"}
     elif producer in ("bitsandbytes-4bit", "bitsandbytes-int8"):
         # bitsandbytes' layouts (fmtsim.checkpoint.bnb), quantized here by the nearest code of each value
         # over its block's absmax; the NF4 table is bitsandbytes' (functional.get_4bit_type, as stored)

@@ -51,6 +51,7 @@ from ..codec import decode
 from ..exactfloat import two_product
 from ..formats import get_format
 from .bnb import bnb4_absmax, bnb4_state, bnb4_values, bnb8_values
+from .gptq import gptq_layout, gptq_values
 from .files import (
     INDEX_NAME,
     CheckpointError,
@@ -249,6 +250,8 @@ class TensorJob:
     scale_shape: tuple[int, ...]
     block: tuple[int, int] | None = None  # FP8: rows x cols one scale covers
     block_source: str = ""  # where a 2-D block shape came from (a config key, the record, or inferred)
+    bits: int = 0  # GPTQ: bits per code (from the config)
+    zero_offset: int = 0  # GPTQ v1: added to every stored zero point (AutoGPTQ stored zero - 1)
 
 
 def _out_name(m: LayerMatch) -> str:
@@ -386,6 +389,14 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
             raise CheckpointError(f"{where}: {n_bytes} code bytes; the quant_state's shape {list(state.shape)} "
                                   f"needs {-(-state.elements // 2)}")
         return TensorJob(m, _out_name(m), state.shape, c.dtype, s.shape, (1, state.blocksize))
+    if p.scheme == "gptq":
+        bits, minus_one = gptq_layout(configs, where)
+        if len(c.shape) != 2 or (c.shape[0] * 32) % bits or len(s.shape) != 2 or s.shape[1] != c.shape[1]:
+            raise CheckpointError(f"{where}: qweight {list(c.shape)} and scales {list(s.shape)} are not "
+                                  f"[in * {bits} / 32, out] and [groups, out]")
+        rows = c.shape[0] * 32 // bits
+        return TensorJob(m, _out_name(m), (c.shape[1], rows), c.dtype, s.shape, (1, -(-rows // s.shape[0])),
+                         bits=bits, zero_offset=1 if minus_one else 0)
     if p.scheme == "bnb8":
         if len(c.shape) != 2 or s.shape not in ((c.shape[0],), (c.shape[0], 1)):
             raise CheckpointError(f"{where}: LLM.int8 needs a 2-D weight and one SCB per row; got {list(c.shape)} "
@@ -596,6 +607,28 @@ def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
     if target == "float32":
         inexact = (got != vals64) | ((sticky != 0) if sticky is not None else False)
         res.rounded += int(np.count_nonzero(np.isfinite(got) & inexact))
+    emit(np.ascontiguousarray(out_bits).data)
+    if progress:
+        progress(e.nbytes)
+
+
+def _stream_gptq(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
+                 emit: Callable[[Any], None], cache: dict[Path, Header], res: ShardResult,
+                 progress: Callable[[int], None] | None) -> None:
+    """GPTQ (gptq.py): exact values in float64, rounded once to the target."""
+    m, target = tj.match, job.target
+    g_idx_name = m.layer + ".g_idx"
+    g_idx = _read_named(job, g_idx_name, cache) if g_idx_name in job.where else None
+    if m.zero_point is None:
+        raise CheckpointError(f"{e.name}: no {m.layer}.qzeros: GPTQ stores a zero point per group and column")
+    vals = gptq_values(read_array(src, h, e), _read_named(job, m.zero_point, cache), scale, g_idx, tj.bits,
+                       tj.zero_offset == 1, tj.out_shape[1], tj.block[1] if tj.block else None)
+    out_bits = _bits(vals, target)
+    res.values += out_bits.size
+    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
+    res.nan += int(np.count_nonzero(np.isnan(got)))
+    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals)))
+    res.rounded += int(np.count_nonzero(np.isfinite(got) & (got != vals)))
     emit(np.ascontiguousarray(out_bits).data)
     if progress:
         progress(e.nbytes)
@@ -888,6 +921,9 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
     scale = _read_named(job, m.scale, cache)
     if p.scheme in ("bnb4", "bnb8"):
         _stream_bnb(job, tj, scale, src, h, e, emit, cache, res, progress)
+        return
+    if p.scheme == "gptq":
+        _stream_gptq(job, tj, scale, src, h, e, emit, cache, res, progress)
         return
     if p.packing in INT_PACKINGS and p.scheme != "fp8":
         _stream_int(job, tj, scale, src, h, e, emit, cache, res, progress)

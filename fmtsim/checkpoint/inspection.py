@@ -70,6 +70,7 @@ class TensorReport:
     findings: list[Finding] = field(default_factory=list)
     block: list[int] | None = None  # FP8 2-D block scales: rows x cols one scale covers
     block_source: str = ""  # the config key it was read from, the record, or "inferred ..."
+    bits: int = 0  # GPTQ: bits per code, from the config
 
 
 @dataclass
@@ -193,6 +194,23 @@ def _bnb_stats(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str, A
             rep.findings.append(Finding("error", code, m.scale, f"{n} of {st['count']} absmax values are {what}"))
 
 
+def _gptq_stats(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str, Any]) -> None:
+    """GPTQ layers: the code histogram (0 .. 2^bits - 1) and scale statistics; bits from the record's plan."""
+    from .gptq import gptq_codes
+
+    bits = rep.bits
+    raw = read(m.codes)
+    q = gptq_codes(raw, bits, raw.shape[0] * 32 // bits)
+    hist = np.bincount(q.reshape(-1), minlength=1 << bits)
+    n = int(q.size)
+    rep.element = f"uint{bits}"
+    rep.shape = [int(raw.shape[1]), int(raw.shape[0] * 32 // bits)]
+    rep.codes = {"values": n, "at_min": int(hist[0]), "at_max": int(hist[-1]),
+                 "at_max_share": float((hist[0] + hist[-1]) / max(n, 1)),
+                 "unused_codes": int(np.count_nonzero(hist == 0))}
+    rep.scales = _scale_stats(read(m.scale).astype(np.float64))
+
+
 def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str, Any]) -> None:
     p = m.producer
     find = rep.findings
@@ -202,6 +220,9 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
 
     if p.scheme in ("bnb4", "bnb8"):
         _bnb_stats(rep, m, read, entries)
+        return
+    if p.scheme == "gptq":
+        _gptq_stats(rep, m, read, entries)
         return
     raw_codes = read(m.codes)
     raw_scale = read(m.scale)
@@ -360,6 +381,7 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
             code = "block-shape" if isinstance(err, BlockShapeError) else "layout"
             rep.findings.append(Finding("error", code, name, msg + " (dequantize refuses it)"))
         else:
+            rep.bits = tj.bits
             if tj.block_source:
                 rep.block, rep.block_source = list(tj.block or ()), tj.block_source
             if tj.block_source.startswith("inferred"):

@@ -387,6 +387,28 @@ PRODUCERS += (
              value="w = float32(float32(q * SCB[row]) * float32(1/127))"),
 )
 
+GPTQ_WRITERS = ("gptqmodel 7.7 (checkpoint_format gptq and gptq_v2)",)
+AWQ_WRITERS = ("autoawq 0.2.9 (version gemm)",)
+
+PRODUCERS += (
+    # GPTQ (fmtsim.checkpoint.gptq): ``L.qweight`` I32 [in*bits/32, out], codes down each column's bit
+    # string; ``L.qzeros`` I32 [groups, out*bits/32]; ``L.scales`` F16 [groups, out]; ``L.g_idx`` I32 [in]
+    Producer("gptq", "GPTQ (gptqmodel / AutoGPTQ; 2, 3, 4, 8 bits, v1 or v2 zero points, act-order g_idx)", "gptq",
+             ".qweight", ("I32",), ".scales", ("F16", "BF16", "F32"), "uint", "float", "gptq", None,
+             zero_point=".qzeros", extra=(".g_idx",), config=(("config.json", "quantization_config.quant_method",
+                                                                "gptq"),),
+             writers=GPTQ_WRITERS, marker_required=True,
+             value="w[j, i] = scales[g_idx[i], j] * (q[i, j] - z[g_idx[i], j]) (v1: z = stored + 1)"),
+    # AWQ GEMM (autoawq ``WQLinear_GEMM``): ``L.qweight`` I32 [in, out/8], eight outputs per int32 in the nibble
+    # order 0,2,4,6,1,3,5,7 (Quark's reorder packing), ``L.qzeros`` the same [in/group, out/8], ``L.scales``
+    # F16 [in/group, out]
+    Producer("awq-gemm", "AWQ GEMM (autoawq; 4-bit, zero point per group)", "w4a16",
+             ".qweight", ("I32",), ".scales", ("F16", "BF16", "F32"), "uint4", "float", "int4x8-reorder-t", None,
+             zero_point=".qzeros", config=((("config.json", "quantization_config.quant_method", "awq"),
+                                            ("config.json", "quantization_config.version", "gemm")),),
+             writers=AWQ_WRITERS, marker_required=True, value="w = (q - z) * s"),
+)
+
 # dtypes whose tensors hold packed or coded weights (not values a reader can take as they are)
 PACKED_DTYPES = ("U8", "I8", "I16", "U16", "I32", "U32", "I64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4")
 

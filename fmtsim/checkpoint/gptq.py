@@ -1,0 +1,80 @@
+"""GPTQ checkpoints (as gptqmodel and AutoGPTQ write them): 2, 3, 4 and 8 bits, act-order ``g_idx``,
+symmetric or not, the v1 and v2 zero-point conventions; the exact value of every weight.
+
+A layer ``L`` (record ``gptq``; ``quantization_config.quant_method: gptq``):
+
+- ``L.qweight`` I32 [in * bits / 32, out]: for every output column, the input rows' codes (0 .. 2^bits
+  - 1) as one little-endian bit string down the column, row i at bits i * bits (so 3-bit codes cross
+  int32 words: 32 codes per 3 words);
+- ``L.qzeros`` I32 [groups, out * bits / 32]: the zero points, packed the same way along each row;
+  checkpoint_format ``gptq`` (v1, the default) stores every zero point minus 1 (AutoGPTQ's
+  convention: a stored 7 means 8), ``gptq_v2`` stores it as it is;
+- ``L.scales`` F16 [groups, out]; ``L.g_idx`` I32 [in]: the group of each input row (``i // group_size``
+  unless the model was quantized with ``desc_act``, act-order, which permutes it).
+
+Value: ``w[j, i] = scales[g, j] * (q[i, j] - z[g, j])`` with g = g_idx[i]; fmtsim forms it exactly
+(an at most 9-bit integer times a float16: exact in float64) and rounds once to the target.
+gptqmodel's own dequantization computes the same product in float16, which is that exact product
+rounded once: ``dequantize --dtype float16`` gives its bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .files import CheckpointError
+from .intcodes import dense_words, unpack_dense
+
+__all__ = ["GPTQ_BITS", "gptq_layout", "gptq_values", "gptq_codes"]
+
+GPTQ_BITS = (2, 3, 4, 8)
+
+
+def gptq_layout(configs: dict[str, Any], where: str) -> tuple[int, bool]:
+    """(bits, zero points stored minus 1) from config.json's quantization_config (or quantize_config.json)."""
+    qc = (configs.get("config.json") or {}).get("quantization_config") or configs.get("quantize_config.json") or {}
+    bits = qc.get("bits")
+    if bits not in GPTQ_BITS:
+        raise CheckpointError(f"{where}: quantization_config.bits is {bits!r}; GPTQ packs {GPTQ_BITS} bits and the "
+                              "width is only in the config")
+    fmt = str(qc.get("checkpoint_format", "gptq")).lower()
+    if fmt not in ("gptq", "gptq_v2"):
+        raise CheckpointError(f"{where}: checkpoint_format {fmt!r}: fmtsim reads GPTQ's 'gptq' (v1) and 'gptq_v2' "
+                              "layouts (other formats, e.g. marlin or bitblas, repack the codes)")
+    return int(bits), fmt == "gptq"
+
+
+def gptq_codes(qweight: np.ndarray, bits: int, rows: int) -> np.ndarray:
+    """Unsigned codes [rows (in), out] from qweight [rows * bits / 32, out]."""
+    if qweight.ndim != 2 or qweight.shape[0] != dense_words(rows, bits):
+        raise CheckpointError(f"qweight {list(qweight.shape)} does not hold {rows} rows of {bits}-bit codes")
+    return unpack_dense(qweight, bits, rows, packed_dim=0) + (1 << (bits - 1))
+
+
+def gptq_values(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, g_idx: np.ndarray | None,
+                bits: int, zeros_minus_one: bool, in_features: int, group_size: int | None = None) -> np.ndarray:
+    """Exact float64 weights [out, in]."""
+    out = qweight.shape[1]
+    q = gptq_codes(qweight, bits, in_features)  # [in, out]
+    groups = scales.shape[0]
+    if scales.ndim != 2 or scales.shape[1] != out:
+        raise CheckpointError(f"scales {list(scales.shape)}: one row of {out} per group expected")
+    if qzeros.ndim != 2 or qzeros.shape != (groups, dense_words(out, bits)):
+        raise CheckpointError(f"qzeros {list(qzeros.shape)}: [{groups}, {dense_words(out, bits)}] expected for "
+                              f"{groups} groups of {out} {bits}-bit zero points")
+    z = unpack_dense(qzeros, bits, out, packed_dim=1) + (1 << (bits - 1)) + (1 if zeros_minus_one else 0)
+    if g_idx is None:
+        if not group_size:
+            group_size = -(-in_features // groups)
+        g = np.arange(in_features) // group_size
+    else:
+        g = np.asarray(g_idx).reshape(-1).astype(np.int64)
+        if g.size != in_features:
+            raise CheckpointError(f"g_idx has {g.size} entries for {in_features} input rows")
+    if g.min() < 0 or g.max() >= groups:
+        raise CheckpointError(f"g_idx names group {int(g.max() if g.max() >= groups else g.min())}; the scales "
+                              f"hold {groups}")
+    w = (q - z[g, :]).astype(np.float64) * scales.astype(np.float64)[g, :]
+    return w.T.copy()
