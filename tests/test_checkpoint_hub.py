@@ -142,3 +142,29 @@ def test_diff_compares_bitsandbytes_absmax_as_values(capsys):
     assert "model.layers.0.self_attn.q_proj.weight: 63 of 64 scales differ (98.4%), 0 of 2048 element codes differ" \
         in out
     assert "eighths of a binade" not in out  # every absmax within 1/16 of a binade: no whole step
+
+
+# checkpoints written by their own libraries (tools/gen_awq_fixtures.py, tools/gen_gptq_fixtures.py ...): each
+# quantized Linear's own dequantization in own_dequant.npz, as the raw bits of the library's dtype
+OWN_READ = {"awq-gemm": ("awq-gemm", "float16"), "awq-gemm-g64-skip": ("awq-gemm", "float16")}
+
+
+@pytest.mark.parametrize("folder", sorted(OWN_READ))
+def test_library_checkpoints_dequantize_as_their_library_does(folder, tmp_path):
+    record, dtype = OWN_READ[folder]
+    r = inspect(HUB / folder)
+    own = np.load(HUB / folder / "own_dequant.npz")
+    assert r.errors == 0 and r.producers == {record: len(own.files)}, [f.message for f in r.findings]
+    dequantize(HUB / folder, tmp_path / "out", dtype=dtype)
+    got = load(tmp_path / "out" / "model.safetensors")
+    for name in own.files:
+        bits = got[name].view(np.uint16 if dtype != "float32" else np.uint32)
+        assert bits.shape == own[name].shape and np.array_equal(bits, own[name]), name
+
+
+@pytest.mark.parametrize("folder, version", [("awq-gemv", "gemv"), ("awq-gemv-fast", "gemv_fast"),
+                                             ("awq-marlin", "marlin")])
+def test_awq_layouts_fmtsim_does_not_read_are_named_and_refused(folder, version, tmp_path):
+    with pytest.raises(CheckpointError, match=f"quant_method 'awq' \\({version}\\), a layout fmtsim does not read"):
+        dequantize(HUB / folder, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
