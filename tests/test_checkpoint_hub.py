@@ -168,3 +168,52 @@ def test_awq_layouts_fmtsim_does_not_read_are_named_and_refused(folder, version,
     with pytest.raises(CheckpointError, match=f"quant_method 'awq' \\({version}\\), a layout fmtsim does not read"):
         dequantize(HUB / folder, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+GPTQ = ["gptq-2bit", "gptq-3bit", "gptq-3bit-asym", "gptq-4bit", "gptq-4bit-desc_act", "gptq-4bit-asym",
+        "gptq-4bit-v2", "gptq-4bit-asym-v2", "gptq-8bit"]
+
+
+def _gptq_model_of_bf16_load(src: dict, exact: dict, name: str) -> np.ndarray:
+    """gptqmodel's bfloat16 load: its float16 scales rounded to bfloat16, times (q - z), rounded again.
+    q - z is read back from fmtsim's exact float32 values (scale * (q - z) is exact in float32)."""
+    layer = name[: -len(".weight")]
+    s = src[layer + ".scales"].astype(np.float64)[src[layer + ".g_idx"].astype(np.int64), :].T  # [out, in]
+    q_minus_z = exact[name].astype(np.float64) / s
+    assert np.array_equal(q_minus_z, np.rint(q_minus_z))
+    s_bf16 = s.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    return (s_bf16 * q_minus_z.astype(np.float32)).astype(ml_dtypes.bfloat16).view(np.uint16)
+
+
+@pytest.mark.parametrize("folder", GPTQ)
+def test_gptq_checkpoints_made_by_gptqmodel_read_exactly(folder, tmp_path):
+    """gptqmodel 7.7.0 on the CPU (tools/gen_gptq_fixtures.py): every width, act-order, asymmetric, v1 and v2.
+    fmtsim's exact values, rounded as gptqmodel's bfloat16 load rounds them, are its own bits."""
+    r = inspect(HUB / folder)
+    own = np.load(HUB / folder / "own_dequant.npz")
+    assert r.errors == 0 and r.producers == {"gptq": len(own.files)}, [f.message for f in r.findings]
+    dequantize(HUB / folder, tmp_path / "out", dtype="float32")
+    exact = load(tmp_path / "out" / "model.safetensors")
+    src = load(HUB / folder / "model.safetensors")
+    for name in own.files:
+        assert np.array_equal(_gptq_model_of_bf16_load(src, exact, name), own[name]), name
+    dequantize(HUB / folder, tmp_path / "out16", dtype="float16")  # gptqmodel's float16 load: one rounding
+    f16 = load(tmp_path / "out16" / "model.safetensors")
+    for name in own.files:
+        assert np.array_equal(f16[name], exact[name].astype(np.float16)), name
+
+
+def test_gptq_v1_zero_points_borrow_across_the_word():
+    """A v1 zero point of 0 is stored as 0 - 1 taken from the whole int32 word: the field reads 15 and the
+    one above it one less. Reading each field + 1 would give 16 there (and a wrong neighbour)."""
+    from fmtsim.checkpoint.gptq import v1_zero_points
+    from fmtsim.checkpoint.intcodes import unpack_dense
+
+    src = load(HUB / "gptq-4bit-asym" / "model.safetensors")
+    qz = src["model.layers.0.self_attn.q_proj.qzeros"]
+    right = v1_zero_points(qz, 4, 64)
+    per_field = unpack_dense(qz, 4, 64, packed_dim=1) + 8 + 1
+    assert right.min() == 0 and per_field.max() == 16
+    assert 0 < np.count_nonzero(right != per_field) < right.size
+    v2 = load(HUB / "gptq-4bit-asym-v2" / "model.safetensors")["model.layers.0.self_attn.q_proj.qzeros"]
+    assert np.array_equal(unpack_dense(v2, 4, 64, packed_dim=1) + 8, right)  # the same zero points, stored as is

@@ -8,14 +8,18 @@ A layer ``L`` (record ``gptq``; ``quantization_config.quant_method: gptq``):
   int32 words: 32 codes per 3 words);
 - ``L.qzeros`` I32 [groups, out * bits / 32]: the zero points, packed the same way along each row;
   checkpoint_format ``gptq`` (v1, the default) stores every zero point minus 1 (AutoGPTQ's
-  convention: a stored 7 means 8), ``gptq_v2`` stores it as it is;
+  convention: a stored 7 means 8; for 2, 4 and 8 bits the 1 is taken from the whole word, so a zero
+  point of 0 borrows from its neighbour: :func:`v1_zero_points`), ``gptq_v2`` stores it as it is;
 - ``L.scales`` F16 [groups, out]; ``L.g_idx`` I32 [in]: the group of each input row (``i // group_size``
   unless the model was quantized with ``desc_act``, act-order, which permutes it).
 
 Value: ``w[j, i] = scales[g, j] * (q[i, j] - z[g, j])`` with g = g_idx[i]; fmtsim forms it exactly
-(an at most 9-bit integer times a float16: exact in float64) and rounds once to the target.
-gptqmodel's own dequantization computes the same product in float16, which is that exact product
-rounded once: ``dequantize --dtype float16`` gives its bits.
+(an at most 9-bit integer times a float16: exact in float64) and rounds once to the target. The
+scales are float16 whatever the model's dtype. gptqmodel 7.7 (``TorchLinear.dequantize_weight``)
+multiplies in the dtype the model is loaded in: float16 gives that exact product rounded once
+(``dequantize --dtype float16``'s bits); a bfloat16 load first rounds each float16 scale to bfloat16,
+so its bfloat16 weights are bf16(bf16(scale) * (q - z)), two roundings (the fixture test holds them
+to that model), not ``dequantize --dtype bfloat16``'s one.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 from .files import CheckpointError
 from .intcodes import dense_words, unpack_dense
 
-__all__ = ["GPTQ_BITS", "gptq_layout", "gptq_values", "gptq_codes"]
+__all__ = ["GPTQ_BITS", "gptq_layout", "gptq_values", "gptq_codes", "v1_zero_points", "V1_WORD_OFFSET"]
 
 GPTQ_BITS = (2, 3, 4, 8)
 
@@ -53,6 +57,21 @@ def gptq_codes(qweight: np.ndarray, bits: int, rows: int) -> np.ndarray:
     return unpack_dense(qweight, bits, rows, packed_dim=0) + (1 << (bits - 1))
 
 
+# v1 stores every zero point minus 1. For 2, 4 and 8 bits AutoGPTQ / gptqmodel subtract it from the
+# whole int32 word (0x11111111 for 4 bits), so a zero point of 0 borrows from the field above; loading
+# adds the same constant to the word (gptqmodel 7.7 ``convert_gptq_v2_to_v1_format_module`` and back).
+# 3-bit fields straddle words, and there the -1 and +1 are per field, modulo 8.
+V1_WORD_OFFSET = {2: 0x55555555, 4: 0x11111111, 8: 0x01010101}
+
+
+def v1_zero_points(qzeros: np.ndarray, bits: int, out: int) -> np.ndarray:
+    """Zero points [groups, out] of a v1 (checkpoint_format gptq) qzeros tensor."""
+    if bits == 3:
+        return (unpack_dense(qzeros, 3, out, packed_dim=1) + 4 + 1) % 8
+    words = (np.ascontiguousarray(qzeros).view(np.uint32).astype(np.uint64) + V1_WORD_OFFSET[bits]) & 0xFFFFFFFF
+    return unpack_dense(words.astype(np.uint32), bits, out, packed_dim=1) + (1 << (bits - 1))
+
+
 def gptq_values(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, g_idx: np.ndarray | None,
                 bits: int, zeros_minus_one: bool, in_features: int, group_size: int | None = None) -> np.ndarray:
     """Exact float64 weights [out, in]."""
@@ -64,7 +83,8 @@ def gptq_values(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, g_i
     if qzeros.ndim != 2 or qzeros.shape != (groups, dense_words(out, bits)):
         raise CheckpointError(f"qzeros {list(qzeros.shape)}: [{groups}, {dense_words(out, bits)}] expected for "
                               f"{groups} groups of {out} {bits}-bit zero points")
-    z = unpack_dense(qzeros, bits, out, packed_dim=1) + (1 << (bits - 1)) + (1 if zeros_minus_one else 0)
+    z = v1_zero_points(qzeros, bits, out) if zeros_minus_one else \
+        unpack_dense(qzeros, bits, out, packed_dim=1) + (1 << (bits - 1))
     if g_idx is None:
         if not group_size:
             group_size = -(-in_features // groups)
