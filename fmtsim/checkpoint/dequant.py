@@ -51,7 +51,6 @@ from ..codec import decode
 from ..exactfloat import two_product
 from ..formats import get_format
 from .bnb import bnb4_absmax, bnb4_state, bnb4_values, bnb8_values
-from .gptq import gptq_layout, gptq_values
 from .files import (
     INDEX_NAME,
     CheckpointError,
@@ -72,6 +71,7 @@ from .files import (
     remove_stale_temps,
     run_shards,
 )
+from .gptq import gptq_layout, gptq_values
 from .intcodes import DENSE_BITS, check_zero_point, dense_words, group_layout, int_values, unpack_fp6
 from .producers import Detection, LayerMatch, detect, read_configs, unread_layout
 
