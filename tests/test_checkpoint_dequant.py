@@ -117,7 +117,7 @@ def check_fp4(codes, scale_val, per, target, glob=None, divisor=False):
 @pytest.mark.parametrize("target", slow_unless(["bfloat16", "float16", "float32"], keep={"bfloat16"}))
 # the fast tier keeps one record of the block FP8, NVFP4 (multiplier), MXFP4 and int4 value rules;
 # --full runs every record (per-tensor FP8, NVFP4 divisor, MXFP8 and int8 included)
-@pytest.mark.parametrize("producer", slow_unless([p.name for p in PRODUCERS if not p.refuse], keep={
+@pytest.mark.parametrize("producer", slow_unless([p.name for p in PRODUCERS if not p.refuse and p.synthetic], keep={  # noqa: E501
     "deepseek-fp8-block", "modelopt-nvfp4", "gpt-oss-mxfp4", "compressed-tensors-w4a16"}))
 def test_every_value_against_the_oracle(tmp_path, producer, target):
     src = make(producer, tmp_path)

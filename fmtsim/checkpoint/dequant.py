@@ -72,6 +72,7 @@ from .files import (
     run_shards,
 )
 from .gptq import gptq_layout, gptq_values
+from .hub_layouts import hqq_values, linear_shape_from_config, quanto_values, torchao_kind, torchao_values
 from .intcodes import DENSE_BITS, check_zero_point, dense_words, group_layout, int_values, unpack_fp6
 from .producers import Detection, LayerMatch, detect, read_configs, unread_layout
 
@@ -252,6 +253,7 @@ class TensorJob:
     block_source: str = ""  # where a 2-D block shape came from (a config key, the record, or inferred)
     bits: int = 0  # GPTQ: bits per code (from the config)
     zero_offset: int = 0  # GPTQ v1: added to every stored zero point (AutoGPTQ stored zero - 1)
+    qtype: str = ""  # optimum-quanto: the layer's weights type from quanto_qmap.json
 
 
 def _out_name(m: LayerMatch) -> str:
@@ -397,6 +399,31 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
         rows = c.shape[0] * 32 // bits
         return TensorJob(m, _out_name(m), (c.shape[1], rows), c.dtype, s.shape, (1, -(-rows // s.shape[0])),
                          bits=bits, zero_offset=1 if minus_one else 0)
+    if p.scheme == "quanto":
+        qmap = configs.get("quanto_qmap.json") or {}
+        qtype = str((qmap.get(m.layer) or {}).get("weights", "")) if isinstance(qmap, dict) else ""
+        if not qtype:
+            raise CheckpointError(f"{where}: quanto_qmap.json names no weights type for {m.layer}")
+        if c.dtype != "U8":
+            return TensorJob(m, _out_name(m), c.shape, c.dtype, s.shape, qtype=qtype)
+        groups, width = int(np.prod(s.shape, dtype=np.int64)), c.shape[-1]
+        dims = linear_shape_from_config(m.layer, configs.get("config.json"))
+        if dims is None or dims[0] * dims[1] != groups * width:
+            raise CheckpointError(f"{where}: quanto stores no shape for qint4/qint2 weights ({groups} groups of "
+                                  f"{width} codes); fmtsim takes it from config.json for Llama-style projections "
+                                  f"(q/k/v/o_proj, gate/up/down_proj) and cannot place {m.layer}")
+        return TensorJob(m, _out_name(m), dims, c.dtype, s.shape, qtype=qtype)
+    if p.scheme == "hqq":
+        if read is None:  # pragma: no cover - every caller that plans an HQQ layer passes a reader
+            raise CheckpointError(f"{where}: the HQQ shape tensor must be read to plan this layer")
+        try:
+            shape = tuple(int(v) for v in read(m.layer + ".shape").reshape(-1))
+        except KeyError:
+            raise CheckpointError(f"{where}: no {m.layer}.shape (HQQ writes the weight's shape beside W_q)") from None
+        return TensorJob(m, _out_name(m), shape, c.dtype, s.shape)
+    if p.scheme == "torchao":
+        shape = (c.shape[0], c.shape[1] * 2) if c.dtype == "U8" else tuple(c.shape)
+        return TensorJob(m, _out_name(m), shape, c.dtype, s.shape)
     if p.scheme == "bnb8":
         if len(c.shape) != 2 or s.shape not in ((c.shape[0],), (c.shape[0], 1)):
             raise CheckpointError(f"{where}: LLM.int8 needs a 2-D weight and one SCB per row; got {list(c.shape)} "
@@ -607,6 +634,41 @@ def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
     if target == "float32":
         inexact = (got != vals64) | ((sticky != 0) if sticky is not None else False)
         res.rounded += int(np.count_nonzero(np.isfinite(got) & inexact))
+    emit(np.ascontiguousarray(out_bits).data)
+    if progress:
+        progress(e.nbytes)
+
+
+def _stream_hub(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
+                emit: Callable[[Any], None], cache: dict[Path, Header], res: ShardResult,
+                progress: Callable[[int], None] | None) -> None:
+    """optimum-quanto, HQQ and torchao (hub_layouts.py): exact values, rounded once to the target."""
+    m, target = tj.match, job.target
+    p = m.producer
+
+    def read(name: str) -> np.ndarray:
+        if name not in job.where:
+            raise KeyError(name)
+        return _read_named(job, name, cache)
+
+    codes = read_array(src, h, e)
+    zp = read(m.zero_point) if m.zero_point else None
+    if p.scheme == "quanto":
+        vals, sticky = quanto_values(tj.qtype, codes, scale, zp, tuple(tj.out_shape))
+    elif p.scheme == "hqq":
+        vals, sticky = hqq_values(read, m.layer)
+    else:
+        kind, attrs = torchao_kind(h.metadata, m.layer + ".weight")
+        pts_name = m.layer + "._weight_per_tensor_scale"
+        vals, sticky = torchao_values(kind, attrs, codes, scale, zp, read(pts_name) if pts_name in job.where else None)
+    if vals.shape != tuple(tj.out_shape):
+        raise CheckpointError(f"{e.name}: decoded {list(vals.shape)}, expected {list(tj.out_shape)}")
+    out_bits = _bits(vals, target, sticky)
+    res.values += out_bits.size
+    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
+    res.nan += int(np.count_nonzero(np.isnan(got)))
+    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals)))
+    res.rounded += int(np.count_nonzero(np.isfinite(got) & (got != vals)))
     emit(np.ascontiguousarray(out_bits).data)
     if progress:
         progress(e.nbytes)
@@ -924,6 +986,9 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
         return
     if p.scheme == "gptq":
         _stream_gptq(job, tj, scale, src, h, e, emit, cache, res, progress)
+        return
+    if p.scheme in ("quanto", "hqq", "torchao"):
+        _stream_hub(job, tj, scale, src, h, e, emit, cache, res, progress)
         return
     if p.packing in INT_PACKINGS and p.scheme != "fp8":
         _stream_int(job, tj, scale, src, h, e, emit, cache, res, progress)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ..argcheck import path as check_path
@@ -194,6 +195,22 @@ def _bnb_stats(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str, A
             rep.findings.append(Finding("error", code, m.scale, f"{n} of {st['count']} absmax values are {what}"))
 
 
+def _scale_only_stats(rep: TensorReport, m: LayerMatch, read: Any) -> None:
+    """optimum-quanto, HQQ and torchao layers: their scales (E8M0 / E4M3 as values) and code count."""
+    raw = read(m.scale)
+    if raw.dtype == ml_dtypes.float8_e8m0fnu:
+        vals = np.exp2(raw.view(np.uint8).astype(np.float64) - 127)
+    else:
+        vals = raw.astype(np.float64)
+    rep.scales = _scale_stats(vals.reshape(-1))
+    codes = read(m.codes)
+    rep.codes = {"values": int(codes.size * (2 if codes.dtype == np.uint8 and m.producer.scheme == "torchao" else 1))}
+    st = rep.scales
+    for code, what, n in (("nan-scale", "NaN", st["nan"]), ("inf-scale", "Inf", st["inf"])):
+        if n:
+            rep.findings.append(Finding("error", code, m.scale, f"{n} of {st['count']} scales are {what}"))
+
+
 def _gptq_stats(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str, Any]) -> None:
     """GPTQ layers: the code histogram (0 .. 2^bits - 1) and scale statistics; bits from the record's plan."""
     from .gptq import gptq_codes
@@ -223,6 +240,9 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
         return
     if p.scheme == "gptq":
         _gptq_stats(rep, m, read, entries)
+        return
+    if p.scheme in ("quanto", "hqq", "torchao"):
+        _scale_only_stats(rep, m, read)
         return
     raw_codes = read(m.codes)
     raw_scale = read(m.scale)

@@ -107,6 +107,10 @@ class Producer:
     marker_required: bool = False
     # a layout known and named but not read: dequantize, convert and explain refuse it with this reason
     refuse: str = ""
+    # tools/gen_checkpoints.py writes this layout with fmtsim's recipes (False: only the library's own
+    # fixtures hold it, where the layout needs what a synthetic checkpoint cannot give: quanto's shapes
+    # from a model config, HQQ's metadata tensors, torchao's safetensors metadata)
+    synthetic: bool = True
     # records this one is a more specific case of: when its config marker holds, theirs is set aside
     overrides: tuple[str, ...] = ()
     # the element format each codes dtype stands for, where the dtype tag chooses it (an FP8 record reads
@@ -409,6 +413,48 @@ PRODUCERS += (
              writers=AWQ_WRITERS, marker_required=True, value="w = (q - z) * s"),
 )
 
+QUANTO = ("optimum-quanto 0.2.7 (QuantizedModelForCausalLM.save_pretrained)",)
+HQQ = ("hqq 0.2.8 (AutoHQQHFModel.save_to_safetensors)",)
+TORCHAO = ("torchao 0.18.0 through transformers 5.25 TorchAoConfig, safe_serialization",)
+HQQ_META = (".shape", ".nbits", ".group_size", ".axis", ".packing", ".channel_wise", ".compute_dtype",
+            ".encoded_state_dict", ".offload_meta", ".optimize", ".quant_scale", ".quant_zero", ".round_zero",
+            ".stores_quant_config", ".unpack_view_dtype", ".view_as_float", ".bias")
+
+
+def _quanto(*qtypes: str) -> tuple[Any, ...]:
+    return tuple(("quanto_qmap.json", "*.weights", q) for q in qtypes)
+
+
+PRODUCERS += (
+    # optimum-quanto (fmtsim.checkpoint.hub_layouts): the QTensor flattened into ``L.weight._data`` /
+    # ``._scale`` (/ ``._shift``; ``._data._data`` for the packed qint4 / qint2); the qtype per layer in
+    # quanto_qmap.json
+    Producer("quanto-qbytes", "optimum-quanto qint8 / qfloat8 (scale per row)", "quanto",
+             ".weight._data", ("I8", "F8_E4M3"), ".weight._scale", ("BF16", "F16", "F32"), "int8", "float",
+             "quanto", None, extra=(".input_scale", ".output_scale"), config=_quanto("qint8", "qfloat8_e4m3fn"),
+             dtype_elements=(("F8_E4M3", "e4m3"),), writers=QUANTO, marker_required=True, synthetic=False,
+             value="w = q * scale[row]"),
+    Producer("quanto-qbits", "optimum-quanto qint4 / qint2 (scale and shift per group)", "quanto",
+             ".weight._data._data", ("U8",), ".weight._scale", ("BF16", "F16", "F32"), "uint4", "float",
+             "quanto", None, zero_point=".weight._shift", extra=(".input_scale", ".output_scale"),
+             config=_quanto("qint4", "qint2"), writers=QUANTO, marker_required=True, synthetic=False,
+             value="w = q * scale[group] - shift[group] (quanto rounds the product to bfloat16 first)"),
+    # HQQ: ``L.W_q`` with ``L.scale``, ``L.zero`` and its metadata tensors; no config marker (HQQ writes none)
+    Producer("hqq", "HQQ (1-8 bits, scale and fractional zero per group)", "hqq",
+             ".W_q", ("U8", "I32"), ".scale", ("BF16", "F16", "F32"), "uint", "float", "hqq", None,
+             zero_point=".zero", extra=HQQ_META, writers=HQQ, synthetic=False,
+             value="w = (q - zero[group]) * scale[group] (HQQ rounds the difference to bfloat16 first)"),
+    # torchao: ``L._weight_qdata`` / ``_scale`` / ``_zero_point`` / ``_per_tensor_scale``, the tensor subclass
+    # named in the safetensors metadata (Int8Tensor, Float8Tensor, IntxUnpackedToInt8Tensor, MXTensor, NVFP4Tensor)
+    Producer("torchao", "torchao tensor subclasses (Int8, Float8, Intx, MX, NVFP4 weights)", "torchao",
+             "._weight_qdata", ("I8", "F8_E4M3", "U8"), "._weight_scale", ("F32", "BF16", "F8_E8M0", "F8_E4M3"),
+             "int8", "float", "torchao", None, zero_point="._weight_zero_point",
+             extra=("._weight_per_tensor_scale",),
+             config=(("config.json", "quantization_config.quant_method", "torchao"),), writers=TORCHAO,
+             marker_required=True, synthetic=False,
+             value="w = (q - zp) * s; MX: q * 2^(e-127); NVFP4: e2m1 * e4m3 * per_tensor_scale"),
+)
+
 # dtypes whose tensors hold packed or coded weights (not values a reader can take as they are)
 PACKED_DTYPES = ("U8", "I8", "I16", "U16", "I32", "U32", "I64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4")
 
@@ -417,10 +463,13 @@ def unread_layout(dtypes: dict[str, str], configs: dict[str, Any], det: Detectio
     """Why a folder must be refused though no record failed: its config declares a quantization method
     no record reads (GPTQ, AWQ, HQQ, optimum-quanto, torchao, ...) and it holds packed tensors, yet no
     tensor matched a record. None when nothing is amiss."""
-    if det.layers or det.ambiguous or det.config_producers:
+    if det.layers or det.ambiguous:
         return None
-    methods = [str(m) for m in _lookup(configs.get("config.json"), "quantization_config.quant_method")]
     packed = sorted(n for n, d in dtypes.items() if d in PACKED_DTYPES)
+    marked = [get_producer(n) for n in det.config_producers]
+    if marked and any(n.endswith(p.codes) for p in marked for n in packed):
+        return None  # a marked record's codes without its scales: inspect names them (missing-scale)
+    methods = [str(m) for m in _lookup(configs.get("config.json"), "quantization_config.quant_method")]
     if not methods or not packed:
         return None
     kinds: dict[str, int] = {}
@@ -458,11 +507,12 @@ def _lookup(obj: Any, dotted: str) -> list[Any]:
 
 
 def read_configs(directory: Path | None) -> dict[str, Any]:
-    """The JSON config files a producer may mark (config.json, hf_quant_config.json, params.json)."""
+    """The JSON config files a producer may mark (config.json, hf_quant_config.json, params.json, and
+    optimum-quanto's quanto_qmap.json)."""
     out: dict[str, Any] = {}
     if directory is None:
         return out
-    for name in ("config.json", "hf_quant_config.json", "params.json"):
+    for name in ("config.json", "hf_quant_config.json", "params.json", "quanto_qmap.json"):
         p = directory / name
         if p.is_file():
             try:
