@@ -461,8 +461,8 @@ PACKED_DTYPES = ("U8", "I8", "I16", "U16", "I32", "U32", "I64", "F8_E4M3", "F8_E
 
 def unread_layout(dtypes: dict[str, str], configs: dict[str, Any], det: Detection) -> str | None:
     """Why a folder must be refused though no record failed: its config declares a quantization method
-    no record reads (GPTQ, AWQ, HQQ, optimum-quanto, torchao, ...) and it holds packed tensors, yet no
-    tensor matched a record. None when nothing is amiss."""
+    no record reads (AWQ gemv / marlin, ...), or one a record is marked for while none of its tensors match
+    it, and it holds packed tensors that no record matched. None when nothing is amiss."""
     if det.layers or det.ambiguous:
         return None
     packed = sorted(n for n, d in dtypes.items() if d in PACKED_DTYPES)
