@@ -154,3 +154,22 @@ def test_every_record_without_a_generator_is_held_to_its_library_here():
     from fmtsim.checkpoint.producers import PRODUCERS
 
     assert {p.name for p in PRODUCERS if not p.synthetic} == {RECORD.get(f, f.split("-")[0]) for f in ONCE + TWICE}
+
+
+@pytest.mark.parametrize("folder", TWICE)
+def test_arithmetic_library_gives_the_librarys_bits(folder, tmp_path):
+    out = tmp_path / "lib"
+    dequantize(HUB / folder, out, dtype="bfloat16", arithmetic="library")
+    got = load(out / "model.safetensors")
+    for name, d in _own(folder).items():
+        assert _digest(got[name].view(np.uint16)) == d["sha256"], name
+
+
+def test_arithmetic_library_gives_gptqmodels_bfloat16_load(tmp_path):
+    for folder in ("gptq-4bit-asym", "gptq-3bit-asym", "gptq-8bit", "gptq-4bit-desc_act"):
+        out = tmp_path / folder
+        dequantize(HUB / folder, out, dtype="bfloat16", arithmetic="library")
+        got = load(out / "model.safetensors")
+        own = np.load(HUB / folder / "own_dequant.npz")
+        for name in own.files:
+            assert np.array_equal(got[name].view(np.uint16), own[name]), (folder, name)

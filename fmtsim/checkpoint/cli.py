@@ -232,7 +232,8 @@ def cmd_dequantize_gguf(args: argparse.Namespace) -> int:
     from .gguf import dequantize_gguf
 
     refused = [flag for flag, on in (("--producer", args.producer), ("--jobs", args.jobs != 1),
-                                     ("--scheduler", args.scheduler)) if on]
+                                     ("--scheduler", args.scheduler), ("--arithmetic", args.arithmetic != "exact"))
+               if on]
     if refused:
         raise _usage_error(f"{', '.join(refused)}: not for a GGUF file (it is one file, its types name themselves)")
     try:
@@ -284,7 +285,7 @@ def cmd_dequantize(args: argparse.Namespace) -> int:
 
     try:
         s = dequantize(args.input, args.output, dtype=args.dtype, producer=args.producer, jobs=args.jobs,
-                       progress=sys.stderr.isatty(), scheduler=args.scheduler)
+                       progress=sys.stderr.isatty(), scheduler=args.scheduler, arithmetic=args.arithmetic)
     except CheckpointError as e:
         raise _usage_error(str(e)) from None
     rows = []
@@ -297,7 +298,9 @@ def cmd_dequantize(args: argparse.Namespace) -> int:
     rows.append(["total", "", str(t["dequantized"]), str(t["dropped"]), str(t["bytes_in"]), str(t["bytes_out"]),
                  str(t["values"]), str(t["rounded"]), str(t["overflow"]), str(t["nan"]), f"{s.seconds:.2f}"])
     producers = ", ".join(f"{k} ({_count(v, 'tensor')})" for k, v in sorted(s.detection.producers.items()))
-    print(f"{s.source.path} -> {s.output}: {producers}; every value the exact product rounded once to {s.target}")
+    how = (f"every value the exact product rounded once to {s.target}" if args.arithmetic == "exact" else
+           f"each value as its library computes it (its own roundings), in {s.target}")
+    print(f"{s.source.path} -> {s.output}: {producers}; {how}")
     print(_table(rows, ["file", "status", "dequantized", "dropped", "bytes in", "bytes out", "values",
                         "rounded (f32)", "overflow", "NaN", "s"]))
     for n in s.notes:
@@ -316,6 +319,10 @@ def _add_dequantize(csub: Any) -> None:
     c.add_argument("--dtype", choices=list(TARGETS), default="bfloat16",
                    help="the output's float type: each value the exact product rounded once into it "
                         "(default bfloat16)")
+    c.add_argument("--arithmetic", choices=["exact", "library"], default="exact",
+                   help="exact (default): every value exact, rounded once; library: where the producing "
+                        "library rounds in between (optimum-quanto qint4/qint2, HQQ, torchao NVFP4, gptqmodel "
+                        "in bfloat16), its own arithmetic, so the output is its bits")
     c.add_argument("--producer", choices=[p.name for p in PRODUCERS], metavar="NAME",
                    help="use this record; skip detection (fmtsim list producers)")
     c.add_argument("--jobs", type=_jobs, default=1, help="shards in parallel processes")

@@ -71,8 +71,17 @@ from .files import (
     remove_stale_temps,
     run_shards,
 )
-from .gptq import gptq_layout, gptq_values
-from .hub_layouts import hqq_values, linear_shape_from_config, quanto_values, torchao_kind, torchao_values
+from .gptq import gptq_layout, gptq_scales_per_weight, gptq_values
+from .hub_layouts import (
+    hqq_library,
+    hqq_values,
+    linear_shape_from_config,
+    quanto_library,
+    quanto_values,
+    torchao_kind,
+    torchao_library,
+    torchao_values,
+)
 from .intcodes import DENSE_BITS, check_zero_point, dense_words, group_layout, int_values, unpack_fp6
 from .producers import Detection, LayerMatch, detect, read_configs, unread_layout
 
@@ -80,6 +89,7 @@ __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_
            "BlockShapeError"]
 
 META_KEY = "fmtsim_dequantize"
+ARITHMETICS = ("exact", "library")
 TARGETS: dict[str, tuple[str, np.dtype, np.dtype]] = {
            "bfloat16": ("BF16", np.dtype(ml_dtypes.bfloat16), np.dtype(np.uint16)),
            "float16": ("F16", np.dtype(np.float16), np.dtype(np.uint16)),
@@ -653,14 +663,23 @@ def _stream_hub(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
 
     codes = read_array(src, h, e)
     zp = read(m.zero_point) if m.zero_point else None
+    library = job.options.get("arithmetic") == "library"
+    sticky: np.ndarray | None = None
     if p.scheme == "quanto":
-        vals, sticky = quanto_values(tj.qtype, codes, scale, zp, tuple(tj.out_shape))
+        if library:
+            vals = quanto_library(tj.qtype, codes, scale, zp, tuple(tj.out_shape)).astype(np.float64)
+        else:
+            vals, sticky = quanto_values(tj.qtype, codes, scale, zp, tuple(tj.out_shape))
     elif p.scheme == "hqq":
-        vals, sticky = hqq_values(read, m.layer)
+        vals, sticky = (hqq_library(read, m.layer).astype(np.float64), None) if library else hqq_values(read, m.layer)
     else:
         kind, attrs = torchao_kind(h.metadata, m.layer + ".weight")
         pts_name = m.layer + "._weight_per_tensor_scale"
-        vals, sticky = torchao_values(kind, attrs, codes, scale, zp, read(pts_name) if pts_name in job.where else None)
+        pts = read(pts_name) if pts_name in job.where else None
+        if library:
+            vals = torchao_library(kind, attrs, codes, scale, zp, pts).astype(np.float64)
+        else:
+            vals, sticky = torchao_values(kind, attrs, codes, scale, zp, pts)
     if vals.shape != tuple(tj.out_shape):
         raise CheckpointError(f"{e.name}: decoded {list(vals.shape)}, expected {list(tj.out_shape)}")
     out_bits = _bits(vals, target, sticky)
@@ -685,6 +704,11 @@ def _stream_gptq(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Heade
         raise CheckpointError(f"{e.name}: no {m.layer}.qzeros: GPTQ stores a zero point per group and column")
     vals = gptq_values(read_array(src, h, e), _read_named(job, m.zero_point, cache), scale, g_idx, tj.bits,
                        tj.zero_offset == 1, tj.out_shape[1], tj.block[1] if tj.block else None)
+    if job.options.get("arithmetic") == "library" and target == "bfloat16":
+        # gptqmodel loaded in bfloat16: its float16 scales rounded to bfloat16 first, then the product
+        s_el = gptq_scales_per_weight(scale, g_idx, tj.out_shape[1], tj.block[1] if tj.block else None)
+        s_bf = s_el.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+        vals = (s_bf * (vals / s_el)).astype(np.float32).astype(np.float64)  # q - z exact; one product in f32
     out_bits = _bits(vals, target)
     res.values += out_bits.size
     got = out_bits.view(TARGETS[target][1]).astype(np.float64)
@@ -1149,15 +1173,23 @@ def dequantize(
     jobs: int = 1,
     progress: bool = False,
     scheduler: Any = None,
+    arithmetic: str = "exact",
 ) -> DequantSummary:
     """Dequantize every tensor a producer record matches; see the module docstring. Shards
     run in ``jobs`` local processes or, with ``scheduler`` (a dask.distributed.Client or an
-    address, fmtsim[dask]), on a Dask cluster's workers (fmtsim.executor)."""
+    address, fmtsim[dask]), on a Dask cluster's workers (fmtsim.executor).
+
+    ``arithmetic``: 'exact' (every value exact, rounded once into ``dtype``) or 'library': where the
+    producing library's own dequantization rounds in between (optimum-quanto qint4/qint2, HQQ,
+    torchao NVFP4, gptqmodel loaded in bfloat16), its arithmetic, step by step, so the output is its
+    bits; elsewhere the two are the same."""
     check_path(src, "dequantize: src")
     check_path(out, "dequantize: out")
     check_paths(src, out)
     if dtype not in TARGETS:
         raise CheckpointError(f"--dtype must be one of {', '.join(TARGETS)}, not {dtype!r}")
+    if arithmetic not in ARITHMETICS:
+        raise CheckpointError(f"--arithmetic must be one of {', '.join(ARITHMETICS)}, not {arithmetic!r}")
     t0 = time.perf_counter()
     source, headers, where, configs, det = _scan(src, producer)
     if det.ambiguous:
@@ -1193,7 +1225,7 @@ def dequantize(
     notes = [f"removed {q.name} (left by a killed run)" for q in remove_stale_temps(out_dir)]
     notes += [f"{n}: block shape {tj.block_source}" for n, tj in sorted(plans.items())
               if tj.block_source.startswith("inferred")]
-    options = {"dtype": dtype, "producer": producer}
+    options = {"dtype": dtype, "producer": producer, "arithmetic": arithmetic}
     job_list = [_Job(s, (out_p / s.name) if is_dir else out_p, dtype,
                      {n: tj for n, tj in plans.items() if where[n] == s},
                      {n for n in dropped if where[n] == s}, where, options) for s in source.shards]

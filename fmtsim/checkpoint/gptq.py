@@ -31,7 +31,8 @@ import numpy as np
 from .files import CheckpointError
 from .intcodes import dense_words, unpack_dense
 
-__all__ = ["GPTQ_BITS", "gptq_layout", "gptq_values", "gptq_codes", "v1_zero_points", "V1_WORD_OFFSET"]
+__all__ = ["gptq_scales_per_weight", "GPTQ_BITS", "gptq_layout", "gptq_values", "gptq_codes", "v1_zero_points",
+           "V1_WORD_OFFSET"]
 
 GPTQ_BITS = (2, 3, 4, 8)
 
@@ -72,6 +73,21 @@ def v1_zero_points(qzeros: np.ndarray, bits: int, out: int) -> np.ndarray:
     return unpack_dense(words.astype(np.uint32), bits, out, packed_dim=1) + (1 << (bits - 1))
 
 
+def _groups(g_idx: np.ndarray | None, in_features: int, groups: int, group_size: int | None) -> np.ndarray:
+    if g_idx is None:
+        return np.arange(in_features) // (group_size or -(-in_features // groups))
+    g = np.asarray(g_idx).reshape(-1).astype(np.int64)
+    if g.size != in_features:
+        raise CheckpointError(f"g_idx has {g.size} entries for {in_features} input rows")
+    return g
+
+
+def gptq_scales_per_weight(scales: np.ndarray, g_idx: np.ndarray | None, in_features: int,
+                           group_size: int | None = None) -> np.ndarray:
+    """The float64 scale of every weight [out, in]: scales[g_idx[i], j]."""
+    return scales.astype(np.float64)[_groups(g_idx, in_features, scales.shape[0], group_size), :].T
+
+
 def gptq_values(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, g_idx: np.ndarray | None,
                 bits: int, zeros_minus_one: bool, in_features: int, group_size: int | None = None) -> np.ndarray:
     """Exact float64 weights [out, in]."""
@@ -85,14 +101,7 @@ def gptq_values(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, g_i
                               f"{groups} groups of {out} {bits}-bit zero points")
     z = v1_zero_points(qzeros, bits, out) if zeros_minus_one else \
         unpack_dense(qzeros, bits, out, packed_dim=1) + (1 << (bits - 1))
-    if g_idx is None:
-        if not group_size:
-            group_size = -(-in_features // groups)
-        g = np.arange(in_features) // group_size
-    else:
-        g = np.asarray(g_idx).reshape(-1).astype(np.int64)
-        if g.size != in_features:
-            raise CheckpointError(f"g_idx has {g.size} entries for {in_features} input rows")
+    g = _groups(g_idx, in_features, groups, group_size)
     if g.min() < 0 or g.max() >= groups:
         raise CheckpointError(f"g_idx names group {int(g.max() if g.max() >= groups else g.min())}; the scales "
                               f"hold {groups}")

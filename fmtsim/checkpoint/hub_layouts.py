@@ -45,8 +45,9 @@ import numpy as np
 
 from .files import CheckpointError
 
-__all__ = ["linear_shape_from_config", "quanto_group_size", "quanto_unpack", "quanto_values", "hqq_unpack",
-           "hqq_values", "TORCHAO_KINDS", "torchao_kind", "unswizzle_scales", "torchao_values", "E2M1_VALUES"]
+__all__ = ["library_dtype", "quanto_library", "hqq_library", "torchao_library", "linear_shape_from_config",
+           "quanto_group_size", "quanto_unpack", "quanto_values", "hqq_unpack", "hqq_values", "TORCHAO_KINDS",
+           "torchao_kind", "unswizzle_scales", "torchao_values", "E2M1_VALUES"]
 
 E2M1_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
@@ -264,3 +265,62 @@ def torchao_values(kind: str, attrs: dict[str, Any], qdata: np.ndarray, scale: n
 def _fp4(packed: np.ndarray) -> np.ndarray:
     b = np.asarray(packed).view(np.uint8)
     return np.stack([b & 0xF, b >> 4], axis=-1).reshape(b.shape[0], -1).astype(np.int64)
+
+
+# -- the libraries' own arithmetic (dequantize(arithmetic="library")) -------------------------------
+
+def library_dtype(scale: np.ndarray) -> np.dtype:
+    """The float type quanto and HQQ compute in: that of their stored scales (bfloat16 or float16)."""
+    dt = np.asarray(scale).dtype
+    return dt if dt in (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16)) else np.dtype(np.float32)
+
+
+def _in(dt: np.dtype, x: np.ndarray) -> np.ndarray:
+    """x rounded once into dt (from float32 values exact there, or float64 ones exact in float32)."""
+    return np.asarray(x, dtype=np.float32).astype(dt)
+
+
+def quanto_library(qtype: str, data: np.ndarray, scale: np.ndarray, shift: np.ndarray | None,
+                   shape: tuple[int, ...]) -> np.ndarray:
+    """quanto's own QBitsDequantizer (qint4 / qint2): dt(dt(q * s) - shift), float32 values; qint8 / qfloat8
+    round once (the exact value rounded into dt)."""
+    dt = library_dtype(scale)
+    if qtype not in ("qint4", "qint2") or shift is None:
+        exact, _ = quanto_values(qtype, data, scale, shift, shape)
+        return exact.astype(np.float32).astype(dt).astype(np.float32)  # q * s fits float32 exactly
+    out_f, in_f = shape
+    gs = quanto_group_size(in_f)
+    groups = out_f * in_f // gs if gs else out_f
+    q = quanto_unpack(data, {"qint4": 4, "qint2": 2}[qtype], groups).astype(np.float32)
+    prod = _in(dt, q * scale.astype(np.float32).reshape(-1, 1)).astype(np.float32)
+    return _in(dt, prod - shift.astype(np.float32).reshape(-1, 1)).astype(np.float32).reshape(shape)
+
+
+def hqq_library(read: Any, layer: str) -> np.ndarray:
+    """HQQ's own Quantizer.dequantize: dt(dt(q - zero) * scale) in its compute dtype, float32 values."""
+    scale = read(layer + ".scale")
+    dt = library_dtype(scale)
+    shape = tuple(int(v) for v in read(layer + ".shape").reshape(-1))
+    gsize = int(read(layer + ".group_size").reshape(-1)[0])
+    groups = shape[0] * shape[1] // gsize
+    q = hqq_unpack(read(layer + ".W_q"), int(read(layer + ".nbits").reshape(-1)[0]), groups).astype(np.float32)
+    diff = _in(dt, q - read(layer + ".zero").astype(np.float32).reshape(-1, 1)).astype(np.float32)
+    return _in(dt, diff * scale.astype(np.float32).reshape(-1, 1)).astype(np.float32).reshape(shape)
+
+
+def torchao_library(kind: str, attrs: dict[str, Any], qdata: np.ndarray, scale: np.ndarray,
+                    zero_point: np.ndarray | None, per_tensor_scale: np.ndarray | None) -> np.ndarray:
+    """torchao's own dequantize() into bfloat16 (its orig_dtype), float32 values: NVFP4 rounds the scale
+    product in float32 and the element product in float32 before bfloat16; the others round once."""
+    bf = np.dtype(ml_dtypes.bfloat16)
+    if kind != "NVFP4Tensor":
+        exact, _ = torchao_values(kind, attrs, qdata, scale, zero_point, per_tensor_scale)
+        return exact.astype(np.float32).astype(bf).astype(np.float32)  # every product exact in float32
+    codes = _fp4(qdata)
+    out_f, in_f = codes.shape
+    block = int(attrs.get("block_size", 16))
+    s = scale.view(ml_dtypes.float8_e4m3fn)
+    s = unswizzle_scales(s, out_f, in_f // block) if attrs.get("is_swizzled_scales") else s.reshape(out_f, -1)
+    pts = np.float32(1.0 if per_tensor_scale is None else np.asarray(per_tensor_scale, np.float32).reshape(-1)[0])
+    hp = (pts * s.astype(np.float32)).astype(np.float32)
+    return (E2M1_VALUES[codes].astype(np.float32) * np.repeat(hp, block, axis=1)).astype(bf).astype(np.float32)
