@@ -396,3 +396,23 @@ def test_the_docs_table_of_types_is_current():
     # regenerate with: python tools/gen_ggml_tables.py --docs
     text = (Path(__file__).parent.parent / "docs" / "producers.md").read_text()
     assert "<!-- ggml types -->\n" + ggml.markdown_table() + "<!-- ggml types -->" in text
+
+
+def test_compare_reads_a_float_gguf_as_the_same_weights_in_safetensors(tmp_path):
+    from safetensors.numpy import save_file
+
+    from fmtsim.compare.source import compare_source
+
+    x = np.random.default_rng(3).normal(0, 0.02, (2, 64, 256)).astype(np.float32)
+    p = _write(tmp_path / "f.gguf", {"blk.0.attn_q.weight": (x[0], None), "blk.0.ffn_down.weight": (x[1], None),
+                                     "blk.0.q.weight": (gq.quantize(x[0], Q.Q8_0), Q.Q8_0)})
+    save_file({"blk.0.attn_q.weight": x[0], "blk.0.ffn_down.weight": x[1]}, str(tmp_path / "f.safetensors"))
+    a = compare_source(p, ["mxfp4", "nvfp4"])
+    b = compare_source(tmp_path / "f.safetensors", ["mxfp4", "nvfp4"])
+    def rows(r):  # the output-error columns are NaN without activations: NaN != NaN
+        return [{k: v for k, v in row.items() if not (isinstance(v, float) and np.isnan(v))} for row in r.overall()]
+    assert rows(a) == rows(b)
+    assert any("blk.0.q.weight (Q8_0)" in n for n in a.notes)  # a quantized weight is left out, and said
+    q = _write(tmp_path / "q.gguf", {"blk.0.q.weight": (gq.quantize(x[0], Q.Q8_0), Q.Q8_0)})
+    with pytest.raises(ValueError, match="its 2-D weights are quantized .*llama-quantize starts from"):
+        compare_source(q, ["mxfp4"])

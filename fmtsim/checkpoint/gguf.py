@@ -85,6 +85,11 @@ class GGUFTensor:
     def quantized(self) -> bool:
         return self.type.name not in ggml.PLAIN_DTYPES
 
+    @property
+    def dtype(self) -> str:
+        """The ggml type's name (F16, Q4_K, ...), as a safetensors entry's dtype tag reads."""
+        return self.type.name
+
 
 @dataclass
 class GGUFFile:

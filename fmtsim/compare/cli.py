@@ -33,7 +33,7 @@ def add_compare_parser(sub: Any) -> None:
                     "error of all chosen weights together, computed in float64. Scheme grammar: "
                     "'fmtsim compare --help-schemes'.")
     s.add_argument("source", nargs="?", help="a Hugging Face model folder (safetensors, sharded or not), a "
-                   ".safetensors file, or a .npy")
+                   ".safetensors file, a GGUF file (its F32/F16/BF16 tensors) or a .npy")
     s.add_argument("--schemes", nargs="+", metavar="SPEC",
                    help="scheme specs, e.g. int4:group=32 e4m3:block=128 mxfp4:rule=even nvfp4:tile=16x16 "
                         "int4+hadamard=64 (default: " + " ".join(DEFAULT_SCHEMES) + ")")

@@ -1,8 +1,9 @@
-"""``fmtsim compare SOURCE``: every chosen tensor of a model folder, a safetensors file or a
-.npy, under every scheme, tensor by tensor (one tensor in memory per worker, read straight from
-its shard), through fmtsim.executor (this process, local processes or a Dask cluster); the same
-digits whatever runs it. The overall row of a scheme is the metrics of all the chosen weights
-together (:class:`fmtsim.compare.Totals`), so large tensors weigh by their size."""
+"""``fmtsim compare SOURCE``: every chosen tensor of a model folder, a safetensors file, a GGUF file
+(its F32/F16/BF16 tensors, as llama-quantize reads them) or a .npy, under every scheme, tensor by
+tensor (one tensor in memory per worker, read straight from its shard), through fmtsim.executor
+(this process, local processes or a Dask cluster); the same digits whatever runs it. The overall row
+of a scheme is the metrics of all the chosen weights together (:class:`fmtsim.compare.Totals`), so
+large tensors weigh by their size."""
 
 from __future__ import annotations
 
@@ -106,7 +107,10 @@ def select_tensors(source: str | Path, patterns: Sequence[str] | None = None,
     ``patterns`` (fnmatch globs on the name) choose; by default every 2-D float tensor whose name
     ends in "weight". A chosen tensor that holds no float weights is refused, naming it."""
     from ..checkpoint.files import find_source, read_headers
+    from ..checkpoint.gguf import is_gguf
 
+    if is_gguf(source):
+        return _select_gguf(Path(source), patterns, left_out)
     src = find_source(source)
     headers, where = read_headers(src)
     chosen = []
@@ -130,7 +134,47 @@ def select_tensors(source: str | Path, patterns: Sequence[str] | None = None,
     return chosen
 
 
+GGUF_FLOAT = ("F32", "F16", "BF16", "F64")
+
+
+def _select_gguf(p: Path, patterns: Sequence[str] | None, left_out: list[str] | None
+                 ) -> list[tuple[str, Any, Any, str]]:
+    """A GGUF file's float tensors (F32/F16/BF16, as llama-quantize reads them): by default every 2-D one
+    whose name ends in "weight"; its quantized tensors are weights already rounded, left out and said."""
+    from ..checkpoint.gguf import read_gguf
+
+    g = read_gguf(p)
+    chosen = []
+    quantized: list[str] = []
+    for t in g.tensors:
+        if patterns:
+            if not any(fnmatch.fnmatchcase(t.name, pat) for pat in patterns):
+                continue
+            if t.type.name not in GGUF_FLOAT:
+                raise ValueError(f"{p}: tensor {t.name!r} is {t.type.name}, not float weights "
+                                 f"({'/'.join(GGUF_FLOAT)}): leave it out of --tensors")
+        elif not (t.type.name in GGUF_FLOAT and len(t.shape) == 2 and t.name.endswith("weight")):
+            if len(t.shape) == 2 and t.name.endswith("weight"):
+                quantized.append(f"{t.name} ({t.type.name})")
+            continue
+        chosen.append((t.name, t, "gguf", str(p)))
+    if left_out is not None:
+        left_out += quantized
+    if not chosen:
+        what = f"matching {', '.join(patterns)}" if patterns else "that is a 2-D float weight"
+        also = (f"; its 2-D weights are quantized ({', '.join(quantized[:3])}{', ...' if len(quantized) > 3 else ''}):"
+                " compare reads the F32/F16/BF16 GGUF llama-quantize starts from") if quantized else ""
+        raise ValueError(f"{p}: no tensor {what} (of {len(g.tensors)} tensors){also}")
+    return chosen
+
+
 def _read(piece: _Piece, what: str = "weights") -> np.ndarray:
+    if piece.header == "gguf":
+        from ..checkpoint.gguf import iter_values
+
+        with open(piece.path, "rb") as fh:
+            x = np.concatenate(list(iter_values(fh, piece.entry))).reshape(piece.entry.shape)
+        return np.asarray(x, dtype=np.float64)
     if piece.entry is None:
         try:
             x = np.load(piece.path, mmap_mode="r", allow_pickle=False)
@@ -252,7 +296,9 @@ def compare_source(source: str | Path, schemes: Sequence[str], tensors: Sequence
     if original is not None:
         check_path(original, "compare: original")
         return _compare_stored(p, Path(original), specs, tensors, jobs, scheduler, progress, activations)
-    if not _is_npy(p):
+    from ..checkpoint.gguf import is_gguf
+
+    if not _is_npy(p) and not is_gguf(p):
         quantized = _quantized_layers(p)
         if quantized:
             raise ValueError(f"{p}: holds quantized tensors ({quantized}); give --original MODEL (the weights it was "
