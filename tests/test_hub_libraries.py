@@ -29,7 +29,7 @@ BF16 = ml_dtypes.bfloat16
 ONCE = ["quanto-qint8", "quanto-qfloat8", "torchao-int8wo", "torchao-fp8wo", "torchao-intx4-g32", "torchao-mxfp8",
         "torchao-mxfp4"]
 TWICE = ["quanto-qint4", "quanto-qint2", "hqq-1bit-g64", "hqq-2bit-g64", "hqq-3bit-g64", "hqq-4bit-g64",
-         "hqq-8bit-g64", "torchao-nvfp4wo"]
+         "hqq-5bit-g64", "hqq-6bit-g64", "hqq-8bit-g64", "torchao-nvfp4wo"]
 RECORD = {"quanto-qint8": "quanto-qbytes", "quanto-qfloat8": "quanto-qbytes", "quanto-qint4": "quanto-qbits",
           "quanto-qint2": "quanto-qbits"}
 
@@ -80,7 +80,9 @@ def _quanto_model(t: dict, name: str, bits: int, shape: tuple[int, int]) -> tupl
 def _hqq_model(t: dict, layer: str) -> tuple[np.ndarray, np.ndarray]:
     """(exact, HQQ's bf16(bf16(q - zero) * scale)). Codes: packed along axis 0 in slices, the first slice in
     the high bits; 3 bits: ten per int32, bits 29..0."""
-    nbits, shape = int(t[layer + ".nbits"]), tuple(int(v) for v in t[layer + ".shape"])
+    packing = bytes(t[layer + ".packing"]).decode()  # 5 and 6 bits are stored one code per byte
+    nbits = {"8bit_u8": 8, "4bit_u8": 4, "2bit_u8": 2, "1bit_u8": 1, "3bit_32": 3}[packing]
+    shape = tuple(int(v) for v in t[layer + ".shape"])
     w = t[layer + ".W_q"]
     groups = t[layer + ".scale"].shape[0]
     if nbits == 8:

@@ -46,7 +46,7 @@ SEED = 20261204
 LLAMA = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=1, num_attention_heads=4,
              num_key_value_heads=2, vocab_size=64)
 QUANTO = ["qint8", "qint4", "qint2", "qfloat8"]
-HQQ = [1, 2, 3, 4, 8]
+HQQ = [1, 2, 3, 4, 5, 6, 8]  # 5 and 6 bits are stored one code per byte ("8bit_u8")
 TORCHAO = ["int8wo", "fp8wo", "int4wo-g32", "int4wo-g32-plain_int32", "int4wo-g32-tile_packed_to_4d",
            "int4wo-g32-preshuffled", "intx4-g32", "mxfp8", "mxfp4", "nvfp4wo", "nvfp4"]
 

@@ -17,8 +17,9 @@ optimum-quanto 0.2.7 (``quanto_qmap.json`` beside the weights; ``<m>.weight.`` t
 
 HQQ 0.2.8 (``save_to_safetensors``; ``<m>.W_q`` beside ``scale``, ``zero``, ``shape``, ``nbits``,
 ``group_size``, ``packing`` ...): groups of ``group_size`` values of a row, the [G, group_size] codes
-packed along axis 0 in slices with the first slice in the high bits (4 bits: q[r] << 4 | q[r + G/2];
-3 bits: I32 rows of ten 3-bit fields, bits 29..0, G padded to a multiple of 10); ``scale`` (a
+packed along axis 0 in slices with the first slice in the high bits, as the ``packing`` tensor names
+it (4 bits: q[r] << 4 | q[r + G/2]; 3 bits: I32 rows of ten 3-bit fields, bits 29..0, G padded to a
+multiple of 10; 5 and 6 bits: one code per byte, '8bit_u8'); ``scale`` (a
 multiplier) and ``zero`` (fractional) BF16 [G, 1]. w = (q - zero) * scale; HQQ computes
 bf16(bf16(q - zero) * scale), two roundings.
 
@@ -45,9 +46,9 @@ import numpy as np
 
 from .files import CheckpointError
 
-__all__ = ["library_dtype", "quanto_library", "hqq_library", "torchao_library", "linear_shape_from_config",
-           "quanto_group_size", "quanto_unpack", "quanto_values", "hqq_unpack", "hqq_values", "TORCHAO_KINDS",
-           "torchao_kind", "unswizzle_scales", "torchao_values", "E2M1_VALUES"]
+__all__ = ["HQQ_PACKINGS", "library_dtype", "quanto_library", "hqq_library", "torchao_library",
+           "linear_shape_from_config", "quanto_group_size", "quanto_unpack", "quanto_values", "hqq_unpack",
+           "hqq_values", "TORCHAO_KINDS", "torchao_kind", "unswizzle_scales", "torchao_values", "E2M1_VALUES"]
 
 E2M1_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
@@ -142,26 +143,30 @@ def _ascii(t: np.ndarray) -> str:
     return bytes(np.asarray(t).astype(np.uint8).reshape(-1)).decode("ascii", "replace")
 
 
-def hqq_unpack(w_q: np.ndarray, nbits: int, groups: int) -> np.ndarray:
-    """HQQ's BitPack inverse: codes [groups, group_size]; slice i in the high bits first."""
-    if nbits == 8:
+HQQ_PACKINGS = {"8bit_u8": 8, "4bit_u8": 4, "2bit_u8": 2, "1bit_u8": 1, "3bit_32": 3}  # -> bits per field
+
+
+def hqq_unpack(w_q: np.ndarray, packing: str, groups: int) -> np.ndarray:
+    """HQQ's BitPack inverse by its packing name: codes [groups, group_size]; slice i in the high bits first.
+    HQQ stores 5- and 6-bit codes one per byte ('8bit_u8') and 1.58-bit ones as '2bit_u8'."""
+    bits = HQQ_PACKINGS.get(packing)
+    if bits is None:
+        raise CheckpointError(f"HQQ packing {packing!r}: fmtsim reads {', '.join(HQQ_PACKINGS)}")
+    if bits == 8:
         return np.asarray(w_q).view(np.uint8).astype(np.int64)[:groups]
-    if nbits == 3:
+    if bits == 3:
         u = np.asarray(w_q).view(np.uint32).astype(np.int64)
         slices = [(u >> (27 - 3 * i)) & 7 for i in range(10)]
-    elif nbits in (1, 2, 4):
-        u = np.asarray(w_q).view(np.uint8).astype(np.int64)
-        k = 8 // nbits
-        slices = [(u >> (8 - nbits * (i + 1))) & ((1 << nbits) - 1) for i in range(k)]
     else:
-        raise CheckpointError(f"HQQ nbits {nbits}: fmtsim reads 1, 2, 3, 4 and 8")
+        u = np.asarray(w_q).view(np.uint8).astype(np.int64)
+        slices = [(u >> (8 - bits * (i + 1))) & ((1 << bits) - 1) for i in range(8 // bits)]
     return np.concatenate(slices, axis=0)[:groups]
 
 
 def hqq_values(read: Any, layer: str) -> tuple[np.ndarray, np.ndarray | None]:
     """Exact float64 weights [out, in] of HQQ layer ``layer`` (tensors read by ``read(name)``)."""
     shape = tuple(int(v) for v in read(layer + ".shape").reshape(-1))
-    nbits = int(read(layer + ".nbits").reshape(-1)[0])
+    packing = _ascii(read(layer + ".packing"))
     gsize = int(read(layer + ".group_size").reshape(-1)[0])
     axis = int(read(layer + ".axis").reshape(-1)[0])
     if len(shape) != 2 or axis != 1 or (shape[0] * shape[1]) % gsize:
@@ -172,7 +177,7 @@ def hqq_values(read: Any, layer: str) -> tuple[np.ndarray, np.ndarray | None]:
         if int(np.asarray(read(name)).reshape(-1)[0]) if _has(read, name) else 0:
             raise CheckpointError(f"{layer}: HQQ {flag} is set; fmtsim reads plain bfloat16/float16 scale and zero")
     groups = shape[0] * shape[1] // gsize
-    q = hqq_unpack(read(layer + ".W_q"), nbits, groups)
+    q = hqq_unpack(read(layer + ".W_q"), packing, groups)
     zero = read(layer + ".zero").astype(np.float64).reshape(-1, 1)
     scale = read(layer + ".scale").astype(np.float64).reshape(-1, 1)
     if q.shape != (groups, gsize) or zero.size != groups or scale.size != groups:
@@ -303,7 +308,7 @@ def hqq_library(read: Any, layer: str) -> np.ndarray:
     shape = tuple(int(v) for v in read(layer + ".shape").reshape(-1))
     gsize = int(read(layer + ".group_size").reshape(-1)[0])
     groups = shape[0] * shape[1] // gsize
-    q = hqq_unpack(read(layer + ".W_q"), int(read(layer + ".nbits").reshape(-1)[0]), groups).astype(np.float32)
+    q = hqq_unpack(read(layer + ".W_q"), _ascii(read(layer + ".packing")), groups).astype(np.float32)
     diff = _in(dt, q - read(layer + ".zero").astype(np.float32).reshape(-1, 1)).astype(np.float32)
     return _in(dt, diff * scale.astype(np.float32).reshape(-1, 1)).astype(np.float32).reshape(shape)
 
