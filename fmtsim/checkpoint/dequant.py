@@ -73,6 +73,7 @@ from .files import (
 )
 from .gptq import gptq_layout, gptq_scales_per_weight, gptq_values
 from .hub_layouts import (
+    awq_gemv_values,
     hqq_library,
     hqq_values,
     linear_shape_from_config,
@@ -431,6 +432,9 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
         except KeyError:
             raise CheckpointError(f"{where}: no {m.layer}.shape (HQQ writes the weight's shape beside W_q)") from None
         return TensorJob(m, _out_name(m), shape, c.dtype, s.shape)
+    if p.scheme == "awq-gemv":
+        group = _awq_group(configs, where)
+        return TensorJob(m, _out_name(m), (c.shape[0], c.shape[1] * 8), c.dtype, s.shape, (1, group))
     if p.scheme == "torchao":
         shape = (c.shape[0], c.shape[1] * 2) if c.dtype == "U8" else tuple(c.shape)
         return TensorJob(m, _out_name(m), shape, c.dtype, s.shape)
@@ -489,6 +493,15 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
     if p.packing in INT_PACKINGS:
         return _int_plan(m, entries, configs, where)
     raise CheckpointError(f"{where}: scheme {p.scheme} cannot be dequantized")  # pragma: no cover
+
+
+def _awq_group(configs: dict[str, Any], where: str) -> int:
+    qc = (configs.get("config.json") or {}).get("quantization_config") or {}
+    group = qc.get("group_size")
+    if not isinstance(group, int) or group <= 0:
+        raise CheckpointError(f"{where}: quantization_config.group_size is {group!r}; AWQ GEMV's padded scales "
+                              "do not say it")
+    return group
 
 
 def _fp4_group(where: str, codes: tuple[int, ...], scale: tuple[int, ...], configs: dict[str, Any]) -> int:
@@ -672,6 +685,10 @@ def _stream_hub(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
             vals, sticky = quanto_values(tj.qtype, codes, scale, zp, tuple(tj.out_shape))
     elif p.scheme == "hqq":
         vals, sticky = (hqq_library(read, m.layer).astype(np.float64), None) if library else hqq_values(read, m.layer)
+    elif p.scheme == "awq-gemv":
+        if zp is None:
+            raise CheckpointError(f"{e.name}: no {m.layer}.qzeros (AWQ GEMV stores a zero point per group)")
+        vals, sticky = awq_gemv_values(codes, zp, scale, tj.block[1] if tj.block else 0)
     else:
         kind, attrs = torchao_kind(h.metadata, m.layer + ".weight")
         pts_name = m.layer + "._weight_per_tensor_scale"
@@ -1011,7 +1028,7 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
     if p.scheme == "gptq":
         _stream_gptq(job, tj, scale, src, h, e, emit, cache, res, progress)
         return
-    if p.scheme in ("quanto", "hqq", "torchao"):
+    if p.scheme in ("quanto", "hqq", "torchao", "awq-gemv"):
         _stream_hub(job, tj, scale, src, h, e, emit, cache, res, progress)
         return
     if p.packing in INT_PACKINGS and p.scheme != "fp8":

@@ -46,7 +46,7 @@ import numpy as np
 
 from .files import CheckpointError
 
-__all__ = ["HQQ_PACKINGS", "library_dtype", "quanto_library", "hqq_library", "torchao_library",
+__all__ = ["awq_gemv_values", "HQQ_PACKINGS", "library_dtype", "quanto_library", "hqq_library", "torchao_library",
            "linear_shape_from_config", "quanto_group_size", "quanto_unpack", "quanto_values", "hqq_unpack",
            "hqq_values", "TORCHAO_KINDS", "torchao_kind", "unswizzle_scales", "torchao_values", "E2M1_VALUES"]
 
@@ -135,6 +135,32 @@ def _two_sum_err(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
     """The exact remainder (a + b) - s of the float64 sum s = fl(a + b) (Knuth's two-sum)."""
     bb = s - a
     return (a - (s - bb)) + (b - bb)
+
+
+# -- AWQ GEMV -------------------------------------------------------------------------------------
+
+def _plain_nibbles(words: np.ndarray) -> np.ndarray:
+    """int32 words -> their eight nibbles in order (nibble i of word c is entry 8c + i)."""
+    u = np.asarray(words).view(np.uint32).astype(np.int64)
+    return ((u[..., None] >> (4 * np.arange(8))) & 0xF).reshape(*u.shape[:-1], -1)
+
+
+def awq_gemv_values(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, group: int
+                    ) -> tuple[np.ndarray, None]:
+    """autoawq's GEMV layout: qweight I32 [out, in/8] (nibble i of word c = input 8c + i), qzeros I32
+    [out, ZW] (nibble i of word c = the zero of group 8c + i), scales F16 [out, 8 ZW], the columns from
+    in/group on padding. Exact (q - z) * s, [out, in]."""
+    q = _plain_nibbles(qweight)
+    out_f, in_f = q.shape
+    if in_f % group:
+        raise CheckpointError(f"AWQ GEMV: {in_f} inputs are not whole groups of {group}")
+    ng = in_f // group
+    z = _plain_nibbles(qzeros)
+    if z.shape[0] != out_f or z.shape[1] < ng or scales.shape[0] != out_f or scales.shape[1] < ng:
+        raise CheckpointError(f"AWQ GEMV: qzeros {list(qzeros.shape)} and scales {list(scales.shape)} do not hold "
+                              f"{ng} groups for {out_f} outputs")
+    g = np.arange(in_f) // group
+    return (q - z[:, g]).astype(np.float64) * scales.astype(np.float64)[:, g], None
 
 
 # -- HQQ ------------------------------------------------------------------------------------------

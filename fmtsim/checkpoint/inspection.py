@@ -241,7 +241,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
     if p.scheme == "gptq":
         _gptq_stats(rep, m, read, entries)
         return
-    if p.scheme in ("quanto", "hqq", "torchao"):
+    if p.scheme in ("quanto", "hqq", "torchao", "awq-gemv"):
         _scale_only_stats(rep, m, read)
         return
     raw_codes = read(m.codes)

@@ -406,6 +406,13 @@ PRODUCERS += (
     # AWQ GEMM (autoawq ``WQLinear_GEMM``): ``L.qweight`` I32 [in, out/8], eight outputs per int32 in the nibble
     # order 0,2,4,6,1,3,5,7 (Quark's reorder packing), ``L.qzeros`` the same [in/group, out/8], ``L.scales``
     # F16 [in/group, out]
+    # AWQ GEMV (autoawq ``WQLinear_GEMV``): ``L.qweight`` I32 [out, in/8] in plain nibble order, ``L.qzeros``
+    # I32 [out, ZW], ``L.scales`` F16 [out, 8*ZW] padded past in/group (fmtsim.checkpoint.hub_layouts)
+    Producer("awq-gemv", "AWQ GEMV (autoawq; 4-bit, zero point per group, rows as nn.Linear)", "awq-gemv",
+             ".qweight", ("I32",), ".scales", ("F16", "BF16", "F32"), "uint4", "float", "awq-gemv", None,
+             zero_point=".qzeros", config=((("config.json", "quantization_config.quant_method", "awq"),
+                                            ("config.json", "quantization_config.version", "gemv")),),
+             writers=AWQ_WRITERS, marker_required=True, synthetic=False, value="w = (q - z) * s"),
     Producer("awq-gemm", "AWQ GEMM (autoawq; 4-bit, zero point per group)", "w4a16",
              ".qweight", ("I32",), ".scales", ("F16", "BF16", "F32"), "uint4", "float", "int4x8-reorder-t", None,
              zero_point=".qzeros", config=((("config.json", "quantization_config.quant_method", "awq"),
