@@ -561,5 +561,6 @@ def test_a_model_file_of_another_container_is_named(tmp_path, head, named):
     if head.startswith(b"GGUF"):
         from fmtsim.checkpoint.files import find_source
 
-        with pytest.raises(CheckpointError, match=r"no \.safetensors file; it holds model\.gguf: a GGUF file"):
+        want = r"no \.safetensors file; it holds GGUF file\(s\) model\.gguf: give one of them itself \(fmtsim "
+        with pytest.raises(CheckpointError, match=want + r"checkpoint inspect .*model\.gguf\)"):
             find_source(d)

@@ -116,8 +116,9 @@ def test_a_declared_method_no_record_reads_is_refused_with_what_was_found(tmp_pa
 
 
 @pytest.mark.parametrize("qc, message", [
-    ({"bits": 5}, r"quantization_config.bits is 5; GPTQ packs \(2, 3, 4, 8\) bits"),
-    ({}, "quantization_config.bits is None"),
+    ({"bits": 5}, r"bits is 5 in config.json's quantization_config \(or quantize_config.json\); GPTQ packs "
+                  r"\(2, 3, 4, 8\) bits"),
+    ({}, "bits is None in config.json's quantization_config"),
     ({"bits": 4, "checkpoint_format": "marlin"}, "checkpoint_format 'marlin': fmtsim reads GPTQ's 'gptq' "),
 ])
 def test_gptq_layouts_it_cannot_place_are_refused_by_name(tmp_path, qc, message):

@@ -416,3 +416,30 @@ def test_compare_reads_a_float_gguf_as_the_same_weights_in_safetensors(tmp_path)
     q = _write(tmp_path / "q.gguf", {"blk.0.q.weight": (gq.quantize(x[0], Q.Q8_0), Q.Q8_0)})
     with pytest.raises(ValueError, match="its 2-D weights are quantized .*llama-quantize starts from"):
         compare_source(q, ["mxfp4"])
+
+
+def test_a_split_gguf_shard_is_refused_with_how_to_merge(tmp_path):
+    x = _edge_rows()[7:11]
+    w = gguf_py.GGUFWriter(tmp_path / "m-00001-of-00003.gguf", "llama")
+    w.add_uint16("split.no", 0)
+    w.add_uint16("split.count", 3)
+    w.add_int32("split.tensors.count", 9)
+    w.add_tensor("a", x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(CheckpointError, match=r"shard 1 of a GGUF split into 3 files \(1 of its 9 tensors\): merge"):
+        G.read_gguf(tmp_path / "m-00001-of-00003.gguf")
+
+
+def test_gguf_outputs_are_named_as_given(tmp_path):
+    out = tmp_path / "new" / "weights.bin"  # a parent to create, a name to keep
+    _fmtsim("checkpoint", "dequantize", str(FIXTURE), str(out), "--dtype", "float32")
+    assert out.is_file() and not (tmp_path / "new" / "weights.safetensors").exists()
+    d = tmp_path / "outdir"
+    d.mkdir()
+    _fmtsim("checkpoint", "dequantize", str(FIXTURE), str(d))
+    assert (d / "ggml_types.safetensors").is_file()  # into a folder: named after the input, as safetensors
+    r = _fmtsim("checkpoint", "convert", str(FIXTURE), str(out), "--to", "mxfp4", check=2)
+    assert f"output {out} exists and is not a directory (the output is a folder" in r.stderr

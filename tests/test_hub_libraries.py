@@ -176,3 +176,78 @@ def test_arithmetic_library_gives_gptqmodels_bfloat16_load(tmp_path):
         own = np.load(HUB / folder / "own_dequant.npz")
         for name in own.files:
             assert np.array_equal(got[name].view(np.uint16), own[name]), (folder, name)
+
+
+def _without(folder: str, tmp_path: Path, drop: str, config: dict | None = None) -> Path:
+    """A copy of a fixture folder with one tensor left out (its bytes, the rest byte for byte)."""
+    import shutil
+
+    from fmtsim.checkpoint.files import Entry, header_bytes
+
+    d = tmp_path / f"{folder}-no{drop.rsplit('.', 1)[-1]}"
+    shutil.copytree(HUB / folder, d)
+    src = HUB / folder / "model.safetensors"
+    h = read_header(src)
+    keep = [e for e in h.ordered() if e.name != drop]
+    assert len(keep) == len(h.entries) - 1, drop
+    raw = src.read_bytes()
+    pos, entries, chunks = 0, [], []
+    for e in keep:
+        entries.append(Entry(e.name, e.dtype, e.shape, pos, pos + e.nbytes))
+        chunks.append(raw[h.data_start + e.begin: h.data_start + e.end])
+        pos += e.nbytes
+    (d / "model.safetensors").write_bytes(header_bytes(entries, {}, h.metadata) + b"".join(chunks))
+    if config is not None:
+        (d / "config.json").write_text(json.dumps(config))
+    return d
+
+
+@pytest.mark.parametrize("folder, drop, message", [
+    ("gptq-4bit", "model.layers.0.mlp.down_proj.scales", "GPTQ .* codes without model.layers.0.mlp.down_proj.scales"),
+    ("awq-gemm", "model.layers.0.mlp.down_proj.scales", "AWQ GEMM .* codes without"),
+    ("bnb-int8", "model.layers.0.mlp.down_proj.SCB", "LLM.int8 .* codes without model.layers.0.mlp.down_proj.SCB"),
+    ("hqq-4bit-g64", "model.layers.0.mlp.down_proj.scale", "HQQ .* codes without model.layers.0.mlp.down_proj.scale"),
+    ("hqq-4bit-g64", "model.layers.0.mlp.down_proj.zero", "no model.layers.0.mlp.down_proj.zero .HQQ writes them"),
+    ("torchao-nvfp4wo", "model.layers.0.mlp.down_proj._weight_per_tensor_scale",
+     "NVFP4 codes with E4M3 block scales but no model.layers.0.mlp.down_proj._weight_per_tensor_scale"),
+    ("gptq-4bit-desc_act", "model.layers.0.mlp.down_proj.g_idx", "no model.layers.0.mlp.down_proj.g_idx, and the "
+     "config says desc_act"),
+])
+def test_a_missing_tensor_is_refused_never_copied_or_guessed(folder, drop, message, tmp_path):
+    d = _without(folder, tmp_path, drop)
+    with pytest.raises(Exception, match=message) as e:
+        dequantize(d, tmp_path / "out")
+    assert type(e.value).__name__ == "CheckpointError"
+    assert not (tmp_path / "out").exists()
+
+
+def test_library_arithmetic_in_float16_would_round_the_librarys_bfloat16_again(tmp_path):
+    from fmtsim.checkpoint.files import CheckpointError
+
+    with pytest.raises(CheckpointError, match="--arithmetic library gives its library's bfloat16 values"):
+        dequantize(HUB / "hqq-4bit-g64", tmp_path / "out", dtype="float16", arithmetic="library")
+    assert not (tmp_path / "out").exists()
+
+
+def test_quanto_qint4_without_its_shift_is_refused(tmp_path):
+    d = _without("quanto-qint4", tmp_path, "model.layers.0.mlp.down_proj.weight._shift")
+    with pytest.raises(Exception, match=r"no model.layers.0.mlp.down_proj.weight._shift: quanto's qint4 codes need"):
+        dequantize(d, tmp_path / "out")
+
+
+def test_gptq_codes_without_any_config_are_refused_not_called_unquantized(tmp_path):
+    import shutil
+
+    d = tmp_path / "g"
+    shutil.copytree(HUB / "gptq-4bit", d)
+    (d / "config.json").unlink()
+    (d / "quantize_config.json").unlink()
+    with pytest.raises(Exception, match=r"look like the codes of .*GPTQ.*only config.json's quantization_config tells"):
+        inspect(d)
+    b = tmp_path / "b"  # the width from quantize_config.json alone, as AutoGPTQ writes it
+    shutil.copytree(HUB / "gptq-4bit", b)
+    cfg = json.loads((b / "config.json").read_text())
+    qc = cfg.pop("quantization_config")
+    (b / "config.json").write_text(json.dumps({**cfg, "quantization_config": {"quant_method": "gptq"}}))
+    (b / "quantize_config.json").write_text(json.dumps(qc))
+    assert inspect(b).errors == 0

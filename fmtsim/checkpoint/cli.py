@@ -235,7 +235,8 @@ def cmd_dequantize_gguf(args: argparse.Namespace) -> int:
                                      ("--scheduler", args.scheduler), ("--arithmetic", args.arithmetic != "exact"))
                if on]
     if refused:
-        raise _usage_error(f"{', '.join(refused)}: not for a GGUF file (it is one file, its types name themselves)")
+        raise _usage_error(f"{', '.join(refused)}: not for a GGUF file (one file, read in one process, its tensor "
+                           "types naming their own layout and arithmetic)")
     try:
         s = dequantize_gguf(args.input, args.output, dtype=args.dtype, progress=sys.stderr.isatty())
     except CheckpointError as e:
@@ -410,7 +411,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         others = ", ".join(f"{k}: {v}" for k, v in r.by_recipe.items() if k not in r.best.split(" = "))
         if others:
             print(f"  {r.tensor}: other recipes explain {others}")
-        for n in r.notes:
+        for n in r.notes if r.blocks else ():  # an unexamined tensor's notes are its NOT EXAMINED line below
             print(f"  {r.tensor}: {n}")
         for m in r.misses:
             where = m.detail if m.detail is not None else \
@@ -511,14 +512,16 @@ def _add_explain_diff(csub: Any) -> None:
 
     names = [p.name for p in PRODUCERS]
     c = csub.add_parser("explain", help="name the recipe (scale rule, rounding) that made each quantized tensor")
-    c.add_argument("input", help="the quantized checkpoint")
-    c.add_argument("--original", required=True, help="the high-precision weights it came from")
+    c.add_argument("input", help="the quantized checkpoint (a folder, a .safetensors file or a GGUF file)")
+    c.add_argument("--original", required=True, help="the high-precision weights it came from (for a GGUF: a "
+                   "GGUF of F32/F16/BF16 tensors, as llama-quantize reads, or safetensors with the same names)")
     c.add_argument("--producer", choices=names, metavar="NAME",
                    help="use this record; skip detection (fmtsim list producers)")
     c.set_defaults(func=cmd_explain)
     c = csub.add_parser("diff", help="two quantizations of the same weights: scale steps and element codes")
-    c.add_argument("a", help="one quantized checkpoint (file or folder)")
-    c.add_argument("b", help="the other: the same weights quantized again (another recipe, an FNUZ conversion)")
+    c.add_argument("a", help="one quantized checkpoint (file or folder), or a GGUF file")
+    c.add_argument("b", help="the other: the same weights quantized again (another recipe, an FNUZ conversion; "
+                             "a GGUF file for a GGUF A)")
     c.add_argument("--original", help="the high-precision weights: say which recipe each follows")
     c.add_argument("--producer", choices=names, metavar="NAME",
                    help="use this record; skip detection (fmtsim list producers)")

@@ -71,7 +71,7 @@ from .files import (
     remove_stale_temps,
     run_shards,
 )
-from .gptq import gptq_layout, gptq_scales_per_weight, gptq_values
+from .gptq import gptq_act_order, gptq_layout, gptq_scales_per_weight, gptq_values
 from .hub_layouts import (
     awq_gemv_values,
     hqq_library,
@@ -84,13 +84,14 @@ from .hub_layouts import (
     torchao_values,
 )
 from .intcodes import DENSE_BITS, check_zero_point, dense_words, group_layout, int_values, unpack_fp6
-from .producers import Detection, LayerMatch, detect, read_configs, unread_layout
+from .producers import Detection, LayerMatch, codes_without_scales, detect, read_configs, unread_layout
 
 __all__ = ["TARGETS", "dequantize", "DequantSummary", "round_to_target", "layer_plan", "block_shape",
            "BlockShapeError"]
 
 META_KEY = "fmtsim_dequantize"
 ARITHMETICS = ("exact", "library")
+HQQ_NEEDS = (".zero", ".shape", ".packing", ".group_size", ".axis")  # beside W_q and scale
 TARGETS: dict[str, tuple[str, np.dtype, np.dtype]] = {
            "bfloat16": ("BF16", np.dtype(ml_dtypes.bfloat16), np.dtype(np.uint16)),
            "float16": ("F16", np.dtype(np.float16), np.dtype(np.uint16)),
@@ -404,6 +405,9 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
         return TensorJob(m, _out_name(m), state.shape, c.dtype, s.shape, (1, state.blocksize))
     if p.scheme == "gptq":
         bits, minus_one = gptq_layout(configs, where)
+        if m.layer + ".g_idx" not in entries and gptq_act_order(configs):
+            raise CheckpointError(f"{where}: no {m.layer}.g_idx, and the config says desc_act (act-order): the "
+                                  "group of each input row is only in g_idx")
         if len(c.shape) != 2 or (c.shape[0] * 32) % bits or len(s.shape) != 2 or s.shape[1] != c.shape[1]:
             raise CheckpointError(f"{where}: qweight {list(c.shape)} and scales {list(s.shape)} are not "
                                   f"[in * {bits} / 32, out] and [groups, out]")
@@ -417,6 +421,9 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
             raise CheckpointError(f"{where}: quanto_qmap.json names no weights type for {m.layer}")
         if c.dtype != "U8":
             return TensorJob(m, _out_name(m), c.shape, c.dtype, s.shape, qtype=qtype)
+        if m.zero_point is None:
+            raise CheckpointError(f"{where}: no {m.layer}.weight._shift: quanto's {qtype} codes need their shift "
+                                  "(w = q * scale - shift)")
         groups, width = int(np.prod(s.shape, dtype=np.int64)), c.shape[-1]
         dims = linear_shape_from_config(m.layer, configs.get("config.json"))
         if dims is None or dims[0] * dims[1] != groups * width:
@@ -427,15 +434,21 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
     if p.scheme == "hqq":
         if read is None:  # pragma: no cover - every caller that plans an HQQ layer passes a reader
             raise CheckpointError(f"{where}: the HQQ shape tensor must be read to plan this layer")
-        try:
-            shape = tuple(int(v) for v in read(m.layer + ".shape").reshape(-1))
-        except KeyError:
-            raise CheckpointError(f"{where}: no {m.layer}.shape (HQQ writes the weight's shape beside W_q)") from None
+        lacking = [m.layer + x for x in HQQ_NEEDS if m.layer + x not in entries]
+        if lacking:
+            raise CheckpointError(f"{where}: no {', '.join(lacking)} (HQQ writes them beside W_q; without them the "
+                                  "codes cannot be placed)")
+        shape = tuple(int(v) for v in read(m.layer + ".shape").reshape(-1))
         return TensorJob(m, _out_name(m), shape, c.dtype, s.shape)
     if p.scheme == "awq-gemv":
         group = _awq_group(configs, where)
         return TensorJob(m, _out_name(m), (c.shape[0], c.shape[1] * 8), c.dtype, s.shape, (1, group))
     if p.scheme == "torchao":
+        if m.producer.global_scale is None and c.dtype == "U8" and s.dtype == "F8_E4M3" and \
+                m.layer + "._weight_per_tensor_scale" not in entries:
+            raise CheckpointError(f"{where}: NVFP4 codes with E4M3 block scales but no "
+                                  f"{m.layer}._weight_per_tensor_scale (torchao writes it; reading 1 would give "
+                                  "other values)")
         shape = (c.shape[0], c.shape[1] * 2) if c.dtype == "U8" else tuple(c.shape)
         return TensorJob(m, _out_name(m), shape, c.dtype, s.shape)
     if p.scheme == "bnb8":
@@ -1213,6 +1226,12 @@ def dequantize(
         name, cands = next(iter(sorted(det.ambiguous.items())))
         raise CheckpointError(f"{name}: matches producers with different rules ({', '.join(cands)}) and no config "
                               f"file says which; choose with --producer NAME ({len(det.ambiguous)} such tensor(s))")
+    dtypes = {n: headers[where[n]].entries[n].dtype for n in where}
+    lacking = codes_without_scales(dtypes, configs, det)
+    if lacking:
+        name, rec, missing = lacking[0]
+        raise CheckpointError(f"{name}: {rec.title} codes without {' and '.join(missing)}; nothing written (its "
+                              f"packed codes would be copied as if they were weights; {len(lacking)} such tensor(s))")
     if not det.layers:
         raise CheckpointError(f"{source.path}: no tensor matches a known producer layout; nothing to dequantize "
                               "(see 'fmtsim checkpoint inspect')")
@@ -1231,6 +1250,13 @@ def dequantize(
         for suffix in m.producer.extra:
             if m.layer + suffix in where:
                 dropped.add(m.layer + suffix)
+    if arithmetic == "library" and dtype == "float16":
+        bf16 = sorted(n for n, tj in plans.items() if tj.match.producer.scheme in ("quanto", "hqq", "torchao")
+                      and (tj.match.producer.scheme == "torchao" or entries[tj.match.scale].dtype == "BF16"))
+        if bf16:
+            raise CheckpointError(f"{bf16[0]}: --arithmetic library gives its library's bfloat16 values; float16 "
+                                  "would round them again: use --dtype bfloat16 (or float32, which holds them "
+                                  "exactly)")
     out_names = [tj.out_name for tj in plans.values()]
     clash = (set(out_names) & (set(where) - set(plans) - dropped)) or {n for n in out_names if out_names.count(n) > 1}
     if clash:

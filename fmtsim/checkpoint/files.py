@@ -397,7 +397,7 @@ def find_source(path: str | Path) -> Source:
     if len(files) != 1:
         found = f"{len(files)} .safetensors files" if files else "no .safetensors file"
         if not files:  # say what the weights are in, where they are in a container fmtsim knows of
-            others = []
+            others, ggufs = [], []
             for q in sorted(p.iterdir())[:200]:
                 if q.is_file() and q.suffix in (".gguf", ".bin", ".pt", ".pth", ".h5", ".pkl"):
                     try:
@@ -405,8 +405,14 @@ def find_source(path: str | Path) -> Source:
                             what = _container(fh.read(8))
                     except OSError:
                         what = None
-                    if what is not None:
+                    if what is not None and what.startswith("a GGUF file"):
+                        ggufs.append(q)
+                    elif what is not None:
                         others.append(f"{q.name}: {what.split(',')[0].split(' (')[0]}")
+            if ggufs:
+                found += ("; it holds GGUF file(s) " + ", ".join(q.name for q in ggufs[:3]) +
+                          (" ..." if len(ggufs) > 3 else "") + ": give one of them itself (fmtsim checkpoint "
+                          f"inspect {ggufs[0]})")
             if others:
                 found += "; it holds " + "; ".join(others[:3]) + (" ..." if len(others) > 3 else "") + \
                     ", which fmtsim does not read"

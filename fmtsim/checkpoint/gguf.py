@@ -17,6 +17,7 @@ read in bounded chunks of blocks, never memory-mapped whole.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import sys
 from collections import Counter
@@ -245,6 +246,11 @@ def read_gguf(path: str | Path, crosscheck: bool = True) -> GGUFFile:
         if a.offset + a.nbytes > b.offset:
             raise CheckpointError(f"{p}: tensors {a.name!r} and {b.name!r} overlap (bytes {b.offset}.."
                                   f"{a.offset + a.nbytes})")
+    split = metadata.get("split.count")
+    if isinstance(split, int) and split > 1:
+        raise CheckpointError(f"{p}: shard {int(metadata.get('split.no', 0)) + 1} of a GGUF split into {split} files "
+                              f"({len(tensors)} of its {metadata.get('split.tensors.count', '?')} tensors): merge them "
+                              "first (llama.cpp's llama-gguf-split --merge); fmtsim reads one whole GGUF file")
     g = GGUFFile(p, version, metadata, tensors, alignment, data_start, size)
     if crosscheck:
         crosscheck_gguf(g)
@@ -261,6 +267,15 @@ def crosscheck_gguf(g: GGUFFile) -> None:
         return
     known = {int(v) for v in gguf_py.GGMLQuantizationType}
     unknown = sorted({t.type.name for t in g.tensors if t.type.code not in known})
+    sizes = getattr(getattr(gguf_py, "constants", None), "GGML_QUANT_SIZES", {})
+    stale = sorted({t.type.name for t in g.tensors if t.type.code in known and
+                    sizes.get(gguf_py.GGMLQuantizationType(t.type.code), (t.type.block, t.type.nbytes))
+                    != (t.type.block, t.type.nbytes)})
+    version_ = getattr(gguf_py, "__version__", None) or _dist_version("gguf")
+    if stale:  # gguf 0.19.0 still gives Q8_1 its old 40-byte block (ggml-common.h: 36)
+        g.notes.append(f"gguf-py {version_} gives {', '.join(stale)} another block size than ggml's: the file was "
+                       "read by fmtsim's own parser only")
+        return
     version = getattr(gguf_py, "__version__", None) or _dist_version("gguf")
     if unknown:
         g.notes.append(f"gguf-py {version} does not know type(s) {', '.join(unknown)}: the file was read by "
@@ -421,9 +436,12 @@ def dequantize_gguf(path: str | Path, output: str | Path, dtype: str = "bfloat16
     if dtype not in TARGETS:
         raise CheckpointError(f"dtype {dtype!r}: choose one of {', '.join(TARGETS)}")
     g = read_gguf(path)
+    text = str(output)
+    into_dir = Path(output).is_dir() or text.endswith(("/", os.sep))
     out = check_output(Source(g.path, [g.path], None, False), output)
-    if out.suffix != ".safetensors":
+    if into_dir:  # OUT/<input name>: the safetensors file is named after the GGUF, not as it
         out = out.with_suffix(".safetensors")
+    out.parent.mkdir(parents=True, exist_ok=True)
     bad = [t.name for t in g.tensors if t.quantized and t.type.decode is None]
     if bad:
         raise CheckpointError(f"{g.path}: tensor(s) {', '.join(bad[:3])} are {g.tensor(bad[0]).type.name}, which ggml "
@@ -519,10 +537,13 @@ def explain_gguf(quant: str | Path, original: str | Path) -> list[Any]:
                                           notes=[f"no tensor {t.name!r} in the original"]))
             continue
         if t.type.name not in REFERENCE_QUANTIZERS:
+            searched = t.type.name.startswith("IQ") or t.type.name[1:3] in ("2_", "3_", "4_", "5_", "6_") and \
+                t.type.name.endswith("_K")
+            why = ("is made by a search over scales (and, for the I-quants, grids)" if searched else
+                   "has a reference quantizer fmtsim does not model yet")
             rows.append(TensorExplanation(t.name, "gguf", 0, {}, "-", 0, notes=[
-                f"{t.type.name} is made by a search over scales (and, for the I-quants, grids), with or without an "
-                "importance matrix; fmtsim reproduces the reference quantizers of "
-                f"{', '.join(REFERENCE_QUANTIZERS)} only"]))
+                f"{t.type.name} {why}; fmtsim reproduces ggml's reference quantizers of "
+                f"{', '.join(REFERENCE_QUANTIZERS)}"]))
             continue
         w = np.asarray(orig[t.name])
         if tuple(w.shape) != t.shape:

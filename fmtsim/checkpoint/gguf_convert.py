@@ -80,9 +80,10 @@ def gguf_to_safetensors_mxfp4(src: str | Path, out: str | Path) -> MXFP4Conversi
     if undecodable:
         raise CheckpointError(f"{g.path}: tensor {undecodable[0]!r} is {g.tensor(undecodable[0]).type.name}, which "
                               "ggml has no dequantizer for; nothing written")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise CheckpointError(f"output {out} exists and is not a directory (the output is a folder: "
+                              "model.safetensors and config.json)")
     out_dir = check_output(Source(g.path, [g.path], None, True), out)  # a folder, as for a folder source
-    if out_dir.exists() and not out_dir.is_dir():
-        raise CheckpointError(f"output {out_dir} exists and is not a directory")
     entries, begin, plan = [], 0, []
     for t in g.tensors:
         if t.type is _MX:
@@ -193,8 +194,6 @@ def safetensors_to_gguf_mxfp4(src: str | Path, out: str | Path, architecture: st
     if source.is_dir:  # a folder source: the GGUF goes to a file, never into a folder named OUT
         if final.exists() and final.is_dir():
             final = final / (source.path.name + ".gguf")
-    if final.suffix != ".gguf":
-        final = final.with_suffix(".gguf")
     if final.exists() and not final.is_file():
         raise CheckpointError(f"output {final} exists and is not a regular file")
     configs = read_configs(source.path if source.is_dir else None)

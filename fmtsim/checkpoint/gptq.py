@@ -31,24 +31,36 @@ import numpy as np
 from .files import CheckpointError
 from .intcodes import dense_words, unpack_dense
 
-__all__ = ["gptq_scales_per_weight", "GPTQ_BITS", "gptq_layout", "gptq_values", "gptq_codes", "v1_zero_points",
-           "V1_WORD_OFFSET"]
+__all__ = ["gptq_act_order", "gptq_scales_per_weight", "GPTQ_BITS", "gptq_layout", "gptq_values", "gptq_codes",
+           "v1_zero_points", "V1_WORD_OFFSET"]
 
 GPTQ_BITS = (2, 3, 4, 8)
 
 
 def gptq_layout(configs: dict[str, Any], where: str) -> tuple[int, bool]:
     """(bits, zero points stored minus 1) from config.json's quantization_config (or quantize_config.json)."""
-    qc = (configs.get("config.json") or {}).get("quantization_config") or configs.get("quantize_config.json") or {}
+    qc = _qc(configs)
     bits = qc.get("bits")
     if bits not in GPTQ_BITS:
-        raise CheckpointError(f"{where}: quantization_config.bits is {bits!r}; GPTQ packs {GPTQ_BITS} bits and the "
-                              "width is only in the config")
+        raise CheckpointError(f"{where}: bits is {bits!r} in config.json's quantization_config (or "
+                              f"quantize_config.json); GPTQ packs {GPTQ_BITS} bits and the width is only in the config")
     fmt = str(qc.get("checkpoint_format", "gptq")).lower()
     if fmt not in ("gptq", "gptq_v2"):
         raise CheckpointError(f"{where}: checkpoint_format {fmt!r}: fmtsim reads GPTQ's 'gptq' (v1) and 'gptq_v2' "
                               "layouts (other formats, e.g. marlin or bitblas, repack the codes)")
     return int(bits), fmt == "gptq"
+
+
+def _qc(configs: dict[str, Any]) -> dict[str, Any]:
+    """config.json's quantization_config over AutoGPTQ's quantize_config.json (older models keep only that)."""
+    side = configs.get("quantize_config.json")
+    main = (configs.get("config.json") or {}).get("quantization_config")
+    return {**(side if isinstance(side, dict) else {}), **(main if isinstance(main, dict) else {})}
+
+
+def gptq_act_order(configs: dict[str, Any]) -> bool:
+    """Whether the config says desc_act (act-order): g_idx then permutes the groups."""
+    return bool(_qc(configs).get("desc_act"))
 
 
 def gptq_codes(qweight: np.ndarray, bits: int, rows: int) -> np.ndarray:

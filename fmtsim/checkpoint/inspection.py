@@ -44,7 +44,7 @@ from .conversion import ATTENTION_SUFFIXES, is_scale_like
 from .dequant import FP8_ELEMENT, BlockShapeError, _scan, layer_plan, ue5m3_values
 from .files import DTYPES, CheckpointError, Header, read_array
 from .intcodes import unpack_codes, unpack_fp6
-from .producers import LayerMatch, Producer, get_producer
+from .producers import LayerMatch, codes_without_scales
 
 __all__ = ["Finding", "TensorReport", "InspectReport", "inspect"]
 
@@ -358,19 +358,6 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
                     "a byte: the two nibbles of each byte look swapped (element 2i belongs in the low nibble)")
 
 
-def _lacking_scales(name: str, dtype: str, marked: list[Producer], where: dict[str, Any]
-                    ) -> tuple[Producer, list[str]] | None:
-    """The first record a config marks whose codes ``name`` looks like (suffix and dtype) and the scale
-    tensors of it the checkpoint lacks: a layer detection could not match for want of them."""
-    for p in marked:
-        if name.endswith(p.codes) and dtype in p.codes_dtypes:
-            layer = name[: -len(p.codes)]
-            missing = [layer + s for s in (p.scale, p.global_scale) if s and layer + s not in where]
-            if missing:
-                return p, missing
-    return None
-
-
 def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
     """Detect producers, summarise every quantized tensor and lint; see the module docstring."""
     check_path(path, "inspect: path")
@@ -429,15 +416,16 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
                     findings.append(Finding("warning", "fused-global-scales", t,
                                             f"global scale {g:.6g} differs from {other}'s "
                                             f"{layers_with_globals[other]:.6g}; fused kernels assume one"))
-    marked = [get_producer(n) for n in det.config_producers]
+    without_scales = {n: (p, missing) for n, p, missing in
+                      codes_without_scales({n: entries[n].dtype for n in where}, configs, det)}
     for name in sorted(where):
         if name in claimed or name in det.layers or name.endswith(ATTENTION_SUFFIXES):
             continue  # attention / KV-cache scales belong to the attention, not to a weight
         dt = entries[name].dtype
-        lacking = _lacking_scales(name, dt, marked, where)
+        lacking = without_scales.get(name)
         if lacking:
             p, missing = lacking
-            findings.append(Finding("error", "missing-scale", name, f"{dt} codes of {p.title} (the config marks it) "
+            findings.append(Finding("error", "missing-scale", name, f"{dt} codes of {p.title} "
                                     f"without {' and '.join(missing)}"))
             claimed |= {name[: -len(p.codes)] + s for s in (p.scale, p.global_scale, p.zero_point) if s}
         elif dt in FP8_ELEMENT and not is_scale_like(name):

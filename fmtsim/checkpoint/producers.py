@@ -477,6 +477,14 @@ def unread_layout(dtypes: dict[str, str], configs: dict[str, Any], det: Detectio
     if marked and any(n.endswith(p.codes) for p in marked for n in packed):
         return None  # a marked record's codes without its scales: inspect names them (missing-scale)
     methods = [str(m) for m in _lookup(configs.get("config.json"), "quantization_config.quant_method")]
+    if not methods and packed:  # codes only a config marker tells apart (GPTQ / AWQ qweight), and no config
+        unmarked = sorted({p.title for p in PRODUCERS if p.marker_required and p.codes != ".weight" and
+                           any(n.endswith(p.codes) and dtypes[n] in p.codes_dtypes for n in packed)})
+        if unmarked:
+            first = next(n for n in packed if any(n.endswith(p.codes) for p in PRODUCERS if p.title in unmarked))
+            return (f"{first} (and {len(packed) - 1} more packed tensor(s)) look like the codes of "
+                    f"{' or '.join(unmarked)}, whose layouts only config.json's quantization_config tells apart "
+                    "(quant_method, bits, version); it is missing: refused rather than reported as unquantized")
     if not methods or not packed:
         return None
     kinds: dict[str, int] = {}
@@ -488,6 +496,29 @@ def unread_layout(dtypes: dict[str, str], configs: dict[str, Any], det: Detectio
     return (f"config.json declares {what}, a layout fmtsim does not read; the folder holds "
             f"{len(packed)} packed tensor(s) ({', '.join(f'{k} x{v}' for k, v in sorted(kinds.items()))}, "
             f"e.g. {packed[0]}) that no producer record matches; refused rather than reported as unquantized")
+
+
+def codes_without_scales(dtypes: dict[str, str], configs: dict[str, Any], det: Detection
+                         ) -> list[tuple[str, Producer, list[str]]]:
+    """Tensors that look like a record's codes (its suffix and dtype) that detection left unmatched for want
+    of the record's scale tensors: (name, record, the missing tensors). The records are those a config
+    marks, and those with a codes suffix of their own (not a bare ``.weight``, HQQ's ``.W_q``); dequantize
+    refuses such a checkpoint rather than copy the packed codes as if they were weights."""
+    marked = {n for n in det.config_producers}
+    out = []
+    for name in sorted(dtypes):
+        if name in det.layers:
+            continue
+        for p in PRODUCERS:
+            if p.refuse or not (p.name in marked or (not p.config and p.codes != ".weight")):
+                continue
+            if name.endswith(p.codes) and dtypes[name] in p.codes_dtypes:
+                layer = name[: -len(p.codes)]
+                missing = [layer + x for x in (p.scale, p.global_scale) if x and layer + x not in dtypes]
+                if missing:
+                    out.append((name, p, missing))
+                    break
+    return out
 
 
 def get_producer(name: str) -> Producer:
@@ -514,12 +545,12 @@ def _lookup(obj: Any, dotted: str) -> list[Any]:
 
 
 def read_configs(directory: Path | None) -> dict[str, Any]:
-    """The JSON config files a producer may mark (config.json, hf_quant_config.json, params.json, and
-    optimum-quanto's quanto_qmap.json)."""
+    """The JSON config files a producer may mark (config.json, hf_quant_config.json, params.json,
+    optimum-quanto's quanto_qmap.json and AutoGPTQ's quantize_config.json)."""
     out: dict[str, Any] = {}
     if directory is None:
         return out
-    for name in ("config.json", "hf_quant_config.json", "params.json", "quanto_qmap.json"):
+    for name in ("config.json", "hf_quant_config.json", "params.json", "quanto_qmap.json", "quantize_config.json"):
         p = directory / name
         if p.is_file():
             try:
