@@ -443,3 +443,15 @@ def test_gguf_outputs_are_named_as_given(tmp_path):
     assert (d / "ggml_types.safetensors").is_file()  # into a folder: named after the input, as safetensors
     r = _fmtsim("checkpoint", "convert", str(FIXTURE), str(out), "--to", "mxfp4", check=2)
     assert f"output {out} exists and is not a directory (the output is a folder" in r.stderr
+
+
+def test_nan_scales_are_counted_and_trailing_bytes_said(tmp_path):
+    x = _edge_rows()[7:11]
+    b = gq.quantize(x, Q.Q8_0)
+    b[0, 0:2] = np.frombuffer(np.float16(np.nan).tobytes(), np.uint8)  # block 0's d: NaN
+    p = _write(tmp_path / "n.gguf", {"w": (b, Q.Q8_0)})
+    r = _fmtsim("checkpoint", "dequantize", str(p), str(tmp_path / "n.safetensors"))
+    assert "WARNING: 32 NaN value(s): NaN or Inf block scales in the file" in r.stdout
+    with open(p, "ab") as fh:
+        fh.write(bytes(100))
+    assert any("100 bytes after the last tensor's data" in n for n in G.read_gguf(p).notes)

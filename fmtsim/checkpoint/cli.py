@@ -245,6 +245,8 @@ def cmd_dequantize_gguf(args: argparse.Namespace) -> int:
           f"C does (float32)" + (f", rounded once to {s.target} ({s.rounded} value(s) changed by it)"
                                  if s.target != "float32" else "")
           + f"; {_count(s.copied, 'plain tensor')} copied unchanged")
+    if s.nan:
+        print(f"WARNING: {s.nan} NaN value(s): NaN or Inf block scales in the file, as ggml reads them")
     _print_notes(s.notes)
     return 0
 
@@ -362,7 +364,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         c, s = t.codes, t.scales
         rows.append([t.tensor, t.producer, f"{t.scheme} {t.element}", "x".join(map(str, t.shape)),
                      _fmt_num(c.get("nan_codes")), _fmt_num(c.get("neg_zero")),
-                     f"{100 * c.get('at_max_share', 0.0):.2f}%", _fmt_num(c.get("subnormal")),
+                     f"{100 * c['at_max_share']:.2f}%" if "at_max_share" in c else "-", _fmt_num(c.get("subnormal")),
                      _fmt_num(c.get("unused_codes")),
                      f"{_fmt_num(s.get('min'))} .. {_fmt_num(s.get('max'))}",
                      _fmt_num(s.get("global")), str(len(t.findings))])

@@ -252,6 +252,10 @@ def read_gguf(path: str | Path, crosscheck: bool = True) -> GGUFFile:
                               f"({len(tensors)} of its {metadata.get('split.tensors.count', '?')} tensors): merge them "
                               "first (llama.cpp's llama-gguf-split --merge); fmtsim reads one whole GGUF file")
     g = GGUFFile(p, version, metadata, tensors, alignment, data_start, size)
+    end = max((t.offset + t.nbytes for t in tensors), default=data_start)
+    if size - end >= alignment:  # writers pad the data to the alignment; more is something else
+        g.notes.append(f"{size - end} bytes after the last tensor's data (from byte {end}), not part of any "
+                       "tensor: not read")
     if crosscheck:
         crosscheck_gguf(g)
     return g
@@ -423,6 +427,7 @@ class GGUFDequantSummary:
     copied: int
     rounded: int          # values ggml's float32 result did not fit the target exactly
     notes: list[str]
+    nan: int = 0          # NaN values (a NaN or Inf scale in the file)
 
 
 def dequantize_gguf(path: str | Path, output: str | Path, dtype: str = "bfloat16",
@@ -458,12 +463,14 @@ def dequantize_gguf(path: str | Path, output: str | Path, dtype: str = "bfloat16
         if k in g.metadata:
             meta[k] = str(g.metadata[k])
     target_dt = TARGETS[dtype][1]
-    rounded = 0
+    rounded = nan = 0
     bar = _bar(sum(t.nbytes for t in g.tensors), f"dequantize {g.path.name}") if progress else None
     with open(g.path, "rb") as fh, ShardWriter(out) as w:
         w.write(header_bytes(entries, {}, meta))
         for t in g.tensors:
             for chunk in iter_values(fh, t):
+                if t.quantized:
+                    nan += int(np.count_nonzero(np.isnan(chunk)))
                 if t.quantized and target_dt != np.float32:
                     narrowed = chunk.astype(target_dt)
                     rounded += int(np.count_nonzero((narrowed.astype(np.float32) != chunk) & ~np.isnan(chunk)))
@@ -478,7 +485,7 @@ def dequantize_gguf(path: str | Path, output: str | Path, dtype: str = "bfloat16
     notes.append("tensor names are GGUF's (blk.N.attn_q.weight ...); the tokenizer and other metadata stay in "
                  "the .gguf (the architecture, name and file type are copied into the safetensors metadata)")
     return GGUFDequantSummary(g.path, out, dtype, sum(t.quantized for t in g.tensors),
-                              sum(not t.quantized for t in g.tensors), rounded, notes)
+                              sum(not t.quantized for t in g.tensors), rounded, notes, nan)
 
 
 def _bar(total: int, desc: str) -> Any:

@@ -195,6 +195,14 @@ def _bnb_stats(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str, A
             rep.findings.append(Finding("error", code, m.scale, f"{n} of {st['count']} absmax values are {what}"))
 
 
+def _torchao_label(codes_dtype: str, scale_dtype: str) -> str:
+    """What a torchao tensor holds, from its stored dtypes (the subclass name is in the file's metadata)."""
+    return {("I8", "F32"): "int8 (Int8Tensor)", ("F8_E4M3", "F32"): "e4m3 (Float8Tensor)",
+            ("I8", "BF16"): "intx (IntxUnpackedToInt8Tensor)", ("F8_E4M3", "F8_E8M0"): "mxfp8 (MXTensor)",
+            ("U8", "F8_E8M0"): "mxfp4 (MXTensor)", ("U8", "F8_E4M3"): "nvfp4 (NVFP4Tensor)"}.get(
+        (codes_dtype, scale_dtype), f"{codes_dtype} codes, {scale_dtype} scales")
+
+
 def _scale_only_stats(rep: TensorReport, m: LayerMatch, read: Any) -> None:
     """optimum-quanto, HQQ and torchao layers: their scales (E8M0 / E4M3 as values) and code count."""
     raw = read(m.scale)
@@ -203,6 +211,12 @@ def _scale_only_stats(rep: TensorReport, m: LayerMatch, read: Any) -> None:
     else:
         vals = raw.astype(np.float64)
     rep.scales = _scale_stats(vals.reshape(-1))
+    pts = m.layer + "._weight_per_tensor_scale"
+    if m.producer.scheme == "torchao":
+        try:
+            rep.scales["global"] = float(np.asarray(read(pts), np.float64).reshape(-1)[0])
+        except KeyError:
+            pass
     codes = read(m.codes)
     rep.codes = {"values": int(codes.size * (2 if codes.dtype == np.uint8 and m.producer.scheme == "torchao" else 1))}
     st = rep.scales
@@ -389,6 +403,16 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
             rep.findings.append(Finding("error", code, name, msg + " (dequantize refuses it)"))
         else:
             rep.bits = tj.bits
+            if m.producer.scheme in ("quanto", "hqq", "torchao", "awq-gemv", "w4a16", "gptq"):
+                rep.shape = list(tj.out_shape)  # packed words say little: the weight's own shape
+            if tj.qtype:
+                rep.element = tj.qtype
+            if tj.bits:
+                rep.element = f"uint{tj.bits}"
+            if m.producer.scheme == "hqq":
+                rep.element = f"uint{int(read(m.layer + '.nbits').reshape(-1)[0])}"
+            if m.producer.scheme == "torchao":
+                rep.element = _torchao_label(e.dtype, entries[m.scale].dtype)
             if tj.block_source:
                 rep.block, rep.block_source = list(tj.block or ()), tj.block_source
             if tj.block_source.startswith("inferred"):
