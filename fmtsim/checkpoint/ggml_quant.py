@@ -1,9 +1,11 @@
 """ggml's reference quantizers (``quantize_row_*_ref`` in ``ggml-quants.c``), byte for byte.
 
-These are what ``llama-quantize`` runs for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4 and NVFP4 when no
-importance matrix is given (with one, ggml searches per block and these do not apply), and what
-gguf-py's ``quants.quantize`` mirrors for the first six. Each step is ggml's float32 expression in
-its order, one rounding per operation, as a build without fused multiply-add computes it:
+These are what ``llama-quantize`` runs for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, NVFP4, Q1_0, Q2_0,
+TQ1_0 and TQ2_0 when no importance matrix is given (with one, ggml searches per block and these do
+not apply; TQ1_0 and TQ2_0 ignore it), Q8_K's (the activation side of the K-quant dot products), and
+what gguf-py's ``quants.quantize`` mirrors for Q4_0 .. Q8_0, MXFP4, TQ1_0 and TQ2_0. Each step is
+ggml's float32 expression in its order, one rounding per operation, as a build without fused
+multiply-add computes it:
 
 - Q4_0 / Q5_0: the element of largest magnitude (the first, on ties) ``max``; ``d = max / -8``
   (``/ -16``); ``id = 1/d`` (0 when d is 0); code ``min(15, trunc(x*id + 8.5))`` (``31``, ``16.5``);
@@ -16,6 +18,12 @@ its order, one rounding per operation, as a build without fused multiply-add com
   to the smaller magnitude, and a value that rounds to zero is +0 (code 0), never -0.
 - NVFP4: per 16 elements, ``ue = fp32_to_ue4m3(amax / 6)`` (ggml's own rounding: half up on the
   mantissa, clamped at 448, never 0x7F), then the elements as MXFP4's, with ``d`` the halved scale.
+- Q1_0: ``d`` = the float32 sum of |x| in element order, / 128; bit j = x >= 0 (-0.0 reads +d).
+- Q2_0: ``d = amax``, codes ``clamp(roundf(x/d) + 1, 0, 3)``.
+- TQ1_0 / TQ2_0: ``d = amax``, trits ``lroundf(x/d) + 1``; TQ1_0 packs five (four, then x3) per byte
+  as a base-3 number, first trit most significant, scaled by ceil(q * 256 / 243).
+- Q8_K: the signed element of largest magnitude ``max``, ``iscale = -127 / max``, codes
+  ``min(127, nearest_int(iscale * x))`` (ties to even), sums of 16, float32 ``d = 1 / iscale``.
 
 ``log2f`` is glibc's, which is correctly rounded on the inputs where it matters (amax just below a
 power of two, where the rounding decides the floor); fmtsim rounds the float64 logarithm to float32,
@@ -155,8 +163,74 @@ def _nvfp4(x: np.ndarray) -> np.ndarray:
     return np.concatenate([ue, packed], axis=1)
 
 
+def _lround(v: np.ndarray) -> np.ndarray:
+    """roundf / lroundf of float32 values: half away from zero (exact in float64)."""
+    v = np.asarray(v, dtype=np.float64)
+    return (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int64)
+
+
+def _q1_0(x: np.ndarray) -> np.ndarray:
+    # d = (sum of |x| in element order, float32) / 128; a bit per element: x >= 0 (so -0.0 is +d)
+    d = np.cumsum(np.abs(x), axis=1, dtype=F32)[:, -1:] / F32(128)
+    bits = (x >= 0).astype(np.uint8).reshape(len(x), 16, 8)
+    return np.concatenate([_f16_bytes(d), (bits << np.arange(8, dtype=np.uint8)).sum(axis=2, dtype=np.uint8)],
+                          axis=1)
+
+
+def _q2_0(x: np.ndarray) -> np.ndarray:
+    d = np.abs(x).max(axis=1, keepdims=True)
+    q = np.clip(_lround(x * _inverse(d)) + 1, 0, 3).reshape(len(x), 16, 4)
+    packed = (q << (2 * np.arange(4))).sum(axis=2).astype(np.uint8)
+    return np.concatenate([_f16_bytes(d), packed], axis=1)
+
+
+_TQ1_FIRST = (np.arange(32)[:, None] + 32 * np.arange(5)[None, :])          # bytes 0-31: 5 trits each
+_TQ1_SECOND = 160 + (np.arange(16)[:, None] + 16 * np.arange(5)[None, :])   # bytes 32-47
+_TQ1_HIGH = 240 + (np.arange(4)[:, None] + 4 * np.arange(4)[None, :])       # qh 0-3: 4 trits, then x3
+
+
+def _tq1_0(x: np.ndarray) -> np.ndarray:
+    d = np.abs(x).max(axis=1, keepdims=True)
+    t = _lround(x * _inverse(d)) + 1  # 0, 1, 2
+
+    def pack(idx: np.ndarray, pad: bool) -> np.ndarray:
+        q = np.zeros((len(x), idx.shape[0]), np.int64)
+        for n in range(idx.shape[1]):  # the first trit most significant
+            q = q * 3 + t[:, idx[:, n]]
+        if pad:
+            q = q * 3
+        return ((q * 256 + 242) // 243).astype(np.uint8)  # ceiling division into a byte
+
+    return np.concatenate([pack(_TQ1_FIRST, False), pack(_TQ1_SECOND, False), pack(_TQ1_HIGH, True),
+                           _f16_bytes(d)], axis=1)
+
+
+def _tq2_0(x: np.ndarray) -> np.ndarray:
+    d = np.abs(x).max(axis=1, keepdims=True)
+    t = (_lround(x * _inverse(d)) + 1) & 3
+    chunks = t.reshape(len(x), 2, 4, 32)  # 128 elements per 32 bytes: element m + 32n in bits 2n
+    packed = (chunks << (2 * np.arange(4))[None, None, :, None]).sum(axis=2).reshape(len(x), 64).astype(np.uint8)
+    return np.concatenate([packed, _f16_bytes(d)], axis=1)
+
+
+def _q8_k(x: np.ndarray) -> np.ndarray:
+    mx = _first_abs_max(x)
+    zero = (mx == 0).reshape(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = np.where(mx != 0, F32(-127) / np.where(mx != 0, mx, F32(1)), F32(0)).astype(F32)
+    # nearest_int: float32 + 1.5 * 2^23, the low mantissa bits: round to nearest, ties to even
+    q = np.minimum(127, np.rint((iscale * x).astype(np.float64)).astype(np.int64))
+    q[zero] = 0
+    bsums = q.reshape(len(x), 16, 16).sum(axis=2).astype("<i2")
+    with np.errstate(divide="ignore"):
+        d = np.where(zero[:, None], F32(0), F32(1) / np.where(zero[:, None], F32(1), iscale)).astype("<f4")
+    return np.concatenate([d.view(np.uint8).reshape(len(x), 4), q.astype(np.int8).view(np.uint8),
+                           bsums.view(np.uint8).reshape(len(x), 32)], axis=1)
+
+
 REFERENCE_QUANTIZERS = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q8_0": _q8_0,
-                        "MXFP4": _mxfp4, "NVFP4": _nvfp4}
+                        "MXFP4": _mxfp4, "NVFP4": _nvfp4, "Q1_0": _q1_0, "Q2_0": _q2_0, "TQ1_0": _tq1_0,
+                        "TQ2_0": _tq2_0, "Q8_K": _q8_k}
 
 
 def quantize_ref(type_name: str, x: np.ndarray) -> np.ndarray:

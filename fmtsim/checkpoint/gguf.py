@@ -544,10 +544,7 @@ def explain_gguf(quant: str | Path, original: str | Path) -> list[Any]:
                                           notes=[f"no tensor {t.name!r} in the original"]))
             continue
         if t.type.name not in REFERENCE_QUANTIZERS:
-            searched = t.type.name.startswith("IQ") or t.type.name[1:3] in ("2_", "3_", "4_", "5_", "6_") and \
-                t.type.name.endswith("_K")
-            why = ("is made by a search over scales (and, for the I-quants, grids)" if searched else
-                   "has a reference quantizer fmtsim does not model yet")
+            why = "is made by a search over scales (and, for the I-quants, grids)"
             rows.append(TensorExplanation(t.name, "gguf", 0, {}, "-", 0, notes=[
                 f"{t.type.name} {why}; fmtsim reproduces ggml's reference quantizers of "
                 f"{', '.join(REFERENCE_QUANTIZERS)}"]))
