@@ -220,3 +220,12 @@ def test_gptq_v1_zero_points_borrow_across_the_word():
     assert 0 < np.count_nonzero(right != per_field) < right.size
     v2 = load(HUB / "gptq-4bit-asym-v2" / "model.safetensors")["model.layers.0.self_attn.q_proj.qzeros"]
     assert np.array_equal(unpack_dense(v2, 4, 64, packed_dim=1) + 8, right)  # the same zero points, stored as is
+
+
+@pytest.mark.parametrize("folder", ["bnb-nf4", "bnb-nf4-dq", "bnb-fp4-dq"])
+def test_arithmetic_library_gives_bitsandbytes_cpu_output_even_where_it_misreads(folder, tmp_path):
+    dequantize(HUB / folder, tmp_path / "out", dtype="bfloat16", arithmetic="library")
+    got = load(tmp_path / "out" / "model.safetensors")
+    own = np.load(HUB / folder / "own_dequant.npz")
+    for name in own.files:  # down_proj included: the CPU kernel's row-block absmax
+        assert np.array_equal(got[name].view(np.uint16), own[name]), name

@@ -325,7 +325,8 @@ def _add_dequantize(csub: Any) -> None:
     c.add_argument("--arithmetic", choices=["exact", "library"], default="exact",
                    help="exact (default): every value exact, rounded once; library: where the producing "
                         "library rounds in between (optimum-quanto qint4/qint2, HQQ, torchao NVFP4, gptqmodel "
-                        "in bfloat16), its own arithmetic, so the output is its bits")
+                        "in bfloat16) or misreads (bitsandbytes' CPU 4-bit kernel on rows that are not whole "
+                        "blocks), its own arithmetic, so the output is its bits")
     c.add_argument("--producer", choices=[p.name for p in PRODUCERS], metavar="NAME",
                    help="use this record; skip detection (fmtsim list producers)")
     c.add_argument("--jobs", type=_jobs, default=1, help="shards in parallel processes")

@@ -769,7 +769,10 @@ def _stream_bnb(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
         quant_map = m.layer + ".weight.quant_map"
         if quant_map not in names:
             raise CheckpointError(f"{e.name}: no {quant_map} (the 16 values the codes index)")
-        vals = bnb4_values(state, read_array(src, h, e), read(quant_map), absmax)
+        # --arithmetic library: what bitsandbytes' CPU kernel reads (its absmax by row blocks; bnb.py)
+        cpu_rows = job.options.get("arithmetic") == "library" and state.shape[-1] % state.blocksize != 0 \
+            and state.shape[-1] % 2 == 0
+        vals = bnb4_values(state, read_array(src, h, e), read(quant_map), absmax, cpu_kernel_rows=cpu_rows)
     out_bits = _bits(vals.astype(np.float64), target)
     res.values += out_bits.size
     got = out_bits.view(TARGETS[target][1]).astype(np.float64)
