@@ -150,7 +150,7 @@ def test_diff_compares_bitsandbytes_absmax_as_values(capsys):
 OWN_READ = {"awq-gemm": ("awq-gemm", "float16"), "awq-gemm-g64-skip": ("awq-gemm", "float16"),
             # autoawq dequantizes GEMV only in its CUDA kernel (scale * (q - zero), exact, then float16): its
             # own_dequant is the weight it packed (tests/fixtures/hub/AWQ_README.md)
-            "awq-gemv": ("awq-gemv", "float16")}
+            "awq-gemv": ("awq-gemv", "float16"), "awq-marlin": ("awq-marlin", "float16")}
 
 
 @pytest.mark.parametrize("folder", sorted(OWN_READ))
@@ -166,11 +166,38 @@ def test_library_checkpoints_dequantize_as_their_library_does(folder, tmp_path):
         assert bits.shape == own[name].shape and np.array_equal(bits, own[name]), name
 
 
-@pytest.mark.parametrize("folder, version", [("awq-gemv-fast", "gemv_fast"), ("awq-marlin", "marlin")])
-def test_awq_layouts_fmtsim_does_not_read_are_named_and_refused(folder, version, tmp_path):
-    with pytest.raises(CheckpointError, match=f"quant_method 'awq' \\({version}\\), a layout fmtsim does not read"):
-        dequantize(HUB / folder, tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+def test_awq_gemv_fast_is_its_kernels_one_fused_step_and_its_codes_are_autoawqs(tmp_path):
+    """GEMV_fast stores qzeros = float16(-(scale * zero)); autoawq dequantizes it only in CUDA
+    (awq_v2_ext's __hfma2: q * scale + qzeros, one float16 rounding), which fmtsim gives. The codes it reads
+    are autoawq's: with the zero recovered as round(-qzeros / scale), (q - zero) * scale is the weight
+    autoawq packed (own_dequant), for every element."""
+    dequantize(HUB / "awq-gemv-fast", tmp_path / "out", dtype="float32")
+    got = load(tmp_path / "out" / "model.safetensors")
+    src = load(HUB / "awq-gemv-fast" / "model.safetensors")
+    own = np.load(HUB / "awq-gemv-fast" / "own_dequant.npz")
+    differ = 0
+    for name in own.files:
+        layer = name[: -len(".weight")]
+        k = src[layer + ".qweight"].shape[1]
+        g = np.arange(k) // 32
+        s = src[layer + ".scales"].astype(np.float64)[: k // 32].T[:, g]
+        z = src[layer + ".qzeros"].astype(np.float64)[: k // 32].T[:, g]
+        exact = got[name].astype(np.float64)
+        q = (exact - z) / s  # the float32 output is exact here (15 bits + an 11-bit addend)
+        assert np.array_equal(q, np.rint(q)) and q.min() >= 0 and q.max() <= 15, name
+        kernel = (q * s + z).astype(np.float16)
+        assert np.array_equal(dequantize_f16(tmp_path, name), kernel.view(np.uint16)), name
+        packed = ((q - np.rint(-z / np.where(s == 0, 1, s))) * s).astype(np.float16).view(np.uint16)
+        assert np.array_equal(packed, own[name]), name
+        differ += int(np.count_nonzero(kernel.view(np.uint16) != own[name]))
+    assert differ == 21567  # the kernel's value is not the packed weight for 44 % of them (AWQ_README.md)
+
+
+def dequantize_f16(tmp_path: Path, name: str) -> np.ndarray:
+    out = tmp_path / "out16"
+    if not out.exists():
+        dequantize(HUB / "awq-gemv-fast", out, dtype="float16")
+    return load(out / "model.safetensors")[name].view(np.uint16)
 
 
 GPTQ = ["gptq-2bit", "gptq-3bit", "gptq-3bit-asym", "gptq-4bit", "gptq-4bit-desc_act", "gptq-4bit-asym",

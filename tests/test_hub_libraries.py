@@ -155,7 +155,7 @@ def test_quanto_qint4_and_qint2_need_the_shape_from_config(tmp_path):
 def test_every_record_without_a_generator_is_held_to_its_library_here():
     from fmtsim.checkpoint.producers import PRODUCERS
 
-    held = {RECORD.get(f, f.split("-")[0]) for f in ONCE + TWICE} | {"awq-gemv"}  # awq-gemv: test_checkpoint_hub
+    held = {RECORD.get(f, f.split("-")[0]) for f in ONCE + TWICE} | {"awq-gemv", "awq-gemv-fast", "awq-marlin"}
     assert {p.name for p in PRODUCERS if not p.synthetic} == held
 
 

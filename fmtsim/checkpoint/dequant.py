@@ -73,7 +73,9 @@ from .files import (
 )
 from .gptq import gptq_act_order, gptq_layout, gptq_scales_per_weight, gptq_values
 from .hub_layouts import (
+    awq_gemv_fast_values,
     awq_gemv_values,
+    awq_marlin_values,
     hqq_library,
     hqq_values,
     linear_shape_from_config,
@@ -443,6 +445,12 @@ def layer_plan(m: LayerMatch, entries: dict[str, Entry], configs: dict[str, Any]
     if p.scheme == "awq-gemv":
         group = _awq_group(configs, where)
         return TensorJob(m, _out_name(m), (c.shape[0], c.shape[1] * 8), c.dtype, s.shape, (1, group))
+    if p.scheme == "awq-gemv-fast":
+        return TensorJob(m, _out_name(m), (c.shape[0] * 4, c.shape[1]), c.dtype, s.shape,
+                         (1, _awq_group(configs, where)))
+    if p.scheme == "awq-marlin":
+        return TensorJob(m, _out_name(m), (c.shape[1] // 2, c.shape[0] * 16), c.dtype, s.shape,
+                         (1, _awq_group(configs, where)))
     if p.scheme == "torchao":
         if m.producer.global_scale is None and c.dtype == "U8" and s.dtype == "F8_E4M3" and \
                 m.layer + "._weight_per_tensor_scale" not in entries:
@@ -698,10 +706,14 @@ def _stream_hub(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
             vals, sticky = quanto_values(tj.qtype, codes, scale, zp, tuple(tj.out_shape))
     elif p.scheme == "hqq":
         vals, sticky = (hqq_library(read, m.layer).astype(np.float64), None) if library else hqq_values(read, m.layer)
-    elif p.scheme == "awq-gemv":
+    elif p.scheme in ("awq-gemv", "awq-gemv-fast"):
         if zp is None:
-            raise CheckpointError(f"{e.name}: no {m.layer}.qzeros (AWQ GEMV stores a zero point per group)")
-        vals, sticky = awq_gemv_values(codes, zp, scale, tj.block[1] if tj.block else 0)
+            raise CheckpointError(f"{e.name}: no {m.layer}.qzeros (AWQ stores a zero point per group)")
+        group = tj.block[1] if tj.block else 0
+        vals, sticky = awq_gemv_values(codes, zp, scale, group) if p.scheme == "awq-gemv" else \
+            awq_gemv_fast_values(codes, scale, zp, group)
+    elif p.scheme == "awq-marlin":
+        vals, sticky = awq_marlin_values(codes, scale, tj.block[1] if tj.block else 0)
     else:
         kind, attrs = torchao_kind(h.metadata, m.layer + ".weight")
         pts_name = m.layer + "._weight_per_tensor_scale"
@@ -1044,7 +1056,7 @@ def _stream_tensor(job: _Job, tj: TensorJob, src: Any, h: Header, e: Entry, emit
     if p.scheme == "gptq":
         _stream_gptq(job, tj, scale, src, h, e, emit, cache, res, progress)
         return
-    if p.scheme in ("quanto", "hqq", "torchao", "awq-gemv"):
+    if p.scheme in ("quanto", "hqq", "torchao", "awq-gemv", "awq-gemv-fast", "awq-marlin"):
         _stream_hub(job, tj, scale, src, h, e, emit, cache, res, progress)
         return
     if p.packing in INT_PACKINGS and p.scheme != "fp8":

@@ -46,9 +46,10 @@ import numpy as np
 
 from .files import CheckpointError
 
-__all__ = ["awq_gemv_values", "HQQ_PACKINGS", "library_dtype", "quanto_library", "hqq_library", "torchao_library",
-           "linear_shape_from_config", "quanto_group_size", "quanto_unpack", "quanto_values", "hqq_unpack",
-           "hqq_values", "TORCHAO_KINDS", "torchao_kind", "unswizzle_scales", "torchao_values", "E2M1_VALUES"]
+__all__ = ["awq_gemv_fast_values", "awq_marlin_values", "awq_gemv_values", "GEMV_FAST_PERM", "HQQ_PACKINGS",
+           "library_dtype", "quanto_library", "hqq_library", "torchao_library", "linear_shape_from_config",
+           "quanto_group_size", "quanto_unpack", "quanto_values", "hqq_unpack", "hqq_values", "TORCHAO_KINDS",
+           "torchao_kind", "unswizzle_scales", "torchao_values", "E2M1_VALUES"]
 
 E2M1_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
@@ -161,6 +162,82 @@ def awq_gemv_values(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray,
                               f"{ng} groups for {out_f} outputs")
     g = np.arange(in_f) // group
     return (q - z[:, g]).astype(np.float64) * scales.astype(np.float64)[:, g], None
+
+
+def _nibbles_of(words: np.ndarray, bits: int) -> np.ndarray:
+    """Each integer word's 4-bit fields, lowest first: [..., n] -> [..., n * bits / 4]."""
+    u = np.asarray(words).view(np.uint16 if bits == 16 else np.uint32).astype(np.int64)
+    k = bits // 4
+    return ((u[..., None] >> (4 * np.arange(k))) & 0xF).reshape(*u.shape[:-1], -1)
+
+
+# GEMV_fast: within each 32 inputs, position t holds input GEMV_FAST_PERM[t]: the inputs 0, 8, 16, 24, 1, 9,
+# ... (autoawq gemv_fast.py pack_intweight's 4 x 4 x 2 transposition)
+GEMV_FAST_PERM = np.arange(32).reshape(4, 4, 2).transpose(1, 0, 2).transpose(0, 2, 1).reshape(32)
+
+
+def awq_gemv_fast_values(qweight: np.ndarray, scales: np.ndarray, scaled_zeros: np.ndarray, group: int
+                         ) -> tuple[np.ndarray, None]:
+    """autoawq's GEMV_fast layout: qweight I16 [out/4, in] (four output rows interleaved per 64 inputs, each
+    32 inputs reordered by GEMV_FAST_PERM), scales and qzeros F16 [8 ZW, out] (transposed, padded), qzeros
+    the float16 'scaled zero' -(scale * zero). The value is what the layout stores, q * s + qzeros, exactly
+    (autoawq's CUDA kernel takes it as one fused multiply-add in float16: one rounding)."""
+    n4, k = qweight.shape
+    if k % 64:
+        raise CheckpointError(f"AWQ GEMV_fast: {k} inputs are not whole blocks of 64")
+    n = 4 * n4
+    # int16 word [r, 64b + j], nibble i: reordered row 4r + j // 16, position 64b + 4 (j % 16) + i
+    p = _nibbles_of(qweight, 16).reshape(n4, k // 64, 4, 64).transpose(0, 2, 1, 3).reshape(n, k)
+    q = np.empty_like(p)
+    q.reshape(n, k // 32, 32)[:, :, GEMV_FAST_PERM] = p.reshape(n, k // 32, 32)
+    if k % group or scales.shape[0] < k // group or scales.shape[1] != n or scaled_zeros.shape != scales.shape:
+        raise CheckpointError(f"AWQ GEMV_fast: scales {list(scales.shape)} / qzeros {list(scaled_zeros.shape)} do "
+                              f"not hold {k // group} groups of {group} for {n} outputs")
+    g = np.arange(k) // group
+    s = scales.astype(np.float64)[: k // group].T[:, g]
+    z = scaled_zeros.astype(np.float64)[: k // group].T[:, g]
+    return q * s + z, None  # 4 bits x 11 + an 11-bit addend: exact in float64
+
+
+def _marlin_perm() -> np.ndarray:
+    """Marlin's order of each 1024 values of a 16 x 64 strip of tiles: new position j takes old MARLIN[j]
+    (IST-DASLab's Marlin layout, as autoawq marlin.py _get_perms builds it, with its 0,2,4,6,1,3,5,7
+    interleave of each 8)."""
+    i = np.arange(32)[:, None, None, None]
+    j = np.arange(4)[None, :, None, None]
+    block = np.arange(2)[None, None, :, None]
+    base = 2 * (i % 4)
+    rows = np.concatenate([base, base + 1, 2 * (i % 4 + 4), 2 * (i % 4 + 4) + 1], axis=3)  # [32, 1, 1, 4]
+    perm = (256 * j + 16 * rows + i // 4 + 8 * block).reshape(-1)
+    return perm.reshape(-1, 8)[:, [0, 2, 4, 6, 1, 3, 5, 7]].reshape(-1)
+
+
+def _marlin_scale_perm(single: bool) -> np.ndarray:
+    if single:
+        return np.array([2 * i + j for i in range(4) for j in (0, 1, 8, 9, 16, 17, 24, 25)])
+    return np.array([i + 8 * j for i in range(8) for j in range(8)])
+
+
+def awq_marlin_values(qweight: np.ndarray, scales: np.ndarray, group: int) -> tuple[np.ndarray, None]:
+    """autoawq's Marlin layout: qweight I32 [in/16, 2 out] (16 x 16 tiles, each 1024 values in Marlin's order,
+    eight nibbles a word, the code + 8), scales F16 [groups, out] permuted in runs of 64 (32 with one group);
+    symmetric: (nibble - 8) * scale. [out, in], exact."""
+    k16, n2 = qweight.shape
+    k, n = 16 * k16, n2 // 2
+    res = _nibbles_of(qweight, 32).reshape(k16, 16 * n)  # [in/16, 16 out] after the tile reshape
+    perm = _marlin_perm()
+    if res.size % perm.size:
+        raise CheckpointError(f"AWQ Marlin: qweight {list(qweight.shape)} is not whole 1024-value runs")
+    tiles = np.empty_like(res)
+    tiles.reshape(-1, perm.size)[:, perm] = res.reshape(-1, perm.size)
+    q = tiles.reshape(k16, n // 16, 16, 16).transpose(0, 2, 1, 3).reshape(k, n) - 8  # [in, out]
+    sp = _marlin_scale_perm(group >= k)
+    if scales.size % sp.size:
+        raise CheckpointError(f"AWQ Marlin: scales {list(scales.shape)} are not whole runs of {sp.size}")
+    flat = np.empty(scales.size, np.float64)
+    flat.reshape(-1, sp.size)[:, sp] = scales.astype(np.float64).reshape(-1, sp.size)
+    g = np.arange(k) // min(group, k)
+    return (q * flat.reshape(-1, n)[g, :]).T.copy(), None
 
 
 # -- HQQ ------------------------------------------------------------------------------------------

@@ -255,7 +255,7 @@ def _lint_tensor(rep: TensorReport, m: LayerMatch, read: Any, entries: dict[str,
     if p.scheme == "gptq":
         _gptq_stats(rep, m, read, entries)
         return
-    if p.scheme in ("quanto", "hqq", "torchao", "awq-gemv"):
+    if p.scheme in ("quanto", "hqq", "torchao", "awq-gemv", "awq-gemv-fast", "awq-marlin"):
         _scale_only_stats(rep, m, read)
         return
     raw_codes = read(m.codes)
@@ -403,7 +403,8 @@ def inspect(path: str | Path, producer: str | None = None) -> InspectReport:
             rep.findings.append(Finding("error", code, name, msg + " (dequantize refuses it)"))
         else:
             rep.bits = tj.bits
-            if m.producer.scheme in ("quanto", "hqq", "torchao", "awq-gemv", "w4a16", "gptq"):
+            if m.producer.scheme in ("quanto", "hqq", "torchao", "awq-gemv", "awq-gemv-fast", "awq-marlin", "w4a16",
+                                     "gptq"):
                 rep.shape = list(tj.out_shape)  # packed words say little: the weight's own shape
             if tj.qtype:
                 rep.element = tj.qtype

@@ -413,6 +413,21 @@ PRODUCERS += (
              zero_point=".qzeros", config=((("config.json", "quantization_config.quant_method", "awq"),
                                             ("config.json", "quantization_config.version", "gemv")),),
              writers=AWQ_WRITERS, marker_required=True, synthetic=False, value="w = (q - z) * s"),
+    # AWQ GEMV_fast: ``L.qweight`` I16 [out/4, in] (rows interleaved, inputs reordered), ``L.scales`` and
+    # ``L.qzeros`` F16 [8*ZW, out], qzeros the float16 -(scale * zero)
+    Producer("awq-gemv-fast", "AWQ GEMV_fast (autoawq; 4-bit, scaled zero per group)", "awq-gemv-fast",
+             ".qweight", ("I16",), ".scales", ("F16",), "uint4", "float", "awq-gemv-fast", None,
+             zero_point=".qzeros", config=((("config.json", "quantization_config.quant_method", "awq"),
+                                            ("config.json", "quantization_config.version", "gemv_fast")),),
+             writers=AWQ_WRITERS, marker_required=True, synthetic=False,
+             value="w = q * s + qzeros (qzeros = -(s * z) in float16; the CUDA kernel's one fused step)"),
+    # AWQ Marlin: ``L.qweight`` I32 [in/16, 2*out] in Marlin's tile order, ``L.scales`` F16 [groups, out]
+    # permuted; symmetric, no zeros
+    Producer("awq-marlin", "AWQ Marlin (autoawq; 4-bit symmetric, Marlin's tile order)", "awq-marlin",
+             ".qweight", ("I32",), ".scales", ("F16",), "int4", "float", "awq-marlin", None,
+             config=((("config.json", "quantization_config.quant_method", "awq"),
+                      ("config.json", "quantization_config.version", "marlin")),),
+             writers=AWQ_WRITERS, marker_required=True, synthetic=False, value="w = (nibble - 8) * s"),
     Producer("awq-gemm", "AWQ GEMM (autoawq; 4-bit, zero point per group)", "w4a16",
              ".qweight", ("I32",), ".scales", ("F16", "BF16", "F32"), "uint4", "float", "int4x8-reorder-t", None,
              zero_point=".qzeros", config=((("config.json", "quantization_config.quant_method", "awq"),
