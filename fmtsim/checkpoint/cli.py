@@ -199,7 +199,8 @@ def add_checkpoint_parser(sub: Any) -> None:
     """Register ``fmtsim checkpoint`` and its subcommands on the top-level subparsers."""
     from .producers import PRODUCERS
 
-    s = sub.add_parser("checkpoint", help="quantized safetensors checkpoints: inspect, dequantize, convert")
+    s = sub.add_parser("checkpoint", help="quantized checkpoints (safetensors folders and files, GGUF): inspect, "
+                                         "dequantize, convert, explain, diff")
     csub = s.add_subparsers(dest="checkpoint_command", required=True)
     c = csub.add_parser("convert", help="convert between formats: OCP FP8 -> FNUZ (as 'fmtsim fnuz convert'), "
                                         "MXFP4 <-> NVFP4, MXFP4 -> block FP8, FP8 -> MXFP8, with a loss report; "
