@@ -464,6 +464,88 @@ def _check_nan_mode(f: Format, n: str, field: str, nan_code: int | None) -> None
         raise ValueError(f"e8m0: NaN encodes to 0xFF or a fixed code; {what}{n!r} cannot apply")
 
 
+def _pairs(f: Format, items: tuple[Any, ...], what: str, nan_code: int | None) -> tuple[tuple[str, str], ...]:
+    """((source, NaN mode), ...) of a per-source NaN rule, each checked."""
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError(f"{what} must be ((source, nan mode), ...) pairs")
+        _check_choice(f"{what} source", item[0], SOURCES)
+        _check_nan_mode(f, item[1], what, nan_code)
+    return tuple(items)
+
+
+def _resolve_nan(f: Format, base: Policy, nan: str | None) -> dict[str, Any]:
+    """The NaN-input rules: the mode, its per-sign, per-source and signalling variants, and how a NaN code
+    is written. An explicit ``nan=`` replaces the whole NaN-input choice of the profile."""
+    n = nan if nan is not None else base.nan or ("signed" if f.has_nan else "raise")
+    _check_nan_mode(f, n, "nan", base.nan_code)
+    explicit = nan is not None
+    nn = None if explicit else base.nan_negative
+    if nn is not None:
+        _check_nan_mode(f, nn, "nan_negative", base.nan_code)
+    unsigned = tuple(base.nan_unsigned_sources)
+    for src in unsigned:
+        _check_choice("nan_unsigned_sources source", src, SOURCES)
+    ovn = base.overflow_nan
+    if ovn is not None:
+        _check_choice("overflow_nan mode", ovn, OVERFLOW_NAN_MODES)
+    code_sign = base.nan_code_sign or "as_given"
+    _check_choice("nan_code_sign", code_sign, NAN_CODE_SIGNS)
+    if code_sign in ("input", "negative") and not f.signed:
+        raise ValueError(f"{f.name} has no sign bit; nan_code_sign={code_sign!r} is impossible")
+    return {"nan": n, "nan_negative": nn,
+            "nan_sources": () if explicit else _pairs(f, tuple(base.nan_sources), "nan_sources", base.nan_code),
+            "nan_signaling_sources": () if explicit else _pairs(f, tuple(base.nan_signaling_sources),
+                                                                "nan_signaling_sources", base.nan_code),
+            "nan_unsigned_sources": unsigned, "overflow_nan": ovn, "nan_code_sign": code_sign}
+
+
+def _resolve_specials(f: Format, base: Policy, rounding: str, saturating: bool) -> dict[str, Any]:
+    """Overflow check, Inf inputs, the E8M0 special inputs and encoding, and -0.0 inputs."""
+    check = base.overflow_check or "after"
+    _check_choice("overflow_check", check, OVERFLOW_CHECKS)
+    inf = base.inf or "overflow"
+    _check_choice("inf mode", inf, INF_MODES)
+    if inf == "nan" and not f.has_nan:
+        raise ValueError(f"{f.name} has no NaN encoding; inf='nan' is impossible")
+    if inf == "zero" and not f.has_zero:
+        raise ValueError(f"{f.name} has no zero; inf='zero' is impossible")
+    e8 = {
+        "e8m0_negative": base.e8m0_negative or ("min" if saturating else "nan"),
+        "e8m0_zero": base.e8m0_zero or ("min" if saturating else "nan"),
+        "e8m0_inf": base.e8m0_inf or ("max" if saturating else "nan"),
+        "e8m0_tiny": base.e8m0_tiny or "min",
+    }
+    for k, v in e8.items():
+        _check_choice(k, v, E8M0_MODES[k])
+    e8_encoding = base.e8m0_encoding or "unsigned"
+    _check_choice("e8m0_encoding", e8_encoding, E8M0_ENCODINGS)
+    if e8_encoding != "unsigned" and rounding == "sr" and f.name == "e8m0":
+        raise ValueError("e8m0_encoding='signed_exponent' is modelled for rne, rna, rtz, rup and rdn, not sr")
+    neg_zero_input = base.neg_zero_input or "keep"
+    _check_choice("neg_zero_input", neg_zero_input, NEG_ZERO_INPUTS)
+    return {"overflow_check": check, "inf": inf, **e8, "e8m0_encoding": e8_encoding,
+            "neg_zero_input": neg_zero_input}
+
+
+def _resolve_arithmetic(base: Policy) -> dict[str, Any]:
+    """The intermediate type a conversion rounds through, tininess, and the flag rules."""
+    inter = base.intermediate
+    if inter is not None:
+        _check_choice("intermediate type", inter, INTERMEDIATES)
+    carry = base.intermediate_carry or "exact"
+    _check_choice("intermediate_carry", carry, INTERMEDIATE_CARRIES)
+    if carry != "exact" and inter is None:
+        raise ValueError(f"intermediate_carry={carry!r} describes the rounding into an intermediate type; "
+                         "give intermediate= too")
+    tin = base.tininess or "before"
+    _check_choice("tininess", tin, TININESS)
+    flag_rules = {k: getattr(base, k) or allowed[0] for k, allowed in FLAG_FIELDS.items()}
+    for k, v in flag_rules.items():
+        _check_choice(k, v, FLAG_FIELDS[k])
+    return {"intermediate": inter, "intermediate_carry": carry, "tininess": tin, **flag_rules}
+
+
 def resolve(
     fmt: str | Format,
     rounding: str | None = None,
@@ -481,82 +563,14 @@ def resolve(
         base = _profile_policy(profile, f)
     r = rounding if rounding is not None else base.rounding or "rne"
     o = overflow if overflow is not None else base.overflow or "satfinite"
-    n = nan if nan is not None else base.nan or ("signed" if f.has_nan else "raise")
     _check_choice("rounding mode", r, ROUNDING_MODES)
     _check_choice("overflow mode", o, OVERFLOW_MODES)
     if o == "satsym" and not (f.kind == "int" and f.signed):
         raise ValueError(f"{f.name}: overflow='satsym' applies to signed integer formats only")
-    _check_nan_mode(f, n, "nan", base.nan_code)
-    # an explicit nan= replaces the whole NaN-input choice of the profile
-    explicit_nan = nan is not None
-    nn = None if explicit_nan else base.nan_negative
-    if nn is not None:
-        _check_nan_mode(f, nn, "nan_negative", base.nan_code)
-    sources = () if explicit_nan else tuple(base.nan_sources)
-    for item in sources:
-        if not (isinstance(item, tuple) and len(item) == 2):
-            raise TypeError("nan_sources must be ((source, nan mode), ...) pairs")
-        _check_choice("nan_sources source", item[0], SOURCES)
-        _check_nan_mode(f, item[1], "nan_sources", base.nan_code)
-    signaling = () if explicit_nan else tuple(base.nan_signaling_sources)
-    for item in signaling:
-        if not (isinstance(item, tuple) and len(item) == 2):
-            raise TypeError("nan_signaling_sources must be ((source, nan mode), ...) pairs")
-        _check_choice("nan_signaling_sources source", item[0], SOURCES)
-        _check_nan_mode(f, item[1], "nan_signaling_sources", base.nan_code)
-    unsigned_sources = tuple(base.nan_unsigned_sources)
-    for s in unsigned_sources:
-        _check_choice("nan_unsigned_sources source", s, SOURCES)
-    ovn = base.overflow_nan
-    if ovn is not None:
-        _check_choice("overflow_nan mode", ovn, OVERFLOW_NAN_MODES)
-    check = base.overflow_check or "after"
-    _check_choice("overflow_check", check, OVERFLOW_CHECKS)
-    inf = base.inf or "overflow"
-    _check_choice("inf mode", inf, INF_MODES)
-    if inf == "nan" and not f.has_nan:
-        raise ValueError(f"{f.name} has no NaN encoding; inf='nan' is impossible")
-    if inf == "zero" and not f.has_zero:
-        raise ValueError(f"{f.name} has no zero; inf='zero' is impossible")
-    sat = o != "nonsat"
-    e8 = {
-        "e8m0_negative": base.e8m0_negative or ("min" if sat else "nan"),
-        "e8m0_zero": base.e8m0_zero or ("min" if sat else "nan"),
-        "e8m0_inf": base.e8m0_inf or ("max" if sat else "nan"),
-        "e8m0_tiny": base.e8m0_tiny or "min",
-    }
-    for k, v in e8.items():
-        _check_choice(k, v, E8M0_MODES[k])
-    e8_encoding = base.e8m0_encoding or "unsigned"
-    _check_choice("e8m0_encoding", e8_encoding, E8M0_ENCODINGS)
-    if e8_encoding != "unsigned" and r == "sr" and f.name == "e8m0":
-        raise ValueError("e8m0_encoding='signed_exponent' is modelled for rne, rna, rtz, rup and rdn, not sr")
-    neg_zero_input = base.neg_zero_input or "keep"
-    _check_choice("neg_zero_input", neg_zero_input, NEG_ZERO_INPUTS)
-    inter = base.intermediate
-    if inter is not None:
-        _check_choice("intermediate type", inter, INTERMEDIATES)
-    carry = base.intermediate_carry or "exact"
-    _check_choice("intermediate_carry", carry, INTERMEDIATE_CARRIES)
-    if carry != "exact" and inter is None:
-        raise ValueError(f"intermediate_carry={carry!r} describes the rounding into an intermediate type; "
-                         "give intermediate= too")
-    tin = base.tininess or "before"
-    _check_choice("tininess", tin, TININESS)
-    code_sign = base.nan_code_sign or "as_given"
-    _check_choice("nan_code_sign", code_sign, NAN_CODE_SIGNS)
-    if code_sign in ("input", "negative") and not f.signed:
-        raise ValueError(f"{f.name} has no sign bit; nan_code_sign={code_sign!r} is impossible")
-    flag_rules = {k: getattr(base, k) or allowed[0] for k, allowed in FLAG_FIELDS.items()}
-    for k, v in flag_rules.items():
-        _check_choice(k, v, FLAG_FIELDS[k])
-    return Resolved(f, r, o, n, nn, base.nan_code, sources, ovn, check, inf, e8["e8m0_negative"], e8["e8m0_zero"],
-                    e8["e8m0_inf"], e8["e8m0_tiny"], intermediate=inter, tininess=tin,
-                    nan_unsigned_sources=unsigned_sources, nan_code_sign=code_sign,
-                    nan_signaling_sources=signaling, flag_overflow=flag_rules["flag_overflow"],
-                    flag_nan=flag_rules["flag_nan"], flag_inf_nan=flag_rules["flag_inf_nan"],
-                    flag_inf_number=flag_rules["flag_inf_number"], flag_neg_zero=flag_rules["flag_neg_zero"],
-                    intermediate_carry=carry, e8m0_encoding=e8_encoding, neg_zero_input=neg_zero_input)
+    nan_rules = _resolve_nan(f, base, nan)
+    specials = _resolve_specials(f, base, r, o != "nonsat")
+    arithmetic = _resolve_arithmetic(base)
+    return Resolved(f, r, o, nan_code=base.nan_code, **nan_rules, **specials, **arithmetic)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)
