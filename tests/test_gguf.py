@@ -52,6 +52,7 @@ def test_every_type_dequantizes_as_ggml_c_does(fixture):
     newer = G.read_gguf(FIX / "ggml_newer_types.gguf")  # Q2_0: gguf 0.19.0 cannot write it (the fixture's README)
     assert [t.type.name for t in newer.tensors] == ["Q2_0"]
     assert any("does not know type(s) Q2_0" in n for n in newer.notes)
+    assert set(G.load_gguf(FIX / "ggml_newer_types.gguf")) == {"blk.0.q2_0.weight"}
     for f in (g, newer):
         for t in f.tensors:
             got = G.read_values(f, t.name)
@@ -460,3 +461,15 @@ def test_nan_scales_are_counted_and_trailing_bytes_said(tmp_path):
     with open(p, "ab") as fh:
         fh.write(bytes(100))
     assert any("100 bytes after the last tensor's data" in n for n in G.read_gguf(p).notes)
+
+
+def test_convert_to_gguf_never_replaces_a_symlink(tmp_path):
+    st = tmp_path / "st"
+    _fmtsim("checkpoint", "convert", str(FIXTURE), str(st), "--to", "mxfp4")
+    target = tmp_path / "elsewhere.gguf"
+    target.write_bytes(b"keep")
+    link = tmp_path / "out.gguf"
+    link.symlink_to(target)
+    r = _fmtsim("checkpoint", "convert", str(st), str(link), "--to", "gguf", check=2)
+    assert "out.gguf" in r.stderr and target.read_bytes() == b"keep" and link.is_symlink()
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]  # nothing half-written left

@@ -683,6 +683,22 @@ def _stream_int(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
         progress(e.nbytes)
 
 
+def _emit_values(vals: np.ndarray, sticky: np.ndarray | None, target: str, res: ShardResult,
+                 emit: Callable[[Any], None], progress: Callable[[int], None] | None, nbytes: int) -> None:
+    """Float64 values (with the sign of any remainder below float64 in ``sticky``) rounded once to the target,
+    counted (values, NaN, overflow, rounded) and written."""
+    out_bits = _bits(vals, target, sticky)
+    res.values += out_bits.size
+    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
+    res.nan += int(np.count_nonzero(np.isnan(got)))
+    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals)))
+    inexact = (got != vals) | ((sticky != 0) if sticky is not None else False)
+    res.rounded += int(np.count_nonzero(np.isfinite(got) & inexact))
+    emit(np.ascontiguousarray(out_bits).data)
+    if progress:
+        progress(nbytes)
+
+
 def _stream_hub(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
                 emit: Callable[[Any], None], cache: dict[Path, Header], res: ShardResult,
                 progress: Callable[[int], None] | None) -> None:
@@ -724,15 +740,7 @@ def _stream_hub(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
             vals, sticky = torchao_values(kind, attrs, codes, scale, zp, pts)
     if vals.shape != tuple(tj.out_shape):
         raise CheckpointError(f"{e.name}: decoded {list(vals.shape)}, expected {list(tj.out_shape)}")
-    out_bits = _bits(vals, target, sticky)
-    res.values += out_bits.size
-    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
-    res.nan += int(np.count_nonzero(np.isnan(got)))
-    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals)))
-    res.rounded += int(np.count_nonzero(np.isfinite(got) & (got != vals)))
-    emit(np.ascontiguousarray(out_bits).data)
-    if progress:
-        progress(e.nbytes)
+    _emit_values(vals, sticky, target, res, emit, progress, e.nbytes)
 
 
 def _stream_gptq(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
@@ -751,15 +759,7 @@ def _stream_gptq(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Heade
         s_el = gptq_scales_per_weight(scale, g_idx, tj.out_shape[1], tj.block[1] if tj.block else None)
         s_bf = s_el.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
         vals = (s_bf * (vals / s_el)).astype(np.float32).astype(np.float64)  # q - z exact; one product in f32
-    out_bits = _bits(vals, target)
-    res.values += out_bits.size
-    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
-    res.nan += int(np.count_nonzero(np.isnan(got)))
-    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals)))
-    res.rounded += int(np.count_nonzero(np.isfinite(got) & (got != vals)))
-    emit(np.ascontiguousarray(out_bits).data)
-    if progress:
-        progress(e.nbytes)
+    _emit_values(vals, None, target, res, emit, progress, e.nbytes)
 
 
 def _stream_bnb(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header, e: Entry,
@@ -785,16 +785,7 @@ def _stream_bnb(job: _Job, tj: TensorJob, scale: np.ndarray, src: Any, h: Header
         cpu_rows = job.options.get("arithmetic") == "library" and state.shape[-1] % state.blocksize != 0 \
             and state.shape[-1] % 2 == 0
         vals = bnb4_values(state, read_array(src, h, e), read(quant_map), absmax, cpu_kernel_rows=cpu_rows)
-    out_bits = _bits(vals.astype(np.float64), target)
-    res.values += out_bits.size
-    got = out_bits.view(TARGETS[target][1]).astype(np.float64)
-    res.nan += int(np.count_nonzero(np.isnan(got)))
-    res.overflow += int(np.count_nonzero(np.isinf(got) & np.isfinite(vals)))
-    if target != "float32":
-        res.rounded += int(np.count_nonzero(np.isfinite(got) & (got != vals)))
-    emit(np.ascontiguousarray(out_bits).data)
-    if progress:
-        progress(e.nbytes)
+    _emit_values(vals.astype(np.float64), None, target, res, emit, progress, e.nbytes)
 
 
 # ---- computing -----------------------------------------------------------------------------

@@ -16,7 +16,6 @@ read in bounded chunks of blocks, never memory-mapped whole.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import sys
@@ -33,7 +32,7 @@ from .files import CheckpointError, ShardWriter
 
 __all__ = ["GGUFTensor", "GGUFFile", "read_gguf", "is_gguf", "crosscheck_gguf", "iter_values", "read_values",
            "load_gguf", "type_mix", "file_type_name", "GGUFInspection", "inspect_gguf", "dequantize_gguf",
-           "GGUF_MAGIC", "PRESETS"]
+           "GGUF_MAGIC", "PRESETS", "explain_gguf", "diff_gguf", "read_raw"]
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -494,12 +493,6 @@ def _bar(total: int, desc: str) -> Any:
     except ImportError:
         return None
     return tqdm(total=total, unit="B", unit_scale=True, desc=desc, file=sys.stderr, leave=False)
-
-
-def metadata_json(g: GGUFFile, limit: int = 64) -> str:
-    """The metadata as JSON, long arrays (the tokenizer's) shortened to their length."""
-    short = {k: (f"[{len(v)} values]" if isinstance(v, list) and len(v) > limit else v) for k, v in g.metadata.items()}
-    return json.dumps(short, indent=2, default=str)
 
 
 def _original_values(original: str | Path) -> dict[str, np.ndarray]:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fileio import UnsafeOutputError, check_replaceable
 from . import ggml
 from . import gguf as G
 from .files import CheckpointError, Entry, ShardWriter, header_bytes
@@ -240,6 +241,10 @@ def safetensors_to_gguf_mxfp4(src: str | Path, out: str | Path, architecture: st
         w.close()
         g = G.read_gguf(tmp)
         _verify_gguf(g, pairs, headers, where)
+        try:
+            check_replaceable(final)  # never over a symlink, a device or anything not a regular file
+        except UnsafeOutputError as err:
+            raise CheckpointError(str(err)) from None
         os.replace(tmp, final)
     except OSError as e:
         raise CheckpointError(f"{final}: cannot write: {e.strerror or e}; nothing was left under that name") from None
