@@ -227,7 +227,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
                 nan_bits = v.ieee_bits() if x != x else None
         else:
             x = v
-        if isinstance(x, float) and x != x and pol.nan == "raise":
+        if isinstance(x, float) and x != x and pol.on_nan.mode == "raise":
             raise UsageError(f"{f.name} has no NaN encoding; choose one with --nan")
         code, flags = encode_one(x, f, rbits=args.rbits or 0, src=src, policy=pol, nan_bits=nan_bits,
                                  nan_bits32=nan_bits if src == "float32" else None)
@@ -250,7 +250,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
             "yes" if tie else "no",
             flags_text(flags),
         ])
-    print(f"{f.name}: rounding={pol.rounding} overflow={pol.overflow} nan={pol.nan}")
+    print(f"{f.name}: rounding={pol.rounding} overflow={pol.on_overflow.mode} nan={pol.on_nan.mode}")
     print(_table(rows, ["input", "code", "bits", "value", "below", "above", "tie", "flags"]))
     return 0
 

@@ -17,6 +17,7 @@ from .arrays import as_numpy
 from .formats import Format, get_format
 from .policy import Policy, Profile, Resolved, resolve
 from .rounding import CHUNK, encode_f64, encode_fast, nan_input_flags, payload_nan_codes, to_intermediate
+from .sources import source_type
 
 __all__ = ["encode", "decode", "quantize", "encode_with_flags", "as_float_array"]
 
@@ -131,17 +132,16 @@ def _prepare(
         if rbits is not None:
             raise ValueError(f"rbits is only used with rounding='sr' (rounding is {pol.rounding!r})")
         r = None
-    if pol.nan == "raise" and flat.size:
+    if pol.on_nan.mode == "raise" and flat.size:
         _check_nans(flat, arr.shape, pol.fmt)
     return arr, flat, src, pol, r
 
 
-_BITS_VIEW = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.uint32, "float64": np.uint64}
 
 
 def _reads_payload(pol: Resolved) -> bool:
     payload_modes = {"payload_rounded", "payload", "quiet_payload"}
-    return bool(payload_modes & {pol.nan, pol.nan_neg}) or pol.nan_signaling is not None
+    return bool(payload_modes & {pol.on_nan.mode, pol.on_nan.negative}) or pol.on_nan.signaling is not None
 
 
 def _reread_nan_payloads(flat: np.ndarray, src: str, pol: Resolved, out: np.ndarray,
@@ -154,9 +154,10 @@ def _reread_nan_payloads(flat: np.ndarray, src: str, pol: Resolved, out: np.ndar
         with np.errstate(invalid="ignore"):  # bfloat16 signalling NaNs
             where = np.nonzero(np.isnan(part))[0]
         if where.size:
-            bits = part[where].view(_BITS_VIEW[src])
-            if pol.nan_sign_dropped:
-                bits = bits & ~(_BITS_VIEW[src](1) << _BITS_VIEW[src](8 * bits.itemsize - 1))
+            st = source_type(src)
+            bits = part[where].view(st.bits_dtype)
+            if pol.on_nan.sign_dropped:
+                bits = bits & ~st.bits_dtype.type(st.sign_bit)
             if _reads_payload(pol):
                 out[i + where] = payload_nan_codes(bits, src, pol)
             if flags is not None:  # a NaN that became a number (or Inf) is invalid, or a signalling one
@@ -206,10 +207,10 @@ def encode(
                 flat[i : i + CHUNK].astype(np.float64), pol, rbits=r[i : i + CHUNK], src=src
             )
     elif flat.size:
-        if pol.intermediate is not None:  # double rounding, as the implementation does
+        if pol.via.type is not None:  # double rounding, as the implementation does
             with np.errstate(invalid="ignore"):  # widening signalling NaNs quiets them: fine
-                fast_in = np.concatenate([to_intermediate(flat[i : i + CHUNK].astype(np.float64), pol.intermediate,
-                                                          pol.intermediate_carry)
+                fast_in = np.concatenate([to_intermediate(flat[i : i + CHUNK].astype(np.float64), pol.via.type,
+                                                          pol.via.carry)
                                           for i in range(0, flat.size, CHUNK)])
             encode_fast(fast_in, pol.without_intermediate(), out)
         else:
@@ -246,7 +247,7 @@ def encode_with_flags(
         out[i : i + CHUNK] = c
         assert f is not None
         flags[i : i + CHUNK] = f
-    if _reads_payload(pol) or pol.flag_nan == "signaling":
+    if _reads_payload(pol) or pol.flags.nan == "signaling":
         _reread_nan_payloads(flat, src, pol, out, flags)
     return _finish(out, arr.shape), _finish(flags, arr.shape)
 

@@ -163,7 +163,7 @@ def _quantize_compiled(data: np.ndarray, recipe: str, mult: np.float32, g: np.fl
     s_table, s_shift = table_f32(resolve("e4m3", None, None, None).for_source("float32"))
     e_pol = _element_policy(recipe, rounding).for_source("float32")
     e_table, e_shift = table_f32(e_pol)
-    assert e_pol.intermediate is None and e_pol.nan_signaling is None  # what encode's table path needs
+    assert e_pol.via.type is None and e_pol.on_nan.signaling is None  # what encode's table path needs
     s_values = np.ascontiguousarray(_decode_table(get_format("e4m3"), np.dtype(F32)))
     codes = np.empty(data.shape, np.uint8)
     scales = np.empty(data.shape[0], np.uint8)

@@ -15,13 +15,10 @@ from functools import cache
 
 from .formats import Format, get_format
 from .policy import Policy, Profile, Resolved, resolve
+from .sources import source_type
 
 __all__ = ["value_of", "encode_one", "exact_value"]
 
-_SRC = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126), "float64": (53, -1022)}
-# (significand field bits, exponent field bits) of each source type, for NaN patterns
-_SRC_FIELDS = {"float16": (10, 5), "bfloat16": (7, 8), "float32": (23, 8), "float64": (52, 11)}
-_EMAX = {"float16": 15, "bfloat16": 127, "float32": 127, "float64": 1023}
 
 
 def round_ieee(v: Fraction | str, kind: str) -> Fraction | str:
@@ -29,7 +26,8 @@ def round_ieee(v: Fraction | str, kind: str) -> Fraction | str:
     Inf); 'nan', '+inf', '-inf' and '-0' pass, and a negative that rounds to 0 is '-0'."""
     if isinstance(v, str) or v == 0:
         return v
-    p, emin = _SRC[kind]
+    st = source_type(kind)
+    p, emin = st.precision, st.emin
     a = abs(v)
     e = max(_floor_log2(a), emin)
     ulp = Fraction(2) ** (e - p + 1)
@@ -39,7 +37,7 @@ def round_ieee(v: Fraction | str, kind: str) -> Fraction | str:
     if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
         n += 1
     r = n * ulp
-    if r >= Fraction(2) ** (_EMAX[kind] + 1):
+    if r >= Fraction(2) ** (st.emax + 1):
         return "-inf" if v < 0 else "+inf"
     if r == 0:
         return "-0" if v < 0 else Fraction(0)
@@ -49,7 +47,8 @@ def round_ieee(v: Fraction | str, kind: str) -> Fraction | str:
 def _carry_below_half_normal(v: Fraction, kind: str) -> bool:
     """``v`` is below half the smallest normal of ``kind`` and its significand, rounded to
     nearest even at ``kind``'s precision with an unbounded exponent, becomes the next power of two."""
-    p, emin = _SRC[kind]
+    st = source_type(kind)
+    p, emin = st.precision, st.emin
     a = abs(v)
     if a == 0 or a >= Fraction(2) ** (emin - 1):
         return False
@@ -179,161 +178,209 @@ def encode_one(
     pol = (policy if policy is not None else resolve(fmt, rounding, overflow, nan, profile)).for_source(src)
     f = pol.fmt
     v = exact_value(x)
-    INEXACT, UNDERFLOW, OVERFLOW, INVALID, SATURATED = 1, 2, 4, 16, 32
-
-    if pol.intermediate is not None and v != "nan":  # rounded into the intermediate type first
-        w = round_ieee(v, pol.intermediate)
-        if pol.intermediate_carry == "doubles_subnormal" and isinstance(v, Fraction) and \
-                _carry_below_half_normal(v, pol.intermediate):
-            w = round_ieee(2 * v, pol.intermediate)
-        code, fl = encode_one(w if isinstance(w, Fraction) else _special_float(w), f, rbits=rbits,
-                              src=pol.intermediate, policy=pol.without_intermediate())
-        return code, fl | (INEXACT if w != v else 0)
-
-    finite = _finite_codes(f, pol.overflow == "satsym")
-    lo_val, lo_code = finite[0]
-    hi_val, hi_code = finite[-1]
-    zero_code = next((c for val, c in finite if val == 0), None)
-
+    if pol.via.type is not None and v != "nan":
+        return _through_intermediate(v, f, pol, rbits)
     if v == "nan":
-        neg = _nan_sign(x, negative_nan, nan_bits, src) and not pol.nan_sign_dropped
-        if pol.nan_sign_dropped and nan_bits is not None:
-            nan_bits &= ~(1 << sum(_SRC_FIELDS[src]))
-        mode = pol.nan_neg if neg else pol.nan
-        if pol.nan_signaling is not None and nan_bits is not None and not nan_bits >> (_SRC_FIELDS[src][0] - 1) & 1:
-            mode = pol.nan_signaling  # a signalling NaN (quiet bit clear): its own mode, either sign
-        signaling = nan_bits is not None and not nan_bits >> (_SRC_FIELDS[src][0] - 1) & 1
-        if mode == "as_inf":  # converted as the Inf of its sign
-            code, _ = encode_one(-math.inf if neg else math.inf, f, src=src, policy=pol)
-            fl = 0 if value_of(code, f) == "nan" else INVALID
-        else:
-            if nan_bits is None and mode in ("payload", "quiet_payload"):
-                nan_bits = nan_bits32 if nan_bits32 is not None and src == "float32" else _quiet_pattern(src, neg)
-            code, fl = _nan_input(f, pol, mode, neg, nan_bits, nan_bits32, src)
-        if pol.flag_nan == "signaling":  # IEEE 754 7.2: invalid for a signalling NaN only
-            fl = INVALID if signaling else 0
-        return code, fl
-
-    if f.name == "e8m0" and pol.e8m0_encoding == "signed_exponent":
+        return _encode_nan(x, f, pol, src, negative_nan, nan_bits, nan_bits32)
+    if f.name == "e8m0" and pol.e8m0.encoding == "signed_exponent":
         return _e8m0_signed_exponent(v, pol)
     if f.name == "e8m0":
-        negative = v in ("-inf", "-0") or (isinstance(v, Fraction) and v < 0)
-        if negative:
-            if pol.e8m0_negative == "nan":
-                return 0xFF, INVALID
-            if pol.e8m0_negative == "min":
-                return 0x00, INEXACT | SATURATED
-            v = "+inf" if v == "-inf" else (Fraction(0) if v == "-0" else -v)  # type: ignore[operator]
-        if v == 0:
-            return (0xFF, INVALID) if pol.e8m0_zero == "nan" else (0x00, INEXACT | SATURATED)
-        if v == "+inf":
-            return (0xFF, INVALID) if pol.e8m0_inf == "nan" else (0xFE, INEXACT | SATURATED)
-        assert isinstance(v, Fraction)
-        if v < lo_val:
-            if pol.e8m0_tiny == "nan":
-                return 0xFF, INVALID
-            return lo_code, INEXACT | (UNDERFLOW if _tiny(v, f, pol, lo_val) else 0)
-
-    nonsat = pol.overflow == "nonsat"
+        done = _e8m0_no_code(v, f, pol)
+        if isinstance(done, tuple):
+            return done
+        v = done
     if v in ("+inf", "-inf"):
-        if v == "-inf" and not f.signed:
-            return zero_code, INEXACT | SATURATED  # type: ignore[return-value]
-        code_max = hi_code if v == "+inf" else lo_code
-        to_nan = INVALID if pol.flag_inf_nan == "invalid" else INEXACT
-        to_number = INEXACT | SATURATED if pol.flag_inf_number == "inexact" else 0
-        if pol.inf == "nan":
-            return _nan_for_overflow(f, pol, v == "-inf"), to_nan
-        if pol.inf == "zero":
-            nz = _neg_zero_code(f)
-            return (nz if v == "-inf" and nz is not None else zero_code), to_number  # type: ignore[return-value]
-        if pol.inf == "max":
-            return code_max, to_number
-        if nonsat and f.has_inf:
-            return (min(f.inf_codes) | (0 if v == "+inf" else 1 << (f.bits - 1))), 0
-        if nonsat and f.has_nan:
-            return _nan_for_overflow(f, pol, v == "-inf"), to_nan
-        return code_max, to_number
-
+        return _encode_inf(v == "-inf", f, pol)
     if v == "-0":
-        if pol.neg_zero_input == "positive":  # the -0.0 input written as +0
-            return zero_code, 0  # type: ignore[return-value]
-        nz = _neg_zero_code(f)
-        if nz is not None:
-            return nz, 0
-        lost = pol.flag_neg_zero == "inexact" and f.kind == "float"  # the zero has no sign to keep
-        return zero_code, INEXACT if lost else 0  # type: ignore[return-value]
+        return _encode_neg_zero(f, pol)
     assert isinstance(v, Fraction)
+    return _encode_number(v, f, pol, rbits, src)
 
+
+_INEXACT, _UNDERFLOW, _OVERFLOW, _INVALID, _SATURATED = 1, 2, 4, 16, 32
+
+
+def _zero_code(f: Format, symmetric: bool) -> int:
+    code = next((c for val, c in _finite_codes(f, symmetric) if val == 0), None)
+    assert code is not None, f"{f.name} has no zero"
+    return code
+
+
+def _through_intermediate(v: Fraction | str, f: Format, pol: Resolved, rbits: int) -> tuple[int, int]:
+    """Double rounding: ``v`` rounded into the intermediate IEEE type first, then converted."""
+    kind = pol.via.type
+    assert kind is not None
+    w = round_ieee(v, kind)
+    if pol.via.carry == "doubles_subnormal" and isinstance(v, Fraction) and _carry_below_half_normal(v, kind):
+        w = round_ieee(2 * v, kind)
+    code, fl = encode_one(w if isinstance(w, Fraction) else _special_float(w), f, rbits=rbits,
+                          src=kind, policy=pol.without_intermediate())
+    return code, fl | (_INEXACT if w != v else 0)
+
+
+def _encode_nan(x: float | Fraction, f: Format, pol: Resolved, src: str, negative_nan: bool | None,
+                nan_bits: int | None, nan_bits32: int | None) -> tuple[int, int]:
+    """A NaN input: the mode of its sign (or of a signalling NaN), then the flag rule."""
+    st = source_type(src)
+    rule = pol.on_nan
+    neg = _nan_sign(x, negative_nan, nan_bits, src) and not rule.sign_dropped
+    if rule.sign_dropped and nan_bits is not None:
+        nan_bits &= ~st.sign_bit
+    signaling = nan_bits is not None and not nan_bits & st.quiet_bit
+    mode = rule.negative if neg else rule.mode
+    if rule.signaling is not None and signaling:
+        mode = rule.signaling  # a signalling NaN (quiet bit clear): its own mode, either sign
+    if mode == "as_inf":  # converted as the Inf of its sign
+        code, _ = encode_one(-math.inf if neg else math.inf, f, src=src, policy=pol)
+        fl = 0 if value_of(code, f) == "nan" else _INVALID
+    else:
+        if nan_bits is None and mode in ("payload", "quiet_payload"):
+            nan_bits = nan_bits32 if nan_bits32 is not None and src == "float32" else _quiet_pattern(src, neg)
+        code, fl = _nan_input(f, pol, mode, neg, nan_bits, nan_bits32, src)
+    if pol.flags.nan == "signaling":  # IEEE 754 7.2: invalid for a signalling NaN only
+        fl = _INVALID if signaling else 0
+    return code, fl
+
+
+def _e8m0_no_code(v: Fraction | str, f: Format, pol: Resolved) -> tuple[int, int] | Fraction | str:
+    """E8M0's inputs without a code (negatives, zeros, +Inf, tiny) under the e8m0 rule: (code, flags),
+    or the value to convert on (a negative's magnitude under e8m0_negative='abs', or ``v`` itself)."""
+    rule = pol.e8m0
+    if v in ("-inf", "-0") or (isinstance(v, Fraction) and v < 0):
+        if rule.negative == "nan":
+            return 0xFF, _INVALID
+        if rule.negative == "min":
+            return 0x00, _INEXACT | _SATURATED
+        v = "+inf" if v == "-inf" else (Fraction(0) if v == "-0" else -v)  # type: ignore[operator]
+    if v == 0:
+        return (0xFF, _INVALID) if rule.zero == "nan" else (0x00, _INEXACT | _SATURATED)
+    if v == "+inf":
+        return (0xFF, _INVALID) if rule.inf == "nan" else (0xFE, _INEXACT | _SATURATED)
+    assert isinstance(v, Fraction)
+    lo_val, lo_code = _finite_codes(f, False)[0]
+    if v < lo_val:
+        if rule.tiny == "nan":
+            return 0xFF, _INVALID
+        return lo_code, _INEXACT | (_UNDERFLOW if _tiny(v, f, pol, lo_val) else 0)
+    return v
+
+
+def _encode_inf(negative: bool, f: Format, pol: Resolved) -> tuple[int, int]:
+    """An infinite input under the inf rule and the overflow mode."""
+    symmetric = pol.on_overflow.mode == "satsym"
+    finite = _finite_codes(f, symmetric)
+    if negative and not f.signed:
+        return _zero_code(f, symmetric), _INEXACT | _SATURATED
+    code_max = finite[0][1] if negative else finite[-1][1]
+    to_nan = _INVALID if pol.flags.inf_nan == "invalid" else _INEXACT
+    to_number = _INEXACT | _SATURATED if pol.flags.inf_number == "inexact" else 0
+    how = pol.on_input.inf
+    if how == "nan":
+        return _nan_for_overflow(f, pol, negative), to_nan
+    if how == "zero":
+        nz = _neg_zero_code(f)
+        return (nz if negative and nz is not None else _zero_code(f, symmetric)), to_number
+    if how == "max":
+        return code_max, to_number
+    if not pol.on_overflow.saturating and f.has_inf:
+        return min(f.inf_codes) | ((1 << (f.bits - 1)) if negative else 0), 0
+    if not pol.on_overflow.saturating and f.has_nan:
+        return _nan_for_overflow(f, pol, negative), to_nan
+    return code_max, to_number
+
+
+def _encode_neg_zero(f: Format, pol: Resolved) -> tuple[int, int]:
+    """An exact -0.0 input: -0 where the format has one, unless the input rule writes +0."""
+    zero = _zero_code(f, pol.on_overflow.mode == "satsym")
+    if pol.on_input.neg_zero == "positive":
+        return zero, 0
+    nz = _neg_zero_code(f)
+    if nz is not None:
+        return nz, 0
+    lost = pol.flags.neg_zero == "inexact" and f.kind == "float"  # the zero has no sign to keep
+    return zero, _INEXACT if lost else 0
+
+
+def _encode_number(v: Fraction, f: Format, pol: Resolved, rbits: int, src: str) -> tuple[int, int]:
+    """A finite nonzero value (or +0): exact, or rounded between its neighbours, then the overflow rule."""
+    symmetric = pol.on_overflow.mode == "satsym"
+    finite = _finite_codes(f, symmetric)
+    lo_val, lo_code = finite[0]
+    hi_val, hi_code = finite[-1]
     if v < 0 and not f.signed:
-        return zero_code, INEXACT | SATURATED  # type: ignore[return-value]
-
-    vals_sorted = _sorted_values(f, pol.overflow == "satsym")
+        return _zero_code(f, symmetric), _INEXACT | _SATURATED
+    vals_sorted = _sorted_values(f, symmetric)
     k = bisect.bisect_left(vals_sorted, v)
     if k < len(finite) and vals_sorted[k] == v:
         return finite[k][1], 0
-
     # neighbours on the real line; past either end sits the value an unbounded
     # exponent would have there (code None): landing on it is overflow
     above_top = hi_val + _ulp_beyond(f, hi_val)
     below_bottom = lo_val - _ulp_beyond(f, -lo_val) if lo_val < 0 else None
+    before = pol.on_overflow.when == "before" and (v > hi_val or v < lo_val)
     pick: tuple[Fraction, int | None]
-    mode = pol.rounding
-    before = pol.overflow_check == "before" and (v > hi_val or v < lo_val)
     if before or v >= above_top or (below_bottom is not None and v <= below_bottom):
         pick = (v, None)
     else:
         down: tuple[Fraction, int | None] = finite[k - 1] if k > 0 else (below_bottom, None)  # type: ignore[assignment]
         up: tuple[Fraction, int | None] = finite[k] if k < len(finite) else (above_top, None)
-        toward_zero, away = (down, up) if v > 0 else (up, down)
-        if mode == "rtz":
-            pick = toward_zero
-        elif mode == "rup":
-            pick = up
-        elif mode == "rdn":
-            pick = down
-        elif mode in ("rne", "rna"):
-            dz = abs(v - toward_zero[0])
-            da = abs(away[0] - v)
-            if dz != da:
-                pick = toward_zero if dz < da else away
-            elif mode == "rna":
-                pick = away
-            else:
-                end_code = hi_code if v > 0 else lo_code
-                tz_code = toward_zero[1]
-                tz_parity = tz_code & 1 if tz_code is not None else 1 - (end_code & 1)
-                pick = toward_zero if tz_parity == 0 else away
-        elif mode == "sr":
-            gap = abs(away[0] - toward_zero[0])
-            frac = abs(v - toward_zero[0]) / gap
-            prec, emin = _SRC[src]
-            ulp = Fraction(2) ** (max(_floor_log2(abs(v)), emin) - (prec - 1))
-            d = 0
-            while Fraction(2) ** d * ulp < gap:
-                d += 1
-            d = min(d, 32)
-            fint = math.floor(frac * 2**d)
-            pick = away if fint + (rbits % (1 << d)) >= (1 << d) else toward_zero
-        else:  # pragma: no cover
-            raise ValueError(mode)
+        pick = _pick_neighbour(v, down, up, pol.rounding, hi_code if v > 0 else lo_code, rbits, src)
 
-    flags = INEXACT
+    flags = _INEXACT
     if f.kind == "float" and f.min_normal is not None and 0 < abs(v) < f.min_normal and _tiny(v, f, pol, abs(pick[0])):
-        flags |= UNDERFLOW
+        flags |= _UNDERFLOW
     if pick[1] is not None:
         nz = _neg_zero_code(f)
         if pick[0] == 0 and v < 0 and nz is not None:
             return nz, flags  # a negative that rounds to zero is -0
         return pick[1], flags
+    mode = pol.rounding
     positive = v > 0
     toward_finite = mode == "rtz" or (mode == "rup" and not positive) or (mode == "rdn" and positive)
-    if nonsat and not toward_finite:
+    if not pol.on_overflow.saturating and not toward_finite:
         if f.has_inf:
-            return min(f.inf_codes) | (0 if positive else 1 << (f.bits - 1)), flags | OVERFLOW
+            return min(f.inf_codes) | (0 if positive else 1 << (f.bits - 1)), flags | _OVERFLOW
         if f.has_nan:
-            return _nan_for_overflow(f, pol, not positive), flags | OVERFLOW
+            return _nan_for_overflow(f, pol, not positive), flags | _OVERFLOW
     # clamped to +-max finite: an overflow unless only non-finite results count as one
-    return (hi_code if positive else lo_code), flags | SATURATED | (OVERFLOW if pol.flag_overflow == "rounded" else 0)
+    return (hi_code if positive else lo_code), flags | _SATURATED | (_OVERFLOW if pol.flags.overflow == "rounded"
+                                                                     else 0)
+
+
+def _pick_neighbour(v: Fraction, down: tuple[Fraction, int | None], up: tuple[Fraction, int | None], mode: str,
+                    end_code: int, rbits: int, src: str) -> tuple[Fraction, int | None]:
+    """The rounding mode's choice between the neighbours ``down`` < v < ``up`` ((value, code); code
+    None past the finite range). ``end_code`` is the code at the end on v's side (the parity of the
+    value beyond it is the opposite of its)."""
+    toward_zero, away = (down, up) if v > 0 else (up, down)
+    if mode == "rtz":
+        return toward_zero
+    if mode == "rup":
+        return up
+    if mode == "rdn":
+        return down
+    if mode in ("rne", "rna"):
+        dz = abs(v - toward_zero[0])
+        da = abs(away[0] - v)
+        if dz != da:
+            return toward_zero if dz < da else away
+        if mode == "rna":
+            return away
+        tz_code = toward_zero[1]
+        tz_parity = tz_code & 1 if tz_code is not None else 1 - (end_code & 1)
+        return toward_zero if tz_parity == 0 else away
+    if mode == "sr":
+        gap = abs(away[0] - toward_zero[0])
+        frac = abs(v - toward_zero[0]) / gap
+        st = source_type(src)
+        ulp = Fraction(2) ** (max(_floor_log2(abs(v)), st.emin) - (st.precision - 1))
+        d = 0
+        while Fraction(2) ** d * ulp < gap:
+            d += 1
+        d = min(d, 32)
+        fint = math.floor(frac * 2**d)
+        return away if fint + (rbits % (1 << d)) >= (1 << d) else toward_zero
+    raise ValueError(mode)  # pragma: no cover
 
 
 def _special_float(w: str) -> float:
@@ -344,19 +391,20 @@ def _nan_sign(x: float | Fraction, negative_nan: bool | None, nan_bits: int | No
     if negative_nan is not None:
         return negative_nan
     if nan_bits is not None:
-        man, exp = _SRC_FIELDS[src]
-        return bool(nan_bits >> (man + exp) & 1)
+        return bool(nan_bits & source_type(src).sign_bit)
     return math.copysign(1.0, float(x)) < 0
 
 
 def _quiet_pattern(src: str, negative: bool) -> int:
-    man, exp = _SRC_FIELDS[src]
+    st = source_type(src)
+    man, exp = st.man_bits, st.exp_bits
     return (int(negative) << (man + exp)) | (((1 << exp) - 1) << man) | (1 << (man - 1))
 
 
 def _as_float32_nan_bits(bits: int, src: str) -> int:
     """A NaN pattern of ``src`` as float32 would hold it: the significand's top bits."""
-    man, exp = _SRC_FIELDS[src]
+    st = source_type(src)
+    man, exp = st.man_bits, st.exp_bits
     sign = bits >> (man + exp) & 1
     field = bits & ((1 << man) - 1)
     field = field << (23 - man) if man <= 23 else field >> (man - 23)
@@ -369,7 +417,7 @@ def _e8m0_signed_exponent(v: Fraction | str, pol: Resolved) -> tuple[int, int]:
     rounding mode's choice between them, then the packing. NaN never reaches here."""
     inexact_f, underflow_f, overflow_f, invalid_f, saturated_f = 1, 2, 4, 16, 32
     if v in ("+inf", "-inf"):
-        return 0xFF, inexact_f if pol.flag_inf_nan == "inexact" else invalid_f
+        return 0xFF, inexact_f if pol.flags.inf_nan == "inexact" else invalid_f
     if v == "-0" or v == 0:
         return 0x00, 0
     assert isinstance(v, Fraction)
@@ -392,7 +440,7 @@ def _e8m0_signed_exponent(v: Fraction | str, pol: Resolved) -> tuple[int, int]:
     inexact = inexact_f if result != a or result > Fraction(2) ** 127 else 0  # past the top is never exact
     if result > Fraction(2) ** 127:  # past the top: 2^127 where rounding goes toward zero, else the NaN
         if toward_zero:
-            return 0xFE, inexact | saturated_f | (0 if pol.flag_overflow == "infinite" else overflow_f)
+            return 0xFE, inexact | saturated_f | (0 if pol.flags.overflow == "infinite" else overflow_f)
         return 0xFF, inexact | overflow_f
     if result == 0:
         return 0x00, inexact | underflow_f
@@ -405,9 +453,9 @@ def _tiny(v: Fraction, f: Format, pol: Resolved, result: Fraction) -> bool:
     a = abs(v)
     if not 0 < a < f.min_normal:
         return False
-    if pol.tininess == "before":
+    if pol.flags.tininess == "before":
         return True
-    if pol.rounding == "sr" or pol.tininess == "result":
+    if pol.rounding == "sr" or pol.flags.tininess == "result":
         return result != f.min_normal
     # the value rounded to the format's precision with no lower exponent bound
     p = f.man_bits + 1
@@ -435,7 +483,7 @@ def _nan_input(f: Format, pol: Resolved, mode: str, neg: bool, bits: int | None,
                src: str) -> tuple[int, int]:
     """(code, flags) of a NaN input under NaN mode ``mode``."""
     INVALID = 16
-    finite = _finite_codes(f, pol.overflow == "satsym")
+    finite = _finite_codes(f, pol.on_overflow.mode == "satsym")
     hi_code = finite[-1][1]
     zero_code = next((c for val, c in finite if val == 0), None)
     if f.name == "e8m0":
@@ -456,7 +504,7 @@ def _nan_input(f: Format, pol: Resolved, mode: str, neg: bool, bits: int | None,
         return (lo_code if neg and f.signed else hi_code), INVALID
     if mode in ("payload", "quiet_payload"):
         assert bits is not None
-        man, _ = _SRC_FIELDS[src]
+        man = source_type(src).man_bits
         if mode == "quiet_payload":
             bits |= 1 << (man - 1)
         top = (bits & ((1 << man) - 1)) >> (man - f.man_bits)
@@ -495,10 +543,10 @@ def _nan_by_name(f: Format, mode: str, neg: bool) -> int:
 
 
 def _nan_for_overflow(f: Format, pol: Resolved, negative: bool) -> int:
-    if pol.overflow_nan is not None:
-        return _nan_by_name(f, pol.overflow_nan, negative)
-    if pol.nan in ("canonical", "all_ones"):
-        return _nan_by_name(f, pol.nan, negative)
+    if pol.on_overflow.nan is not None:
+        return _nan_by_name(f, pol.on_overflow.nan, negative)
+    if pol.on_nan.mode in ("canonical", "all_ones"):
+        return _nan_by_name(f, pol.on_nan.mode, negative)
     return _quiet_nan(f, negative)
 
 

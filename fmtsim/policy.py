@@ -195,15 +195,27 @@ Flag conventions (what ``encode_with_flags`` reports; codes are unaffected):
 A profile is data: a function from a Format to a :class:`Policy`, listed in
 :data:`PROFILES`. ``resolve(..., profile=...)`` takes a profile name, a Policy (the
 same for every format) or such a function; explicit keywords win over it.
+
+What :func:`resolve` returns, a :class:`Resolved`, is the format, the rounding mode and one
+frozen sub-rule per concern, each checked against the format when it is built:
+``on_overflow`` (:class:`OverflowRule`: mode, ``when`` the test is made, the NaN it writes),
+``on_nan`` (:class:`NanRule`: the modes by sign, source type and signalling, the fixed code),
+``on_input`` (:class:`InputRule`: Inf and -0.0 inputs), ``e8m0`` (:class:`E8M0Rule`), ``via``
+(:class:`IntermediateRule`: the type rounded through first and its carry rule) and ``flags``
+(:class:`FlagRule`, tininess included). Every value is typed as a ``Literal`` (``RoundingMode``,
+``NanMode``, ...), so a misspelt mode in code is a type error; callers' strings are checked at
+run time by the same names. The source types' facts (field widths, quiet bit) are
+:class:`fmtsim.sources.SourceType` records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 from .formats import Format, get_format
+from .sources import SOURCE_NAMES, SourceName
 
 __all__ = [
     "ROUNDING_MODES",
@@ -222,16 +234,49 @@ __all__ = [
     "TININESS",
     "NAN_CODE_SIGNS",
     "FLAG_FIELDS",
+    "RoundingMode",
+    "OverflowMode",
+    "NanMode",
     "Policy",
+    "OverflowRule",
+    "NanRule",
+    "InputRule",
+    "E8M0Rule",
+    "IntermediateRule",
+    "FlagRule",
     "Resolved",
     "resolve",
 ]
 
-ROUNDING_MODES = ("rne", "rna", "rtz", "rup", "rdn", "sr")
-OVERFLOW_MODES = ("satfinite", "nonsat", "satsym")
-NAN_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "zero_sign_flipped",
-             "payload_rounded", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf",
-             "quiet_payload")
+# Every choice is a Literal type (mypy catches a misspelt mode in code) and, for callers that pass
+# strings, a tuple of its names checked at run time (the tuples are the Literals' arguments).
+RoundingMode = Literal["rne", "rna", "rtz", "rup", "rdn", "sr"]
+OverflowMode = Literal["satfinite", "nonsat", "satsym"]
+NanMode = Literal["signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "zero_sign_flipped",
+                  "payload_rounded", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf",
+                  "quiet_payload"]
+OverflowNanMode = Literal["signed", "positive", "canonical", "all_ones", "signed_all_ones"]
+OverflowCheck = Literal["after", "before"]
+InfMode = Literal["overflow", "nan", "max", "zero"]
+E8M0Negative = Literal["nan", "min", "abs"]
+E8M0Zero = Literal["nan", "min"]
+E8M0Inf = Literal["nan", "max"]
+E8M0Tiny = Literal["min", "nan"]
+E8M0Encoding = Literal["unsigned", "signed_exponent"]
+NegZeroInput = Literal["keep", "positive"]
+IntermediateType = Literal["float16", "bfloat16", "float32"]
+IntermediateCarry = Literal["exact", "doubles_subnormal"]
+Tininess = Literal["before", "after", "result"]
+FlagOverflow = Literal["rounded", "infinite"]
+FlagNan = Literal["to_number", "signaling"]
+FlagInfNan = Literal["invalid", "inexact"]
+FlagInfNumber = Literal["inexact", "none"]
+FlagNegZero = Literal["none", "inexact"]
+NanCodeSign = Literal["as_given", "input", "positive", "negative"]
+
+ROUNDING_MODES: tuple[RoundingMode, ...] = get_args(RoundingMode)
+OVERFLOW_MODES: tuple[OverflowMode, ...] = get_args(OverflowMode)
+NAN_MODES: tuple[NanMode, ...] = get_args(NanMode)
 # what each mode does, in a line (fmtsim list rounding|overflow|nan); the module docstring in full
 ROUNDING_MODE_TEXT = {"rne": "round to nearest, ties to the even code (the default)",
                       "rna": "round to nearest, ties away from zero", "rtz": "toward zero", "rup": "toward +Inf",
@@ -256,34 +301,34 @@ NAN_MODE_TEXT = {"signed": "the quiet NaN with the input's sign (the default whe
                  "quiet_payload": "as payload, with the quiet bit set",
                  "fixed": "the NaN code a Policy names (nan_code; nan_code_sign decides its sign bit)",
                  "as_inf": "converted as the infinity of its sign would be"}
-OVERFLOW_NAN_MODES = ("signed", "positive", "canonical", "all_ones", "signed_all_ones")
-OVERFLOW_CHECKS = ("after", "before")
-INF_MODES = ("overflow", "nan", "max", "zero")
-E8M0_MODES = {
-    "e8m0_negative": ("nan", "min", "abs"),
-    "e8m0_zero": ("nan", "min"),
-    "e8m0_inf": ("nan", "max"),
-    "e8m0_tiny": ("min", "nan"),
+OVERFLOW_NAN_MODES: tuple[OverflowNanMode, ...] = get_args(OverflowNanMode)
+OVERFLOW_CHECKS: tuple[OverflowCheck, ...] = get_args(OverflowCheck)
+INF_MODES: tuple[InfMode, ...] = get_args(InfMode)
+E8M0_MODES: dict[str, tuple[str, ...]] = {
+    "e8m0_negative": get_args(E8M0Negative),
+    "e8m0_zero": get_args(E8M0Zero),
+    "e8m0_inf": get_args(E8M0Inf),
+    "e8m0_tiny": get_args(E8M0Tiny),
 }
-E8M0_ENCODINGS = ("unsigned", "signed_exponent")
+E8M0_ENCODINGS: tuple[E8M0Encoding, ...] = get_args(E8M0Encoding)
 # an exact -0.0 input: its code keeps the sign where the format has a -0 ('keep'), or is +0 ('positive',
 # TransformerEngine's reference FP4 cast)
-NEG_ZERO_INPUTS = ("keep", "positive")
+NEG_ZERO_INPUTS: tuple[NegZeroInput, ...] = get_args(NegZeroInput)
 # NaN modes once named after the implementation that does them: what each is called now
 RENAMED_NAN_MODES = {"ml_dtypes": "zero_sign_flipped", "torchao": "payload_rounded",
                      "te": "zero, with neg_zero_input='positive'"}
-INTERMEDIATES = ("float16", "bfloat16", "float32")
-INTERMEDIATE_CARRIES = ("exact", "doubles_subnormal")
-TININESS = ("before", "after", "result")
-FLAG_FIELDS = {
-    "flag_overflow": ("rounded", "infinite"),
-    "flag_nan": ("to_number", "signaling"),
-    "flag_inf_nan": ("invalid", "inexact"),
-    "flag_inf_number": ("inexact", "none"),
-    "flag_neg_zero": ("none", "inexact"),
+INTERMEDIATES: tuple[IntermediateType, ...] = get_args(IntermediateType)
+INTERMEDIATE_CARRIES: tuple[IntermediateCarry, ...] = get_args(IntermediateCarry)
+TININESS: tuple[Tininess, ...] = get_args(Tininess)
+FLAG_FIELDS: dict[str, tuple[str, ...]] = {
+    "flag_overflow": get_args(FlagOverflow),
+    "flag_nan": get_args(FlagNan),
+    "flag_inf_nan": get_args(FlagInfNan),
+    "flag_inf_number": get_args(FlagInfNumber),
+    "flag_neg_zero": get_args(FlagNegZero),
 }
-NAN_CODE_SIGNS = ("as_given", "input", "positive", "negative")
-SOURCES = ("float16", "bfloat16", "float32", "float64")
+NAN_CODE_SIGNS: tuple[NanCodeSign, ...] = get_args(NanCodeSign)
+SOURCES = SOURCE_NAMES
 # NaN modes that need the format to have a NaN code / that give a NaN code
 _NAN_CODE_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "positive")
 
@@ -292,117 +337,268 @@ _NAN_CODE_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "positi
 class Policy:
     """Caller-level choices; None means "the format's or the profile's default".
 
-    See the module docstring for every field's meaning and values."""
+    One flat record, as profiles and callers write it; :func:`resolve` checks it against a
+    format and groups it into a :class:`Resolved`. See the module docstring for every
+    field's meaning and values."""
 
-    rounding: str | None = None
-    overflow: str | None = None
-    nan: str | None = None
-    nan_negative: str | None = None
+    rounding: RoundingMode | None = None
+    overflow: OverflowMode | None = None
+    nan: NanMode | None = None
+    nan_negative: NanMode | None = None
     nan_code: int | None = None
-    nan_sources: tuple[tuple[str, str], ...] = ()
-    nan_unsigned_sources: tuple[str, ...] = ()
-    overflow_nan: str | None = None
-    overflow_check: str | None = None
-    inf: str | None = None
-    e8m0_negative: str | None = None
-    e8m0_zero: str | None = None
-    e8m0_inf: str | None = None
-    e8m0_tiny: str | None = None
-    intermediate: str | None = None
-    tininess: str | None = None
-    nan_code_sign: str | None = None
-    nan_signaling_sources: tuple[tuple[str, str], ...] = ()
-    flag_overflow: str | None = None
-    flag_nan: str | None = None
-    flag_inf_nan: str | None = None
-    flag_inf_number: str | None = None
-    flag_neg_zero: str | None = None
-    intermediate_carry: str | None = None
-    e8m0_encoding: str | None = None
-    neg_zero_input: str | None = None
+    nan_sources: tuple[tuple[SourceName, NanMode], ...] = ()
+    nan_unsigned_sources: tuple[SourceName, ...] = ()
+    overflow_nan: OverflowNanMode | None = None
+    overflow_check: OverflowCheck | None = None
+    inf: InfMode | None = None
+    e8m0_negative: E8M0Negative | None = None
+    e8m0_zero: E8M0Zero | None = None
+    e8m0_inf: E8M0Inf | None = None
+    e8m0_tiny: E8M0Tiny | None = None
+    intermediate: IntermediateType | None = None
+    tininess: Tininess | None = None
+    nan_code_sign: NanCodeSign | None = None
+    nan_signaling_sources: tuple[tuple[SourceName, NanMode], ...] = ()
+    flag_overflow: FlagOverflow | None = None
+    flag_nan: FlagNan | None = None
+    flag_inf_nan: FlagInfNan | None = None
+    flag_inf_number: FlagInfNumber | None = None
+    flag_neg_zero: FlagNegZero | None = None
+    intermediate_carry: IntermediateCarry | None = None
+    e8m0_encoding: E8M0Encoding | None = None
+    neg_zero_input: NegZeroInput | None = None
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """A policy made concrete for one format: every field is decided.
-
-    The first four fields are positional (``Resolved(fmt, rounding, overflow, nan)``);
-    the rest default to fmtsim's behaviour before they existed. ``nan_negative`` is
-    always a mode (``nan`` unless a profile split them); ``overflow_nan`` None keeps the
-    historic coupling to ``nan``; the ``e8m0_*`` fields are filled in for every format."""
-
-    fmt: Format
-    rounding: str
-    overflow: str
-    nan: str
-    nan_negative: str | None = None
-    nan_code: int | None = None
-    nan_sources: tuple[tuple[str, str], ...] = ()
-    overflow_nan: str | None = None
-    overflow_check: str = "after"
-    inf: str = "overflow"
-    e8m0_negative: str = "nan"
-    e8m0_zero: str = "nan"
-    e8m0_inf: str = "nan"
-    e8m0_tiny: str = "min"
-    intermediate: str | None = None
-    tininess: str = "before"
-    nan_unsigned_sources: tuple[str, ...] = ()
-    nan_sign_dropped: bool = False  # set by for_source for a source in nan_unsigned_sources
-    nan_code_sign: str = "as_given"
-    nan_signaling_sources: tuple[tuple[str, str], ...] = ()
-    nan_signaling: str | None = None  # set by for_source: the mode for signalling NaNs of the source
-    flag_overflow: str = "rounded"
-    flag_nan: str = "to_number"
-    flag_inf_nan: str = "invalid"
-    flag_inf_number: str = "inexact"
-    flag_neg_zero: str = "none"
-    intermediate_carry: str = "exact"
-    e8m0_encoding: str = "unsigned"
-    neg_zero_input: str = "keep"
-
-    @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.fmt.name, self.rounding, self.overflow, self.nan)
-
-    @property
-    def nan_neg(self) -> str:
-        """The NaN mode for negative NaN inputs."""
-        return self.nan if self.nan_negative is None else self.nan_negative
-
-    def for_source(self, src: str) -> Resolved:
-        """This policy for inputs of type ``src``: a per-source NaN mode applied."""
-        pol = self
-        if self.nan_signaling_sources:
-            mode = next((m for s, m in self.nan_signaling_sources if s == src), None)
-            pol = replace(pol, nan_signaling=mode, nan_signaling_sources=())
-        if self.nan_unsigned_sources:
-            pol = replace(pol, nan_sign_dropped=src in self.nan_unsigned_sources, nan_unsigned_sources=())
-        for s, mode in self.nan_sources:
-            if s == src:
-                return replace(pol, nan=mode, nan_negative=None, nan_sources=())
-        return pol if not pol.nan_sources else replace(pol, nan_sources=())
-
-    def fixed_nan_code(self, negative: bool) -> int:
-        """The code nan='fixed' writes for a NaN of this sign (``nan_code`` and ``nan_code_sign``)."""
-        assert self.nan_code is not None
-        sign = self.fmt.sign_mask if self.fmt.signed else 0
-        how = self.nan_code_sign
-        if how == "as_given":
-            return self.nan_code
-        if how == "negative" or (how == "input" and negative):
-            return (self.nan_code & ~sign) | sign
-        return self.nan_code & ~sign
-
-    def without_intermediate(self) -> Resolved:
-        return replace(self, intermediate=None) if self.intermediate else self
-
-
-def _check_choice(what: str, value: str, allowed: tuple[str, ...]) -> None:
+def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a name ({', '.join(allowed)}), not {type(value).__name__}")
     if value not in allowed:
         raise ValueError(f"unknown {what} {value!r}; choose one of: {', '.join(allowed)}")
+
+
+# --- the sub-rules of a resolved policy: each holds decided values and checks them against a format ---
+
+
+@dataclass(frozen=True)
+class OverflowRule:
+    """Finite values beyond max finite: the mode, when the test is made, and how a NaN that
+    overflow (or an Inf input) produces is written (None: like NaN inputs under 'canonical' and
+    'all_ones', else the quiet NaN with the input's sign)."""
+
+    mode: OverflowMode = "satfinite"
+    when: OverflowCheck = "after"
+    nan: OverflowNanMode | None = None
+
+    @property
+    def saturating(self) -> bool:
+        return self.mode != "nonsat"
+
+    def check(self, fmt: Format) -> None:
+        _check_choice("overflow mode", self.mode, OVERFLOW_MODES)
+        _check_choice("overflow_check", self.when, OVERFLOW_CHECKS)
+        if self.nan is not None:
+            _check_choice("overflow_nan mode", self.nan, OVERFLOW_NAN_MODES)
+        if self.mode == "satsym" and not (fmt.kind == "int" and fmt.signed):
+            raise ValueError(f"{fmt.name}: overflow='satsym' applies to signed integer formats only")
+
+
+def _check_nan_mode(f: Format, n: Any, field: str, nan_code: int | None) -> None:
+    if isinstance(n, str) and n in RENAMED_NAN_MODES:  # modes are named for what they do, not who does it
+        raise ValueError(f"{field}={n!r} is now {RENAMED_NAN_MODES[n]} (or profile={n!r}, its whole rule set)")
+    _check_choice(f"{field} mode", n, NAN_MODES)
+    what = f"{field}="
+    if n in _NAN_CODE_MODES and not f.has_nan:
+        raise ValueError(
+            f"{f.name} has no NaN encoding; {what}{n!r} is impossible "
+            "(use 'raise', 'max', 'zero', 'zero_sign_flipped' or 'payload_rounded')"
+        )
+    if n == "payload_rounded" and (f.has_nan or f.kind != "float"):
+        raise ValueError(f"{f.name}: nan={n!r} reproduces an FP4/FP6 cast and applies to e2m1, e3m2 and e2m3 only")
+    if n == "inf" and not f.has_inf:
+        raise ValueError(f"{f.name} has no infinity; nan='inf' is impossible")
+    if n == "neg_zero" and not (f.kind == "float" and f.has_neg_zero):
+        raise ValueError(f"{f.name} has no -0; nan='neg_zero' is impossible")
+    if n in ("payload", "quiet_payload") and f.specials not in ("ieee", "fn"):
+        raise ValueError(f"{f.name}: nan={n!r} applies to IEEE-style and FN formats (e4m3, e5m2) only")
+    if n == "fixed":
+        if nan_code is None:
+            raise ValueError("nan='fixed' needs nan_code, the code to write")
+        if isinstance(nan_code, bool) or not isinstance(nan_code, int):
+            raise TypeError(f"nan_code must be an int, not {type(nan_code).__name__}")
+        if not 0 <= nan_code < f.n_codes:
+            raise ValueError(f"nan_code {nan_code:#x} is outside {f.name}'s codes 0..{f.n_codes - 1:#x}")
+    if f.name == "e8m0" and n not in _NAN_CODE_MODES + ("fixed", "as_inf"):
+        raise ValueError(f"e8m0: NaN encodes to 0xFF or a fixed code; {what}{n!r} cannot apply")
+
+
+def _check_pairs(f: Format, items: Any, what: str, nan_code: int | None) -> None:
+    """((source, NaN mode), ...) of a per-source NaN rule, each checked."""
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError(f"{what} must be ((source, nan mode), ...) pairs")
+        _check_choice(f"{what} source", item[0], SOURCES)
+        _check_nan_mode(f, item[1], what, nan_code)
+
+
+@dataclass(frozen=True)
+class NanRule:
+    """NaN inputs: the mode for positive NaNs (``mode``) and negative ones (``negative``), the
+    code of 'fixed' and its sign, and the per-source rules. ``for_source`` applies those to one
+    source type, setting ``signaling`` (the mode for its signalling NaNs, if any) and
+    ``sign_dropped`` (its NaNs lose their sign before the conversion)."""
+
+    mode: NanMode
+    negative: NanMode
+    code: int | None = None
+    code_sign: NanCodeSign = "as_given"
+    sources: tuple[tuple[SourceName, NanMode], ...] = ()
+    signaling_sources: tuple[tuple[SourceName, NanMode], ...] = ()
+    unsigned_sources: tuple[SourceName, ...] = ()
+    signaling: NanMode | None = None
+    sign_dropped: bool = False
+
+    @property
+    def modes(self) -> frozenset[str]:
+        """Every mode a NaN input of some sign (or a signalling one) is converted under."""
+        return frozenset((self.mode, self.negative) + ((self.signaling,) if self.signaling else ()))
+
+    def check(self, fmt: Format) -> None:
+        _check_nan_mode(fmt, self.mode, "nan", self.code)
+        if self.negative != self.mode:
+            _check_nan_mode(fmt, self.negative, "nan_negative", self.code)
+        _check_pairs(fmt, self.sources, "nan_sources", self.code)
+        _check_pairs(fmt, self.signaling_sources, "nan_signaling_sources", self.code)
+        for src in self.unsigned_sources:
+            _check_choice("nan_unsigned_sources source", src, SOURCES)
+        _check_choice("nan_code_sign", self.code_sign, NAN_CODE_SIGNS)
+        if self.code_sign in ("input", "negative") and not fmt.signed:
+            raise ValueError(f"{fmt.name} has no sign bit; nan_code_sign={self.code_sign!r} is impossible")
+
+    def for_source(self, src: str) -> NanRule:
+        """This rule for inputs of type ``src``: its per-source modes applied, the tables emptied."""
+        signaling = next((m for s, m in self.signaling_sources if s == src), None)
+        mode, negative = next(((m, m) for s, m in self.sources if s == src), (self.mode, self.negative))
+        return replace(self, mode=mode, negative=negative, sources=(), signaling_sources=(), unsigned_sources=(),
+                       signaling=signaling if self.signaling_sources else self.signaling,
+                       sign_dropped=src in self.unsigned_sources if self.unsigned_sources else self.sign_dropped)
+
+    def as_signaling(self) -> NanRule:
+        """The rule a signalling NaN is converted under: its own mode, either sign."""
+        assert self.signaling is not None
+        return replace(self, mode=self.signaling, negative=self.signaling, signaling=None)
+
+    def fixed_code(self, fmt: Format, negative: bool) -> int:
+        """The code nan='fixed' writes for a NaN of this sign (``code`` and ``code_sign``)."""
+        assert self.code is not None
+        sign = fmt.sign_mask if fmt.signed else 0
+        how = self.code_sign
+        if how == "as_given":
+            return self.code
+        if how == "negative" or (how == "input" and negative):
+            return (self.code & ~sign) | sign
+        return self.code & ~sign
+
+
+@dataclass(frozen=True)
+class InputRule:
+    """What +-Inf inputs (``inf``) and an exact -0.0 input (``neg_zero``) become."""
+
+    inf: InfMode = "overflow"
+    neg_zero: NegZeroInput = "keep"
+
+    def check(self, fmt: Format) -> None:
+        _check_choice("inf mode", self.inf, INF_MODES)
+        if self.inf == "nan" and not fmt.has_nan:
+            raise ValueError(f"{fmt.name} has no NaN encoding; inf='nan' is impossible")
+        if self.inf == "zero" and not fmt.has_zero:
+            raise ValueError(f"{fmt.name} has no zero; inf='zero' is impossible")
+        _check_choice("neg_zero_input", self.neg_zero, NEG_ZERO_INPUTS)
+
+
+@dataclass(frozen=True)
+class E8M0Rule:
+    """E8M0's inputs without a code (negatives, zeros, +Inf, below 2^-127) and its encoding."""
+
+    negative: E8M0Negative = "nan"
+    zero: E8M0Zero = "nan"
+    inf: E8M0Inf = "nan"
+    tiny: E8M0Tiny = "min"
+    encoding: E8M0Encoding = "unsigned"
+
+    def check(self, fmt: Format, rounding: str) -> None:
+        for name, value in (("e8m0_negative", self.negative), ("e8m0_zero", self.zero), ("e8m0_inf", self.inf),
+                            ("e8m0_tiny", self.tiny)):
+            _check_choice(name, value, E8M0_MODES[name])
+        _check_choice("e8m0_encoding", self.encoding, E8M0_ENCODINGS)
+        if self.encoding != "unsigned" and rounding == "sr" and fmt.name == "e8m0":
+            raise ValueError("e8m0_encoding='signed_exponent' is modelled for rne, rna, rtz, rup and rdn, not sr")
+
+
+@dataclass(frozen=True)
+class IntermediateRule:
+    """The IEEE type a conversion rounds through first (None: none) and how that rounding
+    treats a carry out of the significand."""
+
+    type: IntermediateType | None = None
+    carry: IntermediateCarry = "exact"
+
+    def check(self) -> None:
+        if self.type is not None:
+            _check_choice("intermediate type", self.type, INTERMEDIATES)
+        _check_choice("intermediate_carry", self.carry, INTERMEDIATE_CARRIES)
+        if self.carry != "exact" and self.type is None:
+            raise ValueError(f"intermediate_carry={self.carry!r} describes the rounding into an intermediate "
+                             "type; give intermediate= too")
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    """The flag conventions of ``encode_with_flags`` (codes are unaffected)."""
+
+    overflow: FlagOverflow = "rounded"
+    nan: FlagNan = "to_number"
+    inf_nan: FlagInfNan = "invalid"
+    inf_number: FlagInfNumber = "inexact"
+    neg_zero: FlagNegZero = "none"
+    tininess: Tininess = "before"
+
+    def check(self) -> None:
+        for name, value in (("flag_overflow", self.overflow), ("flag_nan", self.nan),
+                            ("flag_inf_nan", self.inf_nan), ("flag_inf_number", self.inf_number),
+                            ("flag_neg_zero", self.neg_zero)):
+            _check_choice(name, value, FLAG_FIELDS[name])
+        _check_choice("tininess", self.tininess, TININESS)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A policy made concrete for one format: every choice decided, grouped by what it governs.
+
+    Built by :func:`resolve`, which checks each sub-rule against the format."""
+
+    fmt: Format
+    rounding: RoundingMode
+    on_overflow: OverflowRule
+    on_nan: NanRule
+    on_input: InputRule = InputRule()
+    e8m0: E8M0Rule = E8M0Rule()
+    via: IntermediateRule = IntermediateRule()
+    flags: FlagRule = FlagRule()
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.fmt.name, self.rounding, self.on_overflow.mode, self.on_nan.mode)
+
+    def for_source(self, src: str) -> Resolved:
+        """This policy for inputs of type ``src``: a per-source NaN mode applied."""
+        return replace(self, on_nan=self.on_nan.for_source(src))
+
+    def fixed_nan_code(self, negative: bool) -> int:
+        """The code nan='fixed' writes for a NaN of this sign."""
+        return self.on_nan.fixed_code(self.fmt, negative)
+
+    def without_intermediate(self) -> Resolved:
+        return replace(self, via=IntermediateRule()) if self.via.type else self
 
 
 Profile = Callable[[Format], Policy]
@@ -435,115 +631,16 @@ def _profile_policy(profile: str | Policy | Profile, f: Format) -> Policy:
                     f"not {type(profile).__name__}")
 
 
-def _check_nan_mode(f: Format, n: str, field: str, nan_code: int | None) -> None:
-    if isinstance(n, str) and n in RENAMED_NAN_MODES:  # modes are named for what they do, not who does it
-        raise ValueError(f"{field}={n!r} is now {RENAMED_NAN_MODES[n]} (or profile={n!r}, its whole rule set)")
-    _check_choice(f"{field} mode", n, NAN_MODES)
-    what = f"{field}="
-    if n in _NAN_CODE_MODES and not f.has_nan:
-        raise ValueError(
-            f"{f.name} has no NaN encoding; {what}{n!r} is impossible "
-            "(use 'raise', 'max', 'zero', 'zero_sign_flipped' or 'payload_rounded')"
-        )
-    if n == "payload_rounded" and (f.has_nan or f.kind != "float"):
-        raise ValueError(f"{f.name}: nan={n!r} reproduces an FP4/FP6 cast and applies to e2m1, e3m2 and e2m3 only")
-    if n == "inf" and not f.has_inf:
-        raise ValueError(f"{f.name} has no infinity; nan='inf' is impossible")
-    if n == "neg_zero" and not (f.kind == "float" and f.has_neg_zero):
-        raise ValueError(f"{f.name} has no -0; nan='neg_zero' is impossible")
-    if n in ("payload", "quiet_payload") and f.specials not in ("ieee", "fn"):
-        raise ValueError(f"{f.name}: nan={n!r} applies to IEEE-style and FN formats (e4m3, e5m2) only")
-    if n == "fixed":
-        if nan_code is None:
-            raise ValueError("nan='fixed' needs nan_code, the code to write")
-        if isinstance(nan_code, bool) or not isinstance(nan_code, int):
-            raise TypeError(f"nan_code must be an int, not {type(nan_code).__name__}")
-        if not 0 <= nan_code < f.n_codes:
-            raise ValueError(f"nan_code {nan_code:#x} is outside {f.name}'s codes 0..{f.n_codes - 1:#x}")
-    if f.name == "e8m0" and n not in _NAN_CODE_MODES + ("fixed", "as_inf"):
-        raise ValueError(f"e8m0: NaN encodes to 0xFF or a fixed code; {what}{n!r} cannot apply")
-
-
-def _pairs(f: Format, items: tuple[Any, ...], what: str, nan_code: int | None) -> tuple[tuple[str, str], ...]:
-    """((source, NaN mode), ...) of a per-source NaN rule, each checked."""
-    for item in items:
-        if not (isinstance(item, tuple) and len(item) == 2):
-            raise TypeError(f"{what} must be ((source, nan mode), ...) pairs")
-        _check_choice(f"{what} source", item[0], SOURCES)
-        _check_nan_mode(f, item[1], what, nan_code)
-    return tuple(items)
-
-
-def _resolve_nan(f: Format, base: Policy, nan: str | None) -> dict[str, Any]:
-    """The NaN-input rules: the mode, its per-sign, per-source and signalling variants, and how a NaN code
-    is written. An explicit ``nan=`` replaces the whole NaN-input choice of the profile."""
-    n = nan if nan is not None else base.nan or ("signed" if f.has_nan else "raise")
-    _check_nan_mode(f, n, "nan", base.nan_code)
+def _nan_rule(f: Format, base: Policy, nan: str | None) -> NanRule:
+    """The NaN-input rules. An explicit ``nan=`` replaces the whole NaN-input choice of the profile
+    (its per-sign and per-source modes too)."""
+    mode: Any = nan if nan is not None else base.nan or ("signed" if f.has_nan else "raise")
     explicit = nan is not None
-    nn = None if explicit else base.nan_negative
-    if nn is not None:
-        _check_nan_mode(f, nn, "nan_negative", base.nan_code)
-    unsigned = tuple(base.nan_unsigned_sources)
-    for src in unsigned:
-        _check_choice("nan_unsigned_sources source", src, SOURCES)
-    ovn = base.overflow_nan
-    if ovn is not None:
-        _check_choice("overflow_nan mode", ovn, OVERFLOW_NAN_MODES)
-    code_sign = base.nan_code_sign or "as_given"
-    _check_choice("nan_code_sign", code_sign, NAN_CODE_SIGNS)
-    if code_sign in ("input", "negative") and not f.signed:
-        raise ValueError(f"{f.name} has no sign bit; nan_code_sign={code_sign!r} is impossible")
-    return {"nan": n, "nan_negative": nn,
-            "nan_sources": () if explicit else _pairs(f, tuple(base.nan_sources), "nan_sources", base.nan_code),
-            "nan_signaling_sources": () if explicit else _pairs(f, tuple(base.nan_signaling_sources),
-                                                                "nan_signaling_sources", base.nan_code),
-            "nan_unsigned_sources": unsigned, "overflow_nan": ovn, "nan_code_sign": code_sign}
-
-
-def _resolve_specials(f: Format, base: Policy, rounding: str, saturating: bool) -> dict[str, Any]:
-    """Overflow check, Inf inputs, the E8M0 special inputs and encoding, and -0.0 inputs."""
-    check = base.overflow_check or "after"
-    _check_choice("overflow_check", check, OVERFLOW_CHECKS)
-    inf = base.inf or "overflow"
-    _check_choice("inf mode", inf, INF_MODES)
-    if inf == "nan" and not f.has_nan:
-        raise ValueError(f"{f.name} has no NaN encoding; inf='nan' is impossible")
-    if inf == "zero" and not f.has_zero:
-        raise ValueError(f"{f.name} has no zero; inf='zero' is impossible")
-    e8 = {
-        "e8m0_negative": base.e8m0_negative or ("min" if saturating else "nan"),
-        "e8m0_zero": base.e8m0_zero or ("min" if saturating else "nan"),
-        "e8m0_inf": base.e8m0_inf or ("max" if saturating else "nan"),
-        "e8m0_tiny": base.e8m0_tiny or "min",
-    }
-    for k, v in e8.items():
-        _check_choice(k, v, E8M0_MODES[k])
-    e8_encoding = base.e8m0_encoding or "unsigned"
-    _check_choice("e8m0_encoding", e8_encoding, E8M0_ENCODINGS)
-    if e8_encoding != "unsigned" and rounding == "sr" and f.name == "e8m0":
-        raise ValueError("e8m0_encoding='signed_exponent' is modelled for rne, rna, rtz, rup and rdn, not sr")
-    neg_zero_input = base.neg_zero_input or "keep"
-    _check_choice("neg_zero_input", neg_zero_input, NEG_ZERO_INPUTS)
-    return {"overflow_check": check, "inf": inf, **e8, "e8m0_encoding": e8_encoding,
-            "neg_zero_input": neg_zero_input}
-
-
-def _resolve_arithmetic(base: Policy) -> dict[str, Any]:
-    """The intermediate type a conversion rounds through, tininess, and the flag rules."""
-    inter = base.intermediate
-    if inter is not None:
-        _check_choice("intermediate type", inter, INTERMEDIATES)
-    carry = base.intermediate_carry or "exact"
-    _check_choice("intermediate_carry", carry, INTERMEDIATE_CARRIES)
-    if carry != "exact" and inter is None:
-        raise ValueError(f"intermediate_carry={carry!r} describes the rounding into an intermediate type; "
-                         "give intermediate= too")
-    tin = base.tininess or "before"
-    _check_choice("tininess", tin, TININESS)
-    flag_rules = {k: getattr(base, k) or allowed[0] for k, allowed in FLAG_FIELDS.items()}
-    for k, v in flag_rules.items():
-        _check_choice(k, v, FLAG_FIELDS[k])
-    return {"intermediate": inter, "intermediate_carry": carry, "tininess": tin, **flag_rules}
+    negative = base.nan_negative if not explicit and base.nan_negative is not None else mode
+    return NanRule(mode, negative, code=base.nan_code, code_sign=base.nan_code_sign or "as_given",
+                   sources=() if explicit else tuple(base.nan_sources),
+                   signaling_sources=() if explicit else tuple(base.nan_signaling_sources),
+                   unsigned_sources=tuple(base.nan_unsigned_sources))
 
 
 def resolve(
@@ -556,21 +653,32 @@ def resolve(
     """Concrete policy for ``fmt``: explicit arguments win over the profile's.
 
     ``profile``: a name in :data:`PROFILES`, a :class:`Policy` or a function
-    Format -> Policy."""
+    Format -> Policy. The keywords are strings; each sub-rule checks its own against the format."""
     f = get_format(fmt)
     base = Policy("rne", "satfinite", None)
     if profile is not None:
         base = _profile_policy(profile, f)
-    r = rounding if rounding is not None else base.rounding or "rne"
-    o = overflow if overflow is not None else base.overflow or "satfinite"
+    r: Any = rounding if rounding is not None else base.rounding or "rne"
     _check_choice("rounding mode", r, ROUNDING_MODES)
+    o: Any = overflow if overflow is not None else base.overflow or "satfinite"
     _check_choice("overflow mode", o, OVERFLOW_MODES)
-    if o == "satsym" and not (f.kind == "int" and f.signed):
-        raise ValueError(f"{f.name}: overflow='satsym' applies to signed integer formats only")
-    nan_rules = _resolve_nan(f, base, nan)
-    specials = _resolve_specials(f, base, r, o != "nonsat")
-    arithmetic = _resolve_arithmetic(base)
-    return Resolved(f, r, o, nan_code=base.nan_code, **nan_rules, **specials, **arithmetic)
+    on_overflow = OverflowRule(o, base.overflow_check or "after", base.overflow_nan)
+    sat = on_overflow.saturating
+    on_nan = _nan_rule(f, base, nan)
+    on_input = InputRule(base.inf or "overflow", base.neg_zero_input or "keep")
+    e8m0 = E8M0Rule(base.e8m0_negative or ("min" if sat else "nan"), base.e8m0_zero or ("min" if sat else "nan"),
+                    base.e8m0_inf or ("max" if sat else "nan"), base.e8m0_tiny or "min",
+                    base.e8m0_encoding or "unsigned")
+    via = IntermediateRule(base.intermediate, base.intermediate_carry or "exact")
+    flags = FlagRule(base.flag_overflow or "rounded", base.flag_nan or "to_number", base.flag_inf_nan or "invalid",
+                     base.flag_inf_number or "inexact", base.flag_neg_zero or "none", base.tininess or "before")
+    on_overflow.check(f)
+    on_nan.check(f)
+    on_input.check(f)
+    e8m0.check(f, r)
+    via.check()
+    flags.check()
+    return Resolved(f, r, on_overflow, on_nan, on_input, e8m0, via, flags)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

@@ -44,6 +44,7 @@ import numpy as np
 
 from .formats import Format
 from .policy import Resolved
+from .sources import SOURCE_TYPES, source_type
 
 __all__ = [
     "FLAG_INEXACT",
@@ -52,7 +53,6 @@ __all__ = [
     "FLAG_INFINITE",
     "FLAG_INVALID",
     "FLAG_SATURATED",
-    "SOURCE_KINDS",
     "encode_f64",
     "encode_fast",
     "table_f32",
@@ -68,13 +68,6 @@ FLAG_INFINITE = 8  # SoftFloat's divide-by-zero flag: a conversion never raises 
 FLAG_INVALID = 16
 FLAG_SATURATED = 32
 
-# precision (significant bits) and smallest normal exponent of each source type
-SOURCE_KINDS = {
-    "float16": (11, -14),
-    "bfloat16": (8, -126),
-    "float32": (24, -126),
-    "float64": (53, -1022),
-}
 
 CHUNK = 1 << 16  # elements per pass: keeps temporaries in cache and scratch memory bounded
 
@@ -159,10 +152,6 @@ def _quiet_nan(fmt: Format, negative: bool) -> int:
     return max(cands)
 
 
-# bits of the significand field of each source type (for nan='payload')
-_SRC_MAN_BITS = {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52}
-
-
 def _nan_code(pol: Resolved, negative: np.ndarray, mode: str | None = None) -> np.ndarray:
     """Codes for NaN inputs under one NaN mode (default: the policy's, split by sign).
 
@@ -170,9 +159,10 @@ def _nan_code(pol: Resolved, negative: np.ndarray, mode: str | None = None) -> n
     NaN's payload here (callers with the source bits use :func:`payload_nan_codes`)."""
     fmt = pol.fmt
     if mode is None:
-        if pol.nan_neg != pol.nan:
-            return np.where(negative, _nan_code(pol, negative, pol.nan_neg), _nan_code(pol, negative, pol.nan))
-        mode = pol.nan
+        rule = pol.on_nan
+        if rule.negative != rule.mode:
+            return np.where(negative, _nan_code(pol, negative, rule.negative), _nan_code(pol, negative, rule.mode))
+        mode = rule.mode
     n = mode
     if n == "zero_sign_flipped" and fmt.has_nan:
         n = "signed"
@@ -222,20 +212,20 @@ def payload_nan_codes(bits: np.ndarray, src: str, pol: Resolved) -> np.ndarray:
     width = 64 if src == "float64" else 32 if src == "float32" else 16
     b = bits.astype(np.uint64)
     negative = (b >> np.uint64(width - 1)) & np.uint64(1) == 1
-    if pol.nan_signaling is not None:  # signalling NaNs (quiet bit clear) under their own mode
+    if pol.on_nan.signaling is not None:  # signalling NaNs (quiet bit clear) under their own mode
         out = np.empty(b.shape, np.int64)
-        signaling = (b >> np.uint64(_SRC_MAN_BITS[src] - 1)) & np.uint64(1) == 0
-        as_sig = replace(pol, nan=pol.nan_signaling, nan_negative=None, nan_signaling=None)
-        for sel, p in ((signaling, as_sig), (~signaling, replace(pol, nan_signaling=None))):
+        signaling = b & np.uint64(source_type(src).quiet_bit) == 0
+        as_sig = replace(pol, on_nan=pol.on_nan.as_signaling())
+        for sel, p in ((signaling, as_sig), (~signaling, replace(pol, on_nan=replace(pol.on_nan, signaling=None)))):
             if sel.any():
                 out[sel] = payload_nan_codes(b[sel], src, p)
         return out
     out = _nan_code(pol, negative).astype(np.int64)
-    for mode, sel in ((pol.nan, ~negative), (pol.nan_neg, negative)):
+    for mode, sel in ((pol.on_nan.mode, ~negative), (pol.on_nan.negative, negative)):
         if not sel.any():
             continue
         if mode in ("payload", "quiet_payload"):
-            shift = np.uint64(_SRC_MAN_BITS[src] - fmt.man_bits)
+            shift = np.uint64(source_type(src).man_bits - fmt.man_bits)
             top = (b[sel] >> shift) & np.uint64((1 << fmt.man_bits) - 1)
             if mode == "quiet_payload":
                 top |= np.uint64(1 << (fmt.man_bits - 1))
@@ -248,16 +238,23 @@ def payload_nan_codes(bits: np.ndarray, src: str, pol: Resolved) -> np.ndarray:
 
 
 def _bits_as_float32_bits(b: np.ndarray, src: str) -> np.ndarray:
-    dt = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.uint32, "float64": np.uint64}[src]
-    ft = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}[src]
+    st = source_type(src)
     with np.errstate(invalid="ignore"):
-        return b.astype(dt).view(ft).astype(np.float32).view(np.uint32)
+        return b.astype(st.bits_dtype).view(st.dtype).astype(np.float32).view(np.uint32)
 
 
 def payload_rounded_nan_codes(bits32: np.ndarray, pol: Resolved) -> np.ndarray:
     """nan='payload_rounded': each NaN (as float32 bits) encoded as +-1.m, m its significand field."""
     as_one = ((bits32.astype(np.uint32) & np.uint32(0x807FFFFF)) | np.uint32(0x3F800000)).view(np.float32)
-    return encode_f64(as_one.astype(np.float64), Resolved(pol.fmt, "rne", "satfinite", "zero"))[0]
+    return encode_f64(as_one.astype(np.float64), _payload_rounding(pol.fmt))[0]
+
+
+@cache
+def _payload_rounding(fmt: Format) -> Resolved:
+    """nan='payload_rounded' rounds +-1.m to nearest even, saturating (no NaN reaches it)."""
+    from .policy import resolve
+
+    return resolve(fmt, "rne", "satfinite", "zero")
 
 
 def _overflow_nan(pol: Resolved, code: int, negative: bool) -> int:
@@ -266,15 +263,11 @@ def _overflow_nan(pol: Resolved, code: int, negative: bool) -> int:
     gfloat), otherwise the signed quiet NaN."""
     if code not in pol.fmt.nan_codes:
         return code
-    if pol.overflow_nan is not None:
-        return int(_nan_code(pol, np.array([negative]), pol.overflow_nan)[0])
-    if pol.nan in ("canonical", "all_ones"):
-        return int(_nan_code(pol, np.array([negative]), pol.nan)[0])
+    if pol.on_overflow.nan is not None:
+        return int(_nan_code(pol, np.array([negative]), pol.on_overflow.nan)[0])
+    if pol.on_nan.mode in ("canonical", "all_ones"):
+        return int(_nan_code(pol, np.array([negative]), pol.on_nan.mode)[0])
     return code
-
-
-# (significand bits, smallest normal exponent) of the intermediate types
-_INTERMEDIATE_SHAPE = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126)}
 
 
 def _rounded_once(x: np.ndarray, kind: str) -> np.ndarray:
@@ -293,7 +286,7 @@ def to_intermediate(x: np.ndarray, kind: str, carry: str = "exact") -> np.ndarra
     x = np.asarray(x, dtype=np.float64)
     out = _rounded_once(x, kind)
     if carry == "doubles_subnormal":
-        p, emin = _INTERMEDIATE_SHAPE[kind]
+        p, emin = SOURCE_TYPES[kind].precision, SOURCE_TYPES[kind].emin
         with np.errstate(invalid="ignore"):
             a = np.abs(x)
             m, _ = np.frexp(a)  # a = m * 2^e, m in [0.5, 1): the significand carries iff m >= 1 - 2^-(p+1)
@@ -348,7 +341,7 @@ def _round_side(
         hi = np.minimum(ic + 1, n + 1)
         gap = v[hi] - v[ic]
         frac = np.where((ic <= n) & ~below, (a - v[ic]) / np.where(gap > 0, gap, 1.0), 0.0)
-        prec, emin_src = SOURCE_KINDS[src]
+        prec, emin_src = SOURCE_TYPES[src].precision, SOURCE_TYPES[src].emin
         _, e_a = np.frexp(a)
         ulp_exp = np.maximum(e_a - 1, emin_src) - (prec - 1)
         _, e_gap = np.frexp(np.where(gap > 0, gap, 1.0))
@@ -374,37 +367,60 @@ def encode_f64(
     ``src`` names the type the values came from; it matters only for ``sr``.
     """
     x = np.asarray(x, dtype=np.float64)
-    if pol.nan_sign_dropped:  # the source conversion lost the NaN's sign
+    if pol.on_nan.sign_dropped:  # the source conversion lost the NaN's sign
         x = np.where(np.isnan(x), np.abs(x), x)
     pre_inexact = None
-    if pol.intermediate is not None:  # double rounding: first into the intermediate type
-        y = to_intermediate(x, pol.intermediate, pol.intermediate_carry).astype(np.float64)
+    if pol.via.type is not None:  # double rounding: first into the intermediate type
+        y = to_intermediate(x, pol.via.type, pol.via.carry).astype(np.float64)
         pre_inexact = ~np.isnan(x) & (y != x)
-        x, src, pol = y, pol.intermediate, pol.without_intermediate()
+        x, src, pol = y, pol.via.type, pol.without_intermediate()
     fmt = pol.fmt
-    if fmt.name == "e8m0" and pol.e8m0_encoding == "signed_exponent":
+    if fmt.name == "e8m0" and pol.e8m0.encoding == "signed_exponent":
         return _e8m0_signed_exponent(x, pol, want_flags)
-    as_inf = None
     x_in = x
-    if "as_inf" in (pol.nan, pol.nan_neg):  # such NaNs take the path of the Inf of their sign
-        sign = np.signbit(x)
-        as_inf = np.isnan(x) & np.where(sign, pol.nan_neg == "as_inf", pol.nan == "as_inf")
-        x = np.where(as_inf, np.where(sign, -np.inf, np.inf), x)
-    e8m0 = fmt.name == "e8m0"
+    x, as_inf = _nans_as_inf(x, pol)
     negative_in = np.signbit(x)
-    if e8m0 and pol.e8m0_negative == "abs":
+    if fmt.name == "e8m0" and pol.e8m0.negative == "abs":
         x = np.where(np.isnan(x), x, np.abs(x))
     codes = np.zeros(x.shape, dtype=np.int64)
     flags = np.zeros(x.shape, dtype=np.uint8) if want_flags else None
+    _encode_finite(x, pol, codes, flags, rbits, src)
+    _encode_infinite(x, pol, codes, flags)
+    _encode_nans(x, pol, codes, flags)
+    if pol.on_input.neg_zero == "positive":  # an exact -0.0 input written as +0
+        codes[(x == 0) & np.signbit(x)] = 0
+    if fmt.name == "e8m0":  # no sign, zero or Inf: each has its policy
+        _e8m0_specials(x, negative_in, pol, codes, flags)
+    if flags is not None:
+        if as_inf is not None and as_inf.any():  # a NaN input: invalid unless still NaN
+            flags[as_inf] = nan_input_flags(codes[as_inf], x_in[as_inf].view(np.uint64), "float64", pol)
+        if pol.flags.neg_zero == "inexact" and _loses_zero_sign(fmt):
+            flags[(x == 0) & np.signbit(x)] |= FLAG_INEXACT
+        if pre_inexact is not None:
+            flags |= np.where(pre_inexact, FLAG_INEXACT, 0).astype(np.uint8)
+    return codes.astype(np.uint8), flags
+
+
+def _nans_as_inf(x: np.ndarray, pol: Resolved) -> tuple[np.ndarray, np.ndarray | None]:
+    """Under nan='as_inf' (for either sign) such NaNs become the Inf of their sign and take its path;
+    returns the inputs so changed and which ones were (None: no mode asks)."""
+    rule = pol.on_nan
+    if "as_inf" not in (rule.mode, rule.negative):
+        return x, None
+    sign = np.signbit(x)
+    as_inf = np.isnan(x) & np.where(sign, rule.negative == "as_inf", rule.mode == "as_inf")
+    return np.where(as_inf, np.where(sign, -np.inf, np.inf), x), as_inf
+
+
+def _encode_finite(x: np.ndarray, pol: Resolved, codes: np.ndarray, flags: np.ndarray | None,
+                   rbits: np.ndarray | None, src: str) -> None:
+    """Finite inputs, one sign at a time: rounded onto that side's codes, then the overflow rule."""
+    fmt = pol.fmt
     negative = np.signbit(x)
     a = np.abs(x)
-    isnan = np.isnan(x)
-    isinf = np.isinf(x)
-    finite = ~isnan & ~isinf
-    pos_side, neg_side = _sides(fmt, pol.overflow == "satsym")
-    nonsat = pol.overflow == "nonsat"
-
-    for side, negative_side in ((pos_side, False), (neg_side, True)):
+    finite = np.isfinite(x)
+    nonsat = not pol.on_overflow.saturating
+    for side, negative_side in zip(_sides(fmt, pol.on_overflow.mode == "satsym"), (False, True), strict=True):
         sel = finite & (negative if negative_side else ~negative)
         if side is None or not sel.any():
             continue
@@ -412,46 +428,60 @@ def encode_f64(
         ai = a[sel]
         idx, exact = _round_side(ai, side, how, rbits=None if rbits is None else rbits[sel], src=src)
         over = idx > side.n
-        if pol.overflow_check == "before":  # beyond max finite before rounding
+        if pol.on_overflow.when == "before":  # beyond max finite before rounding
             over |= ai > side.mag[side.n]
         c = side.codes[np.minimum(idx, side.n)]
         if nonsat and how != "down":
             c = np.where(over, _overflow_nan(pol, side.overflow_code, negative_side), c)
         codes[sel] = c
         if flags is not None:
-            f = np.where(exact, 0, FLAG_INEXACT)
-            if pol.flag_overflow == "infinite":  # flagged only when the result is not a number
-                f |= np.where(over & np.isin(c, fmt.inf_codes + fmt.nan_codes), FLAG_OVERFLOW, 0)
-            else:
-                f |= np.where(over, FLAG_OVERFLOW, 0)
-            saturated = over & (c == side.codes[-1])
-            f |= np.where(saturated, FLAG_SATURATED, 0)
-            if fmt.kind == "float" and fmt.min_normal is not None:
-                mn = float(fmt.min_normal)
-                tiny = (ai > 0) & (ai < mn) & ~exact
-                if pol.tininess == "after":
-                    tiny &= ~_reaches_min_normal(ai, mn, fmt.man_bits + 1, how, side.mag[np.minimum(idx, side.n)])
-                elif pol.tininess == "result":  # the result itself below the smallest normal
-                    tiny &= side.mag[np.minimum(idx, side.n)] < mn
-                f |= np.where(tiny, FLAG_UNDERFLOW, 0)
-            if negative_side and not fmt.signed:  # unsigned: clamped to zero, not rounded
-                f = np.where(ai > 0, FLAG_INEXACT | FLAG_SATURATED, 0)
-            flags[sel] = f
+            flags[sel] = _finite_flags(ai, pol, side, negative_side, how, idx, exact, over, c)
 
-    # infinite inputs
-    for side, negative_side in ((pos_side, False), (neg_side, True)):
+
+def _finite_flags(ai: np.ndarray, pol: Resolved, side: _Side, negative_side: bool, how: str, idx: np.ndarray,
+                  exact: np.ndarray, over: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The flags of finite inputs (magnitudes ``ai``) of one side rounded to index ``idx``, code ``c``."""
+    fmt = pol.fmt
+    f = np.where(exact, 0, FLAG_INEXACT)
+    if pol.flags.overflow == "infinite":  # flagged only when the result is not a number
+        f |= np.where(over & np.isin(c, fmt.inf_codes + fmt.nan_codes), FLAG_OVERFLOW, 0)
+    else:
+        f |= np.where(over, FLAG_OVERFLOW, 0)
+    f |= np.where(over & (c == side.codes[-1]), FLAG_SATURATED, 0)
+    if fmt.kind == "float" and fmt.min_normal is not None:
+        mn = float(fmt.min_normal)
+        tiny = (ai > 0) & (ai < mn) & ~exact
+        if pol.flags.tininess == "after":
+            tiny &= ~_reaches_min_normal(ai, mn, fmt.man_bits + 1, how, side.mag[np.minimum(idx, side.n)])
+        elif pol.flags.tininess == "result":  # the result itself below the smallest normal
+            tiny &= side.mag[np.minimum(idx, side.n)] < mn
+        f |= np.where(tiny, FLAG_UNDERFLOW, 0)
+    if negative_side and not fmt.signed:  # unsigned: clamped to zero, not rounded
+        f = np.where(ai > 0, FLAG_INEXACT | FLAG_SATURATED, 0)
+    return f
+
+
+def _encode_infinite(x: np.ndarray, pol: Resolved, codes: np.ndarray, flags: np.ndarray | None) -> None:
+    """+-Inf inputs, under the input rule's ``inf`` and the overflow mode."""
+    fmt = pol.fmt
+    isinf = np.isinf(x)
+    if not isinf.any():
+        return
+    negative = np.signbit(x)
+    for side, negative_side in zip(_sides(fmt, pol.on_overflow.mode == "satsym"), (False, True), strict=True):
         sel = isinf & (negative if negative_side else ~negative)
         if side is None or not sel.any():
             continue
+        how = pol.on_input.inf
         if negative_side and not fmt.signed:  # unsigned: -Inf clamps to zero
             c = int(side.codes[-1])
-        elif pol.inf == "nan":
+        elif how == "nan":
             c = _overflow_nan(pol, _quiet_nan(fmt, negative_side), negative_side)
-        elif pol.inf == "max":
+        elif how == "max":
             c = int(side.codes[-1])
-        elif pol.inf == "zero":
+        elif how == "zero":
             c = int(side.codes[0])
-        elif nonsat:
+        elif not pol.on_overflow.saturating:
             c = _overflow_nan(pol, side.overflow_code, negative_side)
         else:
             c = int(side.codes[-1])
@@ -459,31 +489,21 @@ def encode_f64(
         if flags is not None:
             flags[sel] = inf_input_flags(c, pol)
 
-    # NaN inputs
-    if isnan.any():
-        if {"payload_rounded", "payload", "quiet_payload"} & {pol.nan, pol.nan_neg}:
-            with np.errstate(invalid="ignore"):
-                nan_out = payload_nan_codes(x[isnan].view(np.uint64), "float64", pol)
-        else:
-            nan_out = _nan_code(pol, negative[isnan])
-        codes[isnan] = nan_out
-        if flags is not None:
-            with np.errstate(invalid="ignore"):
-                flags[isnan] = nan_input_flags(nan_out, x[isnan].view(np.uint64), "float64", pol)
 
-    if pol.neg_zero_input == "positive":  # an exact -0.0 input written as +0
-        codes[(x == 0) & negative] = 0
-
-    if e8m0:  # no sign, zero or Inf: each has its policy
-        _e8m0_specials(x, negative_in, pol, codes, flags)
-
-    if flags is not None and as_inf is not None and as_inf.any():  # a NaN input: invalid unless still NaN
-        flags[as_inf] = nan_input_flags(codes[as_inf], x_in[as_inf].view(np.uint64), "float64", pol)
-    if flags is not None and pol.flag_neg_zero == "inexact" and _loses_zero_sign(fmt):
-        flags[(x == 0) & negative] |= FLAG_INEXACT
-    if flags is not None and pre_inexact is not None:
-        flags |= np.where(pre_inexact, FLAG_INEXACT, 0).astype(np.uint8)
-    return codes.astype(np.uint8), flags
+def _encode_nans(x: np.ndarray, pol: Resolved, codes: np.ndarray, flags: np.ndarray | None) -> None:
+    """NaN inputs under the NaN rule (the modes that read the payload read float64's)."""
+    isnan = np.isnan(x)
+    if not isnan.any():
+        return
+    if {"payload_rounded", "payload", "quiet_payload"} & {pol.on_nan.mode, pol.on_nan.negative}:
+        with np.errstate(invalid="ignore"):
+            nan_out = payload_nan_codes(x[isnan].view(np.uint64), "float64", pol)
+    else:
+        nan_out = _nan_code(pol, np.signbit(x)[isnan])
+    codes[isnan] = nan_out
+    if flags is not None:
+        with np.errstate(invalid="ignore"):
+            flags[isnan] = nan_input_flags(nan_out, x[isnan].view(np.uint64), "float64", pol)
 
 
 def _loses_zero_sign(fmt: Format) -> bool:
@@ -497,15 +517,15 @@ def inf_input_flags(code: int, pol: Resolved) -> int:
     if code in fmt.inf_codes:
         return 0
     if code in fmt.nan_codes:
-        return FLAG_INVALID if pol.flag_inf_nan == "invalid" else FLAG_INEXACT
-    return FLAG_INEXACT | FLAG_SATURATED if pol.flag_inf_number == "inexact" else 0
+        return FLAG_INVALID if pol.flags.inf_nan == "invalid" else FLAG_INEXACT
+    return FLAG_INEXACT | FLAG_SATURATED if pol.flags.inf_number == "inexact" else 0
 
 
 def nan_input_flags(codes: np.ndarray, bits: np.ndarray, src: str, pol: Resolved) -> np.ndarray:
     """The flags of NaN inputs (their bit patterns in ``src``) that became ``codes``: invalid
     when they became a number or Inf, or, under flag_nan='signaling', when they are signalling."""
-    if pol.flag_nan == "signaling":
-        quiet = (bits.astype(np.uint64) >> np.uint64(_SRC_MAN_BITS[src] - 1)) & np.uint64(1)
+    if pol.flags.nan == "signaling":
+        quiet = bits.astype(np.uint64) & np.uint64(source_type(src).quiet_bit)
         return np.where(quiet == 0, FLAG_INVALID, 0).astype(np.uint8)
     return np.where(np.isin(codes, pol.fmt.nan_codes), 0, FLAG_INVALID).astype(np.uint8)
 
@@ -569,7 +589,7 @@ def _e8m0_signed_exponent(x: np.ndarray, pol: Resolved, want_flags: bool) -> tup
         f = np.where(nz & (~exact | beyond), FLAG_INEXACT, 0).astype(np.uint8)  # past the top is never exact
         f |= np.where(nz & ~exact & (r_exp <= -128), FLAG_UNDERFLOW, 0).astype(np.uint8)
         # flag_overflow 'infinite': flagged only when the result is the NaN
-        f |= np.where(to_nan if pol.flag_overflow == "infinite" else beyond, FLAG_OVERFLOW, 0).astype(np.uint8)
+        f |= np.where(to_nan if pol.flags.overflow == "infinite" else beyond, FLAG_OVERFLOW, 0).astype(np.uint8)
         f |= np.where(beyond & ~to_nan, FLAG_SATURATED, 0).astype(np.uint8)
         flags[:] = f
         if isinf.any():
@@ -589,10 +609,10 @@ def _e8m0_specials(x: np.ndarray, negative_in: np.ndarray, pol: Resolved, codes:
     clamp = FLAG_INEXACT | FLAG_SATURATED
     # (inputs, rule, whether 'min' is a rounding of the input: its flags stay)
     rules = [
-        (notnan & negative_in & (pol.e8m0_negative != "abs"), pol.e8m0_negative, False),
-        (notnan & (x == 0), pol.e8m0_zero, False),
-        (notnan & np.isposinf(x), pol.e8m0_inf, False),
-        (notnan & (x > 0) & (x < float(fmt.min_positive)), pol.e8m0_tiny, True),
+        (notnan & negative_in & (pol.e8m0.negative != "abs"), pol.e8m0.negative, False),
+        (notnan & (x == 0), pol.e8m0.zero, False),
+        (notnan & np.isposinf(x), pol.e8m0.inf, False),
+        (notnan & (x > 0) & (x < float(fmt.min_positive)), pol.e8m0.tiny, True),
     ]
     done = np.zeros(x.shape, dtype=bool)
     for sel, rule, rounded in rules:
@@ -611,7 +631,7 @@ def _e8m0_specials(x: np.ndarray, negative_in: np.ndarray, pol: Resolved, codes:
 def _threshold_shift(pol: Resolved) -> int:
     """Bits cut off a float32 pattern so that every rounding boundary is an even index."""
     mags: list[float] = []
-    for side in _sides(pol.fmt, pol.overflow == "satsym"):
+    for side in _sides(pol.fmt, pol.on_overflow.mode == "satsym"):
         if side is None:
             continue
         v = side.mag

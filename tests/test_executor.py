@@ -159,7 +159,8 @@ def test_sweep_input_ranges_on_the_executor():
     p = resolve("e2m1", profile="ml_dtypes")
     runs = []
     for jobs in (None, 2):
-        r = sweep.sweep("e2m1", p.rounding, p.overflow, p.nan, "ml_dtypes", 1 << 15, progress=False, jobs=jobs,
+        r = sweep.sweep("e2m1", p.rounding, p.on_overflow.mode, p.on_nan.mode, "ml_dtypes", 1 << 15, progress=False,
+                        jobs=jobs,
                         start=(1 << 31) - (1 << 16), stop=(1 << 31) + (1 << 16) + 12345)
         for k in ("wall s", "oracle table s"):
             r.pop(k)

@@ -245,3 +245,80 @@ def test_bad_policy_fields_are_named():
         resolve("e4m3", profile=Policy(nan_signaling_sources=(("float32", "inf"),)))
     with pytest.raises(ValueError, match="no sign bit"):
         resolve("e8m0", profile=Policy(nan="fixed", nan_code=0xFF, nan_code_sign="input"))
+
+
+def test_resolved_is_grouped_typed_and_frozen():
+    from dataclasses import FrozenInstanceError
+    from typing import get_args
+
+    from fmtsim.formats import get_format
+    from fmtsim.policy import (InputRule, IntermediateRule, NanMode, NanRule, OverflowRule, RoundingMode)
+
+    pol = resolve("e5m2", profile=Policy(nan="canonical", nan_negative="signed", overflow="nonsat",
+                                         overflow_check="before", inf="nan", intermediate="float16",
+                                         tininess="after", flag_nan="signaling"))
+    assert pol.rounding == "rne"
+    assert pol.on_overflow == OverflowRule("nonsat", "before", None) and not pol.on_overflow.saturating
+    assert (pol.on_nan.mode, pol.on_nan.negative) == ("canonical", "signed")
+    assert pol.on_input == InputRule("nan", "keep")
+    assert pol.via == IntermediateRule("float16", "exact")
+    assert (pol.flags.tininess, pol.flags.nan, pol.flags.overflow) == ("after", "signaling", "rounded")
+    assert pol.e8m0.negative == "nan"  # nonsat: E8M0's inputs without a code are its NaN
+    assert pol.without_intermediate().via == IntermediateRule()
+    with pytest.raises(FrozenInstanceError):
+        pol.on_nan.mode = "zero"  # type: ignore[misc]
+    # each sub-rule checks itself against the format
+    with pytest.raises(ValueError, match="no NaN encoding"):
+        NanRule("signed", "signed").check(get_format("e2m1"))
+    with pytest.raises(ValueError, match="satsym"):
+        OverflowRule("satsym").check(get_format("e4m3"))
+    with pytest.raises(ValueError, match="no zero"):
+        InputRule("zero").check(get_format("e8m0"))
+    with pytest.raises(ValueError, match="give intermediate"):
+        IntermediateRule(None, "doubles_subnormal").check()
+    # the run-time names are the Literal types' own
+    assert fmtsim.ROUNDING_MODES == get_args(RoundingMode) and fmtsim.NAN_MODES == get_args(NanMode)
+
+
+def test_for_source_applies_the_per_source_nan_rules():
+    pol = resolve("e5m2", profile=Policy(nan="signed", nan_sources=(("bfloat16", "canonical"),),
+                                         nan_signaling_sources=(("float32", "positive"),),
+                                         nan_unsigned_sources=("float16",)))
+    bf16, f32, f16 = (pol.for_source(s).on_nan for s in ("bfloat16", "float32", "float16"))
+    assert (bf16.mode, bf16.negative, bf16.signaling, bf16.sign_dropped) == ("canonical", "canonical", None, False)
+    assert (f32.mode, f32.signaling, f32.sign_dropped) == ("signed", "positive", False)
+    assert (f16.mode, f16.signaling, f16.sign_dropped) == ("signed", None, True)
+    assert f32.as_signaling().mode == f32.as_signaling().negative == "positive"
+    # an explicit nan= replaces the profile's whole NaN choice, per-source rules included
+    assert resolve("e5m2", nan="positive", profile="onnxruntime_nosat").for_source("bfloat16").on_nan.mode == "positive"
+
+
+def test_source_type_records_match_numpy_and_ml_dtypes():
+    from fmtsim.sources import SOURCE_TYPES, source_of, source_type
+
+    for name, st in SOURCE_TYPES.items():
+        fi = ml_dtypes.finfo(st.dtype)
+        assert (st.man_bits, st.exp_bits, st.width) == (fi.nmant, fi.nexp, fi.bits), name
+        assert (st.emin, st.emax) == (fi.minexp, fi.maxexp - 1), name
+        assert st.bits_dtype.itemsize * 8 == st.width and source_of(st.dtype) is st
+        quiet = int(np.array(np.nan, st.dtype).view(st.bits_dtype))
+        assert quiet & st.quiet_bit and not quiet & st.sign_bit, name
+    assert source_of(np.dtype(np.int8)) is None
+    with pytest.raises(ValueError, match="unknown source type 'float8'; choose one of: float16"):
+        source_type("float8")
+
+
+def test_the_encoder_and_the_oracle_name_no_implementation():
+    """What an implementation does lives in its profile module; the engine's modes are named for
+    what they do. No string literal in rounding.py or oracle.py is a profile's or variant's name."""
+    import ast
+    import inspect
+
+    from fmtsim import oracle, rounding
+    from fmtsim.profiles import PROFILES
+
+    names = set(PROFILES) | {"ml_dtypes", "torch", "torchao", "te", "cuda", "hip", "ptx", "apfloat", "openvino"}
+    for module in (rounding, oracle):
+        literals = {n.value for n in ast.walk(ast.parse(inspect.getsource(module)))
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        assert not literals & names, (module.__name__, literals & names)

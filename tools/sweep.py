@@ -139,7 +139,7 @@ def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, peer: str | N
     patterns run by fmtsim.executor (``jobs`` local processes or a Dask ``scheduler``)."""
     pol = resolve(fmt, rounding, overflow, nan)
     t0 = time.perf_counter()
-    starts, codes = oracle_threshold_table(fmt, pol.rounding, pol.overflow, pol.nan)
+    starts, codes = oracle_threshold_table(fmt, pol.rounding, pol.on_overflow.mode, pol.on_nan.mode)
     t_table = time.perf_counter() - t0
     has_peer = bool(peer) and _peer_encoder(str(peer), fmt) is not None
     bar = None
@@ -154,7 +154,7 @@ def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, peer: str | N
     mism_ml = 0
     known: dict[str, int] = {}
     examples: list[str] = []
-    pieces = [(fmt, pol.rounding, pol.overflow, pol.nan, peer if has_peer else None, starts, codes,
+    pieces = [(fmt, pol.rounding, pol.on_overflow.mode, pol.on_nan.mode, peer if has_peer else None, starts, codes,
                lo, min(stop, lo + chunk)) for lo in range(start, stop, chunk)]
     with get_executor(jobs, scheduler, pieces=len(pieces)) as ex:
         for i, (mo, mp, kn, ex_lines) in enumerate(ex.imap(_sweep_range, pieces)):
@@ -170,7 +170,7 @@ def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, peer: str | N
     if bar is not None:
         bar.close()
     return {
-        "format": fmt, "rounding": pol.rounding, "overflow": pol.overflow, "nan": pol.nan,
+        "format": fmt, "rounding": pol.rounding, "overflow": pol.on_overflow.mode, "nan": pol.on_nan.mode,
         "patterns": stop - start, "runs in oracle table": len(starts), "oracle table s": round(t_table, 1),
         "mismatches vs oracle": mism_oracle,
         "peer": peer if has_peer else "-",

@@ -73,7 +73,7 @@ class Adapter:
         kw = self.policy_for(fmt)
         pol = resolve(fmt, **kw)
         keep = np.ones(x.shape, bool)
-        if pol.nan == "raise":
+        if pol.on_nan.mode == "raise":
             with np.errstate(invalid="ignore"):
                 keep = ~np.isnan(x.astype(np.float64))
         return keep, np.asarray(encode(x[keep], fmt, **kw), dtype=np.uint8).reshape(-1)

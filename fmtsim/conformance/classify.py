@@ -45,6 +45,7 @@ from ..bitpatterns import SOURCE_TAGS, short_value
 from ..formats import Format
 from ..oracle import _sorted_values, encode_one, round_ieee, value_of
 from ..policy import Resolved
+from ..sources import SOURCE_TYPES
 
 __all__ = ["Mismatch", "CLASSES", "RuleTally", "explain_encode", "classify_encode", "encode_classifier"]
 
@@ -56,9 +57,6 @@ _MODE_WORDS = {"rne": "to nearest, ties to even", "rna": "to nearest, ties away 
 # narrower IEEE types an implementation may round through first, widest first
 _INTERMEDIATES = {"float64": ("float32", "float16", "bfloat16"), "float32": ("float16", "bfloat16"),
                   "float16": (), "bfloat16": ()}
-_PRECISION = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
-_MIN_NORMAL = {"float64": Fraction(2) ** -1022, "float32": Fraction(2) ** -126, "float16": Fraction(2) ** -14,
-               "bfloat16": Fraction(2) ** -126}
 
 
 @dataclass(frozen=True)
@@ -112,13 +110,14 @@ def explain_encode(value: float | Fraction, src: str, f: Format, pol: Resolved, 
     if isinstance(value, float) and math.isnan(value):
         return [Mismatch("NaN/Inf encoding", f"the input is NaN; {expected} is the policy's NaN code, {gave}")]
     if isinstance(value, float) and math.isinf(value):
-        return [Mismatch("NaN/Inf encoding", f"the input is {'-' if value < 0 else '+'}Inf; overflow={pol.overflow} "
-                                             f"gives {expected}, {gave}")]
+        return [Mismatch("NaN/Inf encoding", f"the input is {'-' if value < 0 else '+'}Inf; "
+                                             f"overflow={pol.on_overflow.mode} gives {expected}, {gave}")]
     v = Fraction(value)
     top = f.max_finite
     if abs(v) > top:
         return [Mismatch("overflow/saturation", f"{_num(v)} is beyond {f.name}'s largest finite magnitude "
-                                                f"{_num(top)}; overflow={pol.overflow} gives {expected}, {gave}")]
+                                                f"{_num(top)}; overflow={pol.on_overflow.mode} gives {expected}, "
+                                                f"{gave}")]
     if _is_special(f, want) != _is_special(f, got):
         return [Mismatch("NaN/Inf encoding", f"{_num(v)} is inside {f.name}'s range; {rule} gives {expected}, {gave}")]
     wv, gv = value_of(want, f), value_of(got, f)
@@ -126,14 +125,14 @@ def explain_encode(value: float | Fraction, src: str, f: Format, pol: Resolved, 
         shown = "-0" if v == 0 and math.copysign(1.0, float(value)) < 0 else _num(v)
         return [Mismatch("sign of zero", f"{shown} gives {expected}, {gave}: the zero of the other sign")]
     found: list[Mismatch] = []
-    lo, hi = _neighbours(f, v, pol.overflow == "satsym")
+    lo, hi = _neighbours(f, v, pol.on_overflow.mode == "satsym")
     if pol.rounding in ("rne", "rna") and lo is not None and hi is not None and lo != hi and 2 * v == lo + hi \
             and isinstance(gv, Fraction) and gv in (lo, hi) and gv != wv:
         away = abs(gv) > abs(v)
         picks = "the even code" if pol.rounding == "rne" else "the code away from zero"
         found.append(Mismatch("tie", f"this input is a tie between {_num(lo)} and {_num(hi)}; {rule} picks {picks} "
                                      f"{expected}, {gave} ({'ties away from zero' if away else 'ties toward zero'})"))
-    src_subnormal = src in _MIN_NORMAL and 0 < abs(v) < _MIN_NORMAL[src]
+    src_subnormal = src in SOURCE_TYPES and 0 < abs(v) < Fraction(2) ** SOURCE_TYPES[src].emin
     tiny = f.min_normal is not None and abs(v) < f.min_normal
     if gv == 0 and wv != 0 and (src_subnormal or tiny):
         where = f"a {src} subnormal" if src_subnormal else \
@@ -152,9 +151,9 @@ def explain_encode(value: float | Fraction, src: str, f: Format, pol: Resolved, 
             if code == got:
                 found.append(Mismatch(f"rounding direction ({mode})", f"{_num(v)}: {rule} gives {expected}, {gave}, "
                                                                       f"as rounding {_MODE_WORDS[mode]} does"))
-    if pol.intermediate is None:
+    if pol.via.type is None:
         for inter in _INTERMEDIATES.get(src, ()):
-            if _PRECISION[inter] <= (f.man_bits + 1 if f.kind == "float" else 0):
+            if SOURCE_TYPES[inter].precision <= (f.man_bits + 1 if f.kind == "float" else 0):
                 continue  # a type no more precise than the format: a different conversion, not a detour
             w = round_ieee(v, inter)
             if not isinstance(w, Fraction) or w == v:

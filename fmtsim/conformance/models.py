@@ -14,15 +14,11 @@ import ml_dtypes
 import numpy as np
 
 from ..formats import Format, get_format
+from ..sources import SOURCE_TYPES
 
 __all__ = ["boundary_points", "all_16bit", "random_float32", "SOURCE_DTYPES"]
 
-SOURCE_DTYPES = {
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float32": np.dtype(np.float32),
-    "float64": np.dtype(np.float64),
-}
+SOURCE_DTYPES = {name: st.dtype for name, st in SOURCE_TYPES.items()}
 
 
 def _step_past_max(f: Format, top: float) -> float:

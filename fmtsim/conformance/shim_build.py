@@ -22,8 +22,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
+
+from ..sources import source_of
 
 __all__ = ["ShimUnavailable", "SOURCE_CODES", "cache_dir", "compiler_command", "damage", "find_compiler", "build",
            "source_name", "source_bits",
@@ -91,12 +92,10 @@ def find_compiler() -> str | None:
 
 def source_name(x: np.ndarray) -> str:
     """The source type of a float32, float64, float16 or bfloat16 array (ValueError otherwise)."""
-    if x.dtype == ml_dtypes.bfloat16:
-        return "bfloat16"
-    names = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.float16): "float16"}
-    if x.dtype not in names:
+    st = source_of(x.dtype)
+    if st is None:
         raise ValueError(f"the shims take float32, float64, float16 or bfloat16 inputs, not {x.dtype}")
-    return names[x.dtype]
+    return st.name
 
 
 def source_bits(x: np.ndarray) -> np.ndarray:

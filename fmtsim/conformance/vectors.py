@@ -86,7 +86,7 @@ def _encode_file(model: str, x: np.ndarray, src: str, fmt: str, rounding: str | 
     f = get_format(fmt)
     nan = None if f.has_nan or profile else "max"
     pol = resolve(fmt, rounding, overflow, nan, profile)
-    if pol.nan == "raise":  # the profile refuses NaN into this format: leave NaN inputs out
+    if pol.on_nan.mode == "raise":  # the profile refuses NaN into this format: leave NaN inputs out
         with np.errstate(invalid="ignore"):
             x = x[~np.isnan(x.astype(np.float64))]
     if pol.rounding == "sr" and rbits is None:
@@ -95,14 +95,14 @@ def _encode_file(model: str, x: np.ndarray, src: str, fmt: str, rounding: str | 
         rbits[: x.size // 3] = 0
         rbits[x.size - x.size // 3:] = 0xFFFFFFFF
     tag = f".{profile}" if profile else ""
-    name = f"{src}_to_{f.name}.{pol.rounding}.{pol.overflow}{tag}.{model}.tv"
+    name = f"{src}_to_{f.name}.{pol.rounding}.{pol.on_overflow.mode}{tag}.{model}.tv"
     meta = {"operation": "encode", "source": SRC_NAME[src], "format": format_params(fmt),
-            "rounding": pol.rounding, "overflow": pol.overflow, "nan": pol.nan, "profile": profile,
+            "rounding": pol.rounding, "overflow": pol.on_overflow.mode, "nan": pol.on_nan.mode, "profile": profile,
             "coverage_model": model, "cases": int(x.size),
             "line": "input code flags" if rbits is None else "input rbits code flags"}
     # under a profile, the profile itself (its flag conventions, per-source NaN codes ...) with the options
     # given beside it; the rounding, overflow and NaN mode it resolves to alone would drop those
-    args = (rounding, overflow, nan) if profile else (pol.rounding, pol.overflow, pol.nan)
+    args = (rounding, overflow, nan) if profile else (pol.rounding, pol.on_overflow.mode, pol.on_nan.mode)
     return VectorFile(name, _encode_lines(x, src, fmt, *args, rbits, profile), meta)
 
 
@@ -252,7 +252,7 @@ def fmt2fmt_files() -> Iterator[VectorFile]:
             yield VectorFile(
                 f"{a}_to_{b}.rne.{ov}.fmt2fmt.tv", text.encode(),
                 {"operation": "convert", "source_format": format_params(a), "format": format_params(b),
-                 "rounding": "rne", "overflow": ov, "nan": pol.nan, "coverage_model": "fmt2fmt",
+                 "rounding": "rne", "overflow": ov, "nan": pol.on_nan.mode, "coverage_model": "fmt2fmt",
                  "cases": int(fa.n_codes), "line": "source_code code flags"},
             )
 

@@ -12,7 +12,7 @@ quieted, top bits).
 from __future__ import annotations
 
 from ..formats import Format
-from ..policy import Policy
+from ..policy import NanMode, Policy
 from . import Provenance, Variant
 
 # NVIDIA's E8M0 conversions (cuda_fp8.hpp __nv_cvt_*_to_e8m0, CUDA 13; cvt.rp/rz.satfinite.ue8m0x2):
@@ -20,7 +20,7 @@ from . import Provenance, Variant
 E8M0_NVIDIA = {"e8m0_negative": "abs", "e8m0_zero": "min", "e8m0_tiny": "min"}
 
 
-def _fp8(f64_nan: str) -> Policy:
+def _fp8(f64_nan: NanMode) -> Policy:
     return Policy("rne", "satfinite", "canonical", overflow_nan="signed", nan_sources=(("float64", f64_nan),))
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..formats import Format
-from ..policy import Policy
+from ..policy import OverflowMode, Policy
 from . import Provenance, Variant
 from .microxcaling import E8M0_ALL_NAN
 
 
-def _cast(overflow: str) -> Callable[[Format], Policy]:
+def _cast(overflow: OverflowMode) -> Callable[[Format], Policy]:
     def policy(fmt: Format) -> Policy:
         if fmt.kind == "int":
             return Policy("rne", "satfinite", "zero")
@@ -28,9 +28,10 @@ def _cast(overflow: str) -> Callable[[Format], Policy]:
 
 _READ = Provenance("onnx reference evaluator Cast (opsets 24/25)", version="1.23", date="2026-12-01")
 
+_OVERFLOWS: tuple[tuple[str, OverflowMode], ...] = (("sat", "satfinite"), ("nosat", "nonsat"))
 VARIANTS = tuple(
     Variant(f"onnx_reference_{name}", _READ, aliases=(f"onnx_{name}",),
             rules={"e8m0": Policy("rup", overflow, "signed", **E8M0_ALL_NAN)},  # type: ignore[arg-type]
             otherwise=_cast(overflow))
-    for name, overflow in (("sat", "satfinite"), ("nosat", "nonsat"))
+    for name, overflow in _OVERFLOWS
 )

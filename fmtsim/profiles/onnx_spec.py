@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..formats import Format
-from ..policy import Policy
+from ..policy import OverflowMode, Policy
 from . import Provenance, Variant
 from .ocp import ocp_policy
 
@@ -23,7 +23,7 @@ _READ = Provenance("onnx Cast schema tables (onnx/defs/tensor/defs.cc, opset 25)
 _OCP = {name: "ocp" for name in ("e2m1", "e3m2", "e2m3", "ue4m3")}
 
 
-def _fp8(overflow: str) -> Callable[[Format], Policy]:
+def _fp8(overflow: OverflowMode) -> Callable[[Format], Policy]:
     def policy(fmt: Format) -> Policy:
         return ocp_policy(fmt) if fmt.kind == "int" else Policy("rne", overflow, "signed")
     return policy

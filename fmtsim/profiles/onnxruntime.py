@@ -11,21 +11,25 @@ clamps 0, negatives and -Inf to 0x00 and +Inf to 0xFE; saturate=0 gives NaN for 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from ..formats import Format
-from ..policy import Policy
+from ..policy import NanMode, OverflowMode, Policy
+from ..sources import SourceName
 from . import Provenance, Variant
 from .ocp import ocp_policy
 
 
 def _fp8(saturate: bool) -> Callable[[Format], Policy]:
-    overflow = "satfinite" if saturate else "nonsat"
+    overflow: OverflowMode = "satfinite" if saturate else "nonsat"
 
     def policy(fmt: Format) -> Policy:
         if fmt.kind == "int":
             return ocp_policy(fmt)
-        nan = "signed_all_ones" if fmt.name == "e5m2" else "signed"
-        bf16 = () if saturate or fmt.name not in ("e4m3", "e5m2") else (("bfloat16", "canonical"),)
+        nan: Literal["signed_all_ones", "signed"] = "signed_all_ones" if fmt.name == "e5m2" else "signed"
+        bf16: tuple[tuple[SourceName, NanMode], ...] = ()
+        if not saturate and fmt.name in ("e4m3", "e5m2"):
+            bf16 = (("bfloat16", "canonical"),)
         return Policy("rne", overflow, nan, nan_sources=bf16, overflow_nan=nan if fmt.has_nan else None,
                       intermediate="float32")
     return policy

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..formats import Format
-from ..policy import Policy
+from ..policy import NanMode, Policy
+from ..sources import SourceName
 from . import Provenance, Variant
 
 _EAGER = {
@@ -27,7 +28,7 @@ _EAGER = {
 }
 
 # a signalling NaN gets the HLO evaluator's code where that differs from APFloat's
-_SNAN = {"e5m2": (("bfloat16", "signed"), ("float32", "signed")),
+_SNAN: dict[str, tuple[tuple[SourceName, NanMode], ...]] = {"e5m2": (("bfloat16", "signed"), ("float32", "signed")),
          "e2m1": (("float16", "zero_sign_flipped"), ("bfloat16", "zero_sign_flipped"),
                   ("float32", "zero_sign_flipped"))}
 

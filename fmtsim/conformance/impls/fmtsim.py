@@ -50,13 +50,13 @@ def _encode_ties(name: str, profile: str | None = None) -> Row:
     for _model, src, x in iter_models(name, big=False):
         for pol in policies:
             xs = x
-            if pol.nan == "raise":
+            if pol.on_nan.mode == "raise":
                 with np.errstate(invalid="ignore"):
                     xs = x[~np.isnan(x.astype(np.float64))]
             wide = xs.astype(np.float64)
             # a profile's finer fields (per-sign NaN codes, E8M0 specials ...) ride on the profile
             got = (encode(xs, name, profile=profile) if profile is not None else
-                   encode(xs, name, rounding=pol.rounding, overflow=pol.overflow, nan=pol.nan))
+                   encode(xs, name, rounding=pol.rounding, overflow=pol.on_overflow.mode, nan=pol.on_nan.mode))
             want = np.array([
                 encode_one(float(v), name, src=src, policy=pol,
                            negative_nan=bool(np.signbit(v)))[0]

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...formats import Format
+from ...sources import source_of
 from ..adapters import Adapter
 from ..divergences import Divergence
 from ..plugin import Decoder, Implementation, Request
@@ -57,7 +58,6 @@ def _jit(x: np.ndarray, fmt: str) -> np.ndarray:
 
 
 _STABLEHLO_FOLD_LIMIT = 65536  # elements: StableHLO's folder leaves bigger constants to XLA
-_BITS = {"float16": (np.uint16, 10), "bfloat16": (np.uint16, 7), "float32": (np.uint32, 23)}
 
 
 def _fold(const: np.ndarray, fmt: str) -> np.ndarray:
@@ -71,11 +71,13 @@ def _fold(const: np.ndarray, fmt: str) -> np.ndarray:
 
 def _signaling(x: np.ndarray) -> np.ndarray:
     """Signalling NaNs of x's type: a NaN pattern whose top significand bit is clear."""
-    ut, man = _BITS[str(x.dtype)]
+    st = source_of(x.dtype)
+    assert st is not None, x.dtype
+    ut, man = st.bits_dtype.type, st.man_bits
     b = x.view(ut)
-    all_ones = ut((1 << (8 * b.itemsize - 1 - man)) - 1) << ut(man)
+    all_ones = ut(((1 << st.exp_bits) - 1) << man)
     field = b & ut((1 << man) - 1)
-    return ((b & all_ones) == all_ones) & (field != 0) & ((field >> ut(man - 1)) == 0)
+    return ((b & all_ones) == all_ones) & (field != 0) & (field & ut(st.quiet_bit) == 0)
 
 
 def _folded(x: np.ndarray, fmt: str) -> np.ndarray:
