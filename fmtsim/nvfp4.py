@@ -33,7 +33,7 @@ amax 0.01 give scale 0x02 under te and 0x08 under torchao (docs/rules.md §4).
 amax = 0: te gives S = FLT_MAX, scales 0x00, codes 0 and G = 1/FLT_MAX; torchao gives
 G = 0 and NaN scales, so the tensor decodes to NaN. fmtsim writes those scales as 0x7F and
 the codes as 0; torchao's bytes there come from 0/0 and depend on the CPU's default NaN
-(x86: scales 0xFF, codes 0xC), a named divergence of torchao (conformance.torch_peers).
+(x86: scales 0xFF, codes 0xC), a named divergence of torchao (conformance.impls.torchao).
 NaN or Inf in x: ValueError naming the first index (E2M1 cannot carry them and the
 tensor scale would not be finite). Stochastic rounding (``rounding='sr'`` with
 ``rbits``) applies to the elements, as used for gradients.

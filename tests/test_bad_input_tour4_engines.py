@@ -432,10 +432,10 @@ _IMPORT_CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from fmtsim.conformance.impls import registry
-from fmtsim.conformance import mma_peers, torch_peers
+from fmtsim.conformance.impls import mmasim, torchao
 got = {name: impl.missing() for name, impl in registry().items() if name in json.loads(sys.argv[2])}
-got["mma_peers.missing"] = mma_peers.missing()
-got["torch_peers.missing(torchao)"] = torch_peers.missing("torchao")
+got["mmasim.missing"] = mmasim.missing()
+got["torchao.missing"] = torchao.missing()
 print(json.dumps(got))
 """
 
@@ -462,7 +462,7 @@ def test_an_implementation_that_fails_to_import_is_missing(error, tmp_path):
     got = json.loads(r.stdout.strip().splitlines()[-1])
     # (implementation, the package it imports first) for each missing() asked
     expect = {name: (name, mods_[0]) for name, mods_ in _OPTIONAL.items()}
-    expect["mma_peers.missing"], expect["torch_peers.missing(torchao)"] = ("mmasim", "torch"), ("torchao", "torch")
+    expect["mmasim.missing"], expect["torchao.missing"] = ("mmasim", "torch"), ("torchao", "torch")
     detail = {"SystemExit": "3"}.get(error) or _RAISES[error].split('("')[1][:20]
     for name, (impl, mod) in expect.items():
         assert got[name] is not None and got[name].startswith(
@@ -477,9 +477,9 @@ def test_a_missing_submodule_is_named(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["mmasim"].startswith("mmasim: the installed mmasim has no mmasim.amd"), got
-    assert got["mma_peers.missing"].startswith("mmasim: the installed mmasim has no mmasim.amd"), got
+    assert got["mmasim.missing"].startswith("mmasim: the installed mmasim has no mmasim.amd"), got
     assert got["torchao"].startswith("torchao: the installed torchao has no torchao.prototype.mx_formats.kernels")
-    assert got["torch_peers.missing(torchao)"] == got["torchao"]
+    assert got["torchao.missing"] == got["torchao"]
     assert got["openvino"].startswith("openvino: the installed openvino has no openvino.opset13")
     assert got["xla"].startswith("xla: the installed jax has no jax.numpy")
     assert got["onnx"].startswith("onnx: the installed onnx has no onnx.reference.ops.op_cast")

@@ -20,8 +20,8 @@ import pytest
 from fmtsim import argcheck
 from fmtsim.checkpoint.files import CheckpointError, worker_count
 from fmtsim.cli import main
-from fmtsim.conformance import cuda_impl
 from fmtsim.conformance.adapters import Adapter
+from fmtsim.conformance.impls import cuda
 from fmtsim.conformance.plugin import Decoder, Implementation, Request
 from fmtsim.conformance.run import run
 from fmtsim.executor import InProcess, ProcessPool, get_executor
@@ -290,14 +290,14 @@ def test_a_cuda_toolkit_before_12_8_is_named(tmp_path, monkeypatch):
     (inc / "cuda_fp8.h").write_text("/* CUDA 12.4 */\n")
     (inc / "cuda_runtime_api.h").write_text("#define CUDART_VERSION 12040\n")
     monkeypatch.setenv("CUDA_HOME", str(inc.parent))
-    monkeypatch.setattr(cuda_impl, "find_nvcc", lambda: None)
-    monkeypatch.setattr(cuda_impl, "wheel_include_dirs", lambda: None)
-    monkeypatch.setattr(cuda_impl, "Path", _only_under(tmp_path))
-    cuda_impl._lib.cache_clear()
+    monkeypatch.setattr(cuda, "find_nvcc", lambda: None)
+    monkeypatch.setattr(cuda, "wheel_include_dirs", lambda: None)
+    monkeypatch.setattr(cuda, "Path", _only_under(tmp_path))
+    cuda._lib.cache_clear()
     try:
-        why = cuda_impl.missing()
+        why = cuda.missing()
     finally:
-        cuda_impl._lib.cache_clear()
+        cuda._lib.cache_clear()
     assert why is not None and f"the CUDA 12.4 headers at {inc} predate CUDA 12.8" in why, why
 
 
@@ -308,12 +308,12 @@ def test_headers_found_but_too_old_are_named(tmp_path, monkeypatch):
     for h in ("cuda_fp8.h", "cuda_fp4.h"):
         (inc / h).write_text("\n")
     (inc / "cuda_runtime_api.h").write_text("#define CUDART_VERSION 12060\n")
-    monkeypatch.setattr(cuda_impl, "find_include_dirs", lambda: ([inc], "$CUDA_HOME"))
-    cuda_impl._lib.cache_clear()
+    monkeypatch.setattr(cuda, "find_include_dirs", lambda: ([inc], "$CUDA_HOME"))
+    cuda._lib.cache_clear()
     try:
-        why = cuda_impl.missing()
+        why = cuda.missing()
     finally:
-        cuda_impl._lib.cache_clear()
+        cuda._lib.cache_clear()
     assert why is not None and "are CUDA 12.6; the shim needs CUDA 12.8 or later" in why, why
 
 

@@ -40,16 +40,17 @@ def test_the_runner_names_no_implementation():
         if name == "fmtsim":
             continue
         assert f'"{name}"' not in source and f"'{name}'" not in source, name
-    assert "torch_peers" not in source and "mma_peers" not in source
+        # nor imports an implementation's module: every one is reached through the registry
+        assert f"impls.{name}" not in source and f"impls import {name}" not in source, name
 
 
 def test_implementations_report_rows_without_importing_the_runner():
-    """Row lives below the runner: importing an implementation module leaves run.py unloaded."""
+    """Row lives below the runner: importing the implementation modules (registry() imports every
+    one) leaves run.py unloaded, and torch, torchao and mmasim too (they load when asked for)."""
     code = ("import sys, fmtsim.conformance.impls as r; r.registry(); "
-            "import fmtsim.conformance.torch_peers, fmtsim.conformance.mma_peers; "
-            "print('fmtsim.conformance.run' in sys.modules)")
+            "print([m in sys.modules for m in ('fmtsim.conformance.run', 'torch', 'torchao', 'mmasim')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[False, False, False, False]"
 
 
 class _Halving(Implementation):
@@ -134,17 +135,16 @@ def test_conform_records_the_version_it_ran(capsys):
 
 def test_a_vendor_implementation_without_headers_says_why(monkeypatch, tmp_path):
     """cuda/hip report the shim's reason (never 'runs') when the vendor's headers are absent."""
-    from fmtsim.conformance import hip_impl
-    from fmtsim.conformance.impls import registry
+    from fmtsim.conformance.impls import hip, registry
 
     monkeypatch.setenv("ROCM_PATH", str(tmp_path))
     monkeypatch.delenv("HIP_PATH", raising=False)
-    monkeypatch.setattr(hip_impl, "find_include_dir", lambda: (None, ""))
-    hip_impl._lib.cache_clear()  # a shim built earlier in this process would hide the missing headers
+    monkeypatch.setattr(hip, "find_include_dir", lambda: (None, ""))
+    hip._lib.cache_clear()  # a shim built earlier in this process would hide the missing headers
     try:
         why = registry()["hip"].missing()
     finally:
-        hip_impl._lib.cache_clear()
+        hip._lib.cache_clear()
     assert why is not None and why.startswith("hip: ") and "amd_hip_fp8.h" in why
 
 

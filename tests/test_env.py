@@ -15,8 +15,9 @@ import pytest
 
 from fmtsim.cli import main
 from fmtsim.conformance import environment as envmod
-from fmtsim.conformance import hip_impl, impls
+from fmtsim.conformance import impls
 from fmtsim.conformance.adapters import Adapter
+from fmtsim.conformance.impls import hip
 from fmtsim.conformance.plugin import Implementation
 
 # the AMD EPYC: AVX-512 with BF16, no FP16, no AMX (flags line cut to what matters here)
@@ -249,7 +250,7 @@ def test_hip_headers_with_and_without_a_version_header(monkeypatch, tmp_path, ca
     assert "version unknown (no hip/hip_version.h)" in " ".join(capsys.readouterr().out.split())
     (inc / "hip" / "hip_version.h").write_text("#define HIP_VERSION_MAJOR 6\n#define HIP_VERSION_MINOR 4\n"
                                                "#define HIP_VERSION_PATCH 43482\n")
-    assert hip_impl.header_version(inc) == "6.4.43482"
+    assert hip.header_version(inc) == "6.4.43482"
     assert envmod.toolchain()["hip_headers"]["version"] == "6.4.43482"
 
 
@@ -278,13 +279,13 @@ def test_the_version_profiles_are_keyed_by_is_the_implementations_own(name, modu
 
 
 def test_cuda_is_keyed_by_its_headers_version():
-    from fmtsim.conformance import cuda_impl
+    from fmtsim.conformance.impls import cuda
 
-    cuda = impls.get_implementation("cuda")
-    if cuda.missing() is not None:
-        pytest.skip(cuda.missing())
-    dirs, _ = cuda_impl.find_include_dirs()
-    assert cuda.profile_version() == cuda_impl.header_version(dirs)  # the shim's CUDART_VERSION, the text's
+    impl = impls.get_implementation("cuda")
+    if impl.missing() is not None:
+        pytest.skip(impl.missing())
+    dirs, _ = cuda.find_include_dirs()
+    assert impl.profile_version() == cuda.header_version(dirs)  # the shim's CUDART_VERSION, the text's
 
 
 def test_a_version_no_profile_was_read_off_says_so(monkeypatch, capsys):

@@ -55,17 +55,17 @@ def test_d_matches_the_fraction_twin(name):
 @pytest.mark.parametrize("name", slow_unless([f for f in FILES if not f.startswith("exact")], keep=FIRST))
 def test_d_matches_mmasim(name):
     pytest.importorskip("mmasim", reason="mmasim is not installed (pip install 'fmtsim[mma]')")
-    from fmtsim.conformance import mma_peers
+    from fmtsim.conformance.impls import mmasim
 
     meta, t = load(name)
-    cfg = mma_peers.Config(meta["unit"]["name"], meta["a_format"], meta["b_format"], meta["scale_format"],
+    cfg = mmasim.Config(meta["unit"]["name"], meta["a_format"], meta["b_format"], meta["scale_format"],
                            meta["block_size"])
     sh = 13 if meta["a_format"] == "tf32" else 0  # tf32 codes reach MMA-Sim as the fp32 patterns they stand for
     a, b = t["a_codes"].astype(np.int64) << sh, t["b_codes"].astype(np.int64) << sh
-    theirs = mma_peers.run_mmasim(cfg, a, b, t["c"], t.get("a_scales"), t.get("b_scales"))
+    theirs = mmasim.run_mmasim(cfg, a, b, t["c"], t.get("a_scales"), t.get("b_scales"))
     u = f"u{theirs.itemsize}"  # uint64 patterns for the fp64 units' D
     same = (theirs.view(u) == t["d"].view(u)) | (np.isnan(theirs) & np.isnan(t["d"]))
-    known = mma_peers.explain_mma(cfg.unit, t["d"], theirs, {"case": (t["a_codes"], t["b_codes"]), "cfg": cfg})
+    known = mmasim.explain_mma(cfg.unit, t["d"], theirs, {"case": (t["a_codes"], t["b_codes"]), "cfg": cfg})
     for mask in known.values():
         same |= mask
     assert same.all(), np.argwhere(~same)

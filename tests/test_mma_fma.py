@@ -303,20 +303,20 @@ def test_conform_mmasim_fma_instructions(unit):
     in the full tier's every-unit conformance test): 0 unexplained."""
     pytest.importorskip("torch", reason="torch is not installed (pip install 'fmtsim[mma]')")
     pytest.importorskip("mmasim", reason="mmasim is not installed (pip install 'fmtsim[mma]')")
-    from fmtsim.conformance import mma_peers
+    from fmtsim.conformance.impls import mmasim
 
-    cfg = next(c for c in mma_peers.CONFIGS if c.unit == unit)
-    op = mma_peers._instruction(cfg)
+    cfg = next(c for c in mmasim.CONFIGS if c.unit == unit)
+    op = mmasim._instruction(cfg)
     rng = np.random.default_rng(5)
     cases = 0
-    for name in mma_peers.MODELS:
-        if not mma_peers.applies(name, cfg):
+    for name in mmasim.MODELS:
+        if not mmasim.applies(name, cfg):
             continue
-        case = mma_peers._model(name, cfg, rng, 16, 8, 48)
-        same, ours, theirs = mma_peers.compare(cfg, case, op)
+        case = mmasim._model(name, cfg, rng, 16, 8, 48)
+        same, ours, theirs = mmasim.compare(cfg, case, op)
         assert ours.dtype == theirs.dtype == UNITS[unit].out_dtype
         covered = same.copy()
-        for mask in mma_peers.explain_mma(unit, ours, theirs, {"case": case, "cfg": cfg}).values():
+        for mask in mmasim.explain_mma(unit, ours, theirs, {"case": case, "cfg": cfg}).values():
             covered |= mask & np.isnan(ours)  # the only named divergence of the fma units: NaN payloads
         assert covered.all(), (name, ours[~covered][:4], theirs[~covered][:4])
         cases += same.size
@@ -328,11 +328,11 @@ def test_a_wrong_fma_is_caught(monkeypatch):
     the FMA disagrees with MMA-Sim on ordinary fp32 operands."""
     pytest.importorskip("torch", reason="torch is not installed (pip install 'fmtsim[mma]')")
     pytest.importorskip("mmasim", reason="mmasim is not installed (pip install 'fmtsim[mma]')")
-    from fmtsim.conformance import mma_peers
+    from fmtsim.conformance.impls import mmasim
 
-    cfg = next(c for c in mma_peers.CONFIGS if c.unit == "cdna1_mfma_fp32")
-    case = mma_peers._model("cancellation", cfg, np.random.default_rng(2), 16, 8, 16)
-    assert mma_peers.compare(cfg, case)[0].all()
+    cfg = next(c for c in mmasim.CONFIGS if c.unit == "cdna1_mfma_fp32")
+    case = mmasim._model("cancellation", cfg, np.random.default_rng(2), 16, 8, 16)
+    assert mmasim.compare(cfg, case)[0].all()
 
     def unfused(a, b, c):
         with np.errstate(all="ignore"):
@@ -342,4 +342,4 @@ def test_a_wrong_fma_is_caught(monkeypatch):
 
     monkeypatch.setattr(gemm, "uses_compiled", lambda unit, engine: False)  # the numpy chain, which calls fma
     monkeypatch.setattr(fma_mod, "fma", unfused)
-    assert not mma_peers.compare(cfg, case)[0].all()
+    assert not mmasim.compare(cfg, case)[0].all()

@@ -11,13 +11,13 @@ from fmtsim.mma import UNITS, units
 pytest.importorskip("torch", reason="torch is not installed (pip install 'fmtsim[mma]')")
 pytest.importorskip("mmasim", reason="mmasim is not installed (pip install 'fmtsim[mma]')")
 
-from fmtsim.conformance import mma_peers  # noqa: E402
+from fmtsim.conformance.impls import mmasim  # noqa: E402
 from fmtsim.conformance.run import run  # noqa: E402
 
 
 def _divergences(group: tuple[str, ...]) -> set[str]:
     """The named divergences that name a unit of ``group``."""
-    return {d.name for d in mma_peers.MMA_DIVERGENCES if set(d.units) & set(group)}
+    return {d.name for d in mmasim.MMA_DIVERGENCES if set(d.units) & set(group)}
 
 
 def _unit_groups() -> list[tuple[str, ...]]:
@@ -26,7 +26,7 @@ def _unit_groups() -> list[tuple[str, ...]]:
     share), so one group's test sees every unit a divergence can show on; every other unit is a
     group of its own."""
     group = {u: {u} for u in set(UNITS) - {"exact"}}
-    for d in mma_peers.MMA_DIVERGENCES:
+    for d in mmasim.MMA_DIVERGENCES:
         joined = set().union(*(group.setdefault(u, {u}) for u in d.units))
         for u in joined:
             group[u] = joined
@@ -36,9 +36,9 @@ def _unit_groups() -> list[tuple[str, ...]]:
 def _outputs(units) -> int:
     """How many D elements mmasim_rows(units, big=False) compares: one M x N case of every config of
     those units and every model that applies to it."""
-    return sum(m * n for c in mma_peers.CONFIGS if c.unit in units
-               for m, n, _ in [mma_peers._shape(UNITS[c.unit], big=False)]
-               for name in mma_peers.MODELS if mma_peers.applies(name, c))
+    return sum(m * n for c in mmasim.CONFIGS if c.unit in units
+               for m, n, _ in [mmasim._shape(UNITS[c.unit], big=False)]
+               for name in mmasim.MODELS if mmasim.applies(name, c))
 
 
 UNIT_GROUPS = _unit_groups()
@@ -53,22 +53,22 @@ def test_unit_groups_add_up_to_one_run_over_every_unit():
     in some group, and the groups' outputs add up to all outputs."""
     units = [u for g in UNIT_GROUPS for u in g]
     assert sorted(units) == sorted(set(UNITS) - {"exact"})
-    assert {c.unit for c in mma_peers.CONFIGS} == set(units)
-    assert {name for c in mma_peers.CONFIGS for name in mma_peers.MODELS if mma_peers.applies(name, c)} \
-        == set(mma_peers.MODELS)
-    assert set().union(*map(_divergences, UNIT_GROUPS)) == {d.name for d in mma_peers.MMA_DIVERGENCES}
+    assert {c.unit for c in mmasim.CONFIGS} == set(units)
+    assert {name for c in mmasim.CONFIGS for name in mmasim.MODELS if mmasim.applies(name, c)} \
+        == set(mmasim.MODELS)
+    assert set().union(*map(_divergences, UNIT_GROUPS)) == {d.name for d in mmasim.MMA_DIVERGENCES}
     assert sum(map(_outputs, UNIT_GROUPS)) == ALL_OUTPUTS > 0
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("group", UNIT_GROUPS, ids=lambda g: g[0] + (f"+{len(g) - 1}" if len(g) > 1 else ""))
 def test_every_unit_mmasim_has_conforms_with_only_named_divergences(group):
-    rows = mma_peers.mmasim_rows(list(group), big=False)
+    rows = mmasim.mmasim_rows(list(group), big=False)
     bad = [(r.fmt, r.model, r.examples) for r in rows if r.failed]
     assert not bad, bad
     assert {r.fmt.split()[0] for r in rows} == set(group)
-    cfgs = [c for c in mma_peers.CONFIGS if c.unit in group]
-    assert {r.model for r in rows} == {name for c in cfgs for name in mma_peers.MODELS if mma_peers.applies(name, c)}
+    cfgs = [c for c in mmasim.CONFIGS if c.unit in group]
+    assert {r.model for r in rows} == {name for c in cfgs for name in mmasim.MODELS if mmasim.applies(name, c)}
     # every named divergence is real: it shows on the coverage models (on one of its units, which are
     # all in this group)
     seen = {name for r in rows for name in r.known}
@@ -97,7 +97,7 @@ def test_conform_runs_mmasim_by_unit_name():
 def test_a_wrong_unit_record_is_caught(monkeypatch, unit, change):
     """The comparison can fail: one parameter off and MMA-Sim disagrees."""
     monkeypatch.setitem(units._BY_NAME, unit, replace(UNITS[unit], **change))  # UNITS itself is read-only
-    rows = mma_peers.mmasim_rows([unit], big=False)
+    rows = mmasim.mmasim_rows([unit], big=False)
     assert sum(r.failed for r in rows) > 0
 
 
@@ -107,20 +107,20 @@ def test_mmasim_fp4_packing_is_high_nibble_first(rng):
     wrong elements and gives different results."""
     import torch
 
-    cfg = mma_peers.Config("sm100_mxf4", "e2m1", "e2m1", "e8m0", 32)
+    cfg = mmasim.Config("sm100_mxf4", "e2m1", "e2m1", "e8m0", 32)
     a = rng.integers(0, 16, (4, 64))
     b = rng.integers(0, 16, (64, 8))
     c = np.zeros((4, 8), np.float32)
     sa, sb = np.full((4, 2), 127), np.full((2, 8), 127)
-    same, ours, _ = mma_peers.compare(cfg, (a, b, c, sa, sb))
+    same, ours, _ = mmasim.compare(cfg, (a, b, c, sa, sb))
     assert same.all()
-    op = mma_peers._instruction(cfg)
+    op = mmasim._instruction(cfg)
 
     def low_first(x):
         x = x.astype(np.uint8)
         return torch.from_numpy(np.ascontiguousarray(x[..., 0::2] | (x[..., 1::2] << 4)))
-    wrong = op(low_first(a), mma_peers._pack_high_first(b.T).T, torch.from_numpy(c.copy()),
-               mma_peers._torch_scales(sa, "e8m0"), mma_peers._torch_scales(sb, "e8m0")).numpy()
+    wrong = op(low_first(a), mmasim._pack_high_first(b.T).T, torch.from_numpy(c.copy()),
+               mmasim._torch_scales(sa, "e8m0"), mmasim._torch_scales(sb, "e8m0")).numpy()
     assert not np.array_equal(wrong.view(np.uint32), ours.view(np.uint32))
 
 
@@ -144,19 +144,19 @@ def test_fp16_output_and_tf32_units_conform():
     """The fast tier's sample of the instructions beyond the first ten: an fp16-accumulate
     mma, a tf32 mma (fp32 patterns with random low bits reach both sides), CDNA2's
     flush-to-zero MFMA and RTX Blackwell's m16n8k64 mxf4nvf4."""
-    cfgs = [mma_peers.Config("sm80_mma_fp16_f16", "fp16", "fp16", op=("MMA", "Ampere", "m16n8k16.f16.f16.f16.f16")),
-            mma_peers.Config("sm90_mma_tf32_k4", "tf32", "tf32", op=("MMA", "Hopper", "m16n8k4.f32.tf32.tf32.f32")),
-            mma_peers.Config("cdna2_mfma_bf16", "bf16", "bf16", op=("MFMA", "CDNA2", "f32_4x4x2bf16")),
-            mma_peers.Config("sm120_mxf4nvf4", "e2m1", "e2m1", "ue4m3", 16,
+    cfgs = [mmasim.Config("sm80_mma_fp16_f16", "fp16", "fp16", op=("MMA", "Ampere", "m16n8k16.f16.f16.f16.f16")),
+            mmasim.Config("sm90_mma_tf32_k4", "tf32", "tf32", op=("MMA", "Hopper", "m16n8k4.f32.tf32.tf32.f32")),
+            mmasim.Config("cdna2_mfma_bf16", "bf16", "bf16", op=("MFMA", "CDNA2", "f32_4x4x2bf16")),
+            mmasim.Config("sm120_mxf4nvf4", "e2m1", "e2m1", "ue4m3", 16,
                              op=("MMABlockScale", "RTX Blackwell",
                                  "m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3"))]
     rng = np.random.default_rng(3)
     for cfg in cfgs:
-        op = mma_peers._instruction(cfg)
+        op = mmasim._instruction(cfg)
         for name in ("random", "cancellation", "special_c"):
-            case = mma_peers._model(name, cfg, rng, 16, 8, UNITS[cfg.unit].k * 3)
-            same, ours, theirs = mma_peers.compare(cfg, case, op)
-            known = mma_peers.explain_mma(cfg.unit, ours, theirs, {"case": case, "cfg": cfg})
+            case = mmasim._model(name, cfg, rng, 16, 8, UNITS[cfg.unit].k * 3)
+            same, ours, theirs = mmasim.compare(cfg, case, op)
+            known = mmasim.explain_mma(cfg.unit, ours, theirs, {"case": case, "cfg": cfg})
             covered = same.copy()
             for mask in known.values():
                 covered |= mask
@@ -167,9 +167,9 @@ def test_unit_records_carry_mmasim_parameters():
     """Every instruction's fmtsim unit has the parameters MMA-Sim's own instruction object
     holds (F, rho, e_zero; L = min(the instruction's K, L_max); G; CDNA's P and L_max)."""
     rho = {"RZ-FP32": "rz_fp32", "RZ-E8M13": "rz_e8m13", "RNE-FP16": "rne_fp16", "RNE-FP32": "rne_fp32"}
-    for cfg in mma_peers.CONFIGS:
+    for cfg in mmasim.CONFIGS:
         u = UNITS[cfg.unit]
-        op = mma_peers._instruction(cfg)
+        op = mmasim._instruction(cfg)
         ar = op.arithmetic_op
         kind = type(ar).__name__
         st = cfg.instruction()[2]
@@ -210,7 +210,7 @@ def test_configs_cover_every_instruction_mmasim_lists():
     def n8(st):
         return re.sub(r"^m(\d+)n\d+k", r"m\1n8k", st)
 
-    have = {(c.op[0], c.op[1], c.op[2]) for c in mma_peers.CONFIGS}
+    have = {(c.op[0], c.op[1], c.op[2]) for c in mmasim.CONFIGS}
     theirs = []
     for cls, table in (("MMA", isa_mma.mma_shape_and_type), ("MMABlockScale", isa_mma.mma_block_scale_shape_and_type),
                        ("WGMMA", isa_wgmma.wgmma_shape_and_type),
@@ -225,7 +225,7 @@ def test_configs_cover_every_instruction_mmasim_lists():
                     st = n8(st)
                 theirs.append((cls, arch, st))
     fma = {t for t in theirs if ".f64." in t[2] or re.match(r"f(32|64)_.*[^x]f(32|64)$", t[2])}
-    assert set(theirs) == have and mma_peers.NOT_MODELLED == ()
+    assert set(theirs) == have and mmasim.NOT_MODELLED == ()
     assert len(fma) == 27  # 6 NVIDIA fp64 shapes on 5 architectures, 17 AMD fp32 / fp64 suffixes
-    assert {c.unit for c in mma_peers.CONFIGS if c.op in fma} == {"sm80_mma_fp64", "cdna1_mfma_fp32",
+    assert {c.unit for c in mmasim.CONFIGS if c.op in fma} == {"sm80_mma_fp64", "cdna1_mfma_fp32",
                                                                   "cdna2_mfma_fp64"}

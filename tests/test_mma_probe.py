@@ -67,13 +67,13 @@ MMASIM = [("sm90_wgmma_fp8", "fp8"), ("sm89_mma_fp8", "fp8"), ("sm100_f8f6f4", "
 @pytest.mark.parametrize("unit,name", slow_unless(MMASIM, keep={("sm90_wgmma_fp8", "fp8")}))
 def test_probe_recovers_mmasim_instructions(unit, name):
     pytest.importorskip("mmasim", reason="mmasim is not installed (pip install 'fmtsim[mma]')")
-    from fmtsim.conformance import mma_peers
+    from fmtsim.conformance.impls import mmasim
 
     ps = probe.PROBE_SETS[name]
     p = probe.gen(name)
-    cfg = mma_peers.Config(unit, ps.a_format, ps.b_format, ps.scale_format, ps.block_size)
+    cfg = mmasim.Config(unit, ps.a_format, ps.b_format, ps.scale_format, ps.block_size)
     shift = 13 if ps.a_format == "tf32" else 0  # tf32 reaches MMA-Sim as fp32 patterns
-    d = mma_peers.run_mmasim(cfg, p["a"] << shift, p["b"] << shift, p["c"], p.get("a_scales"), p.get("b_scales"))
+    d = mmasim.run_mmasim(cfg, p["a"] << shift, p["b"] << shift, p["c"], p.get("a_scales"), p.get("b_scales"))
     if unit.startswith("cdna"):  # mmasim.amd_signed_zero: MMA-Sim's -0.0 where fmtsim writes +0
         d = np.where(d == 0, np.float32(0), d).astype(np.float32)
     _check(probe.infer(name, d, p), unit)

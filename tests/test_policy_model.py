@@ -252,7 +252,7 @@ def test_resolved_is_grouped_typed_and_frozen():
     from typing import get_args
 
     from fmtsim.formats import get_format
-    from fmtsim.policy import (InputRule, IntermediateRule, NanMode, NanRule, OverflowRule, RoundingMode)
+    from fmtsim.policy import InputRule, IntermediateRule, NanMode, NanRule, OverflowRule, RoundingMode
 
     pol = resolve("e5m2", profile=Policy(nan="canonical", nan_negative="signed", overflow="nonsat",
                                          overflow_check="before", inf="nan", intermediate="float16",

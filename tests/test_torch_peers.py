@@ -16,7 +16,7 @@ def test_torch_and_torchao_conform_with_only_named_divergences():
     assert not bad, bad
     seen = {name for r in rows for name in r.known}
     # every divergence named for these peers is real: it shows on the coverage models
-    from fmtsim.conformance.torch_peers import TORCHAO_BLOCK_DIVERGENCES
+    from fmtsim.conformance.impls.torchao import TORCHAO_BLOCK_DIVERGENCES
 
     named = {d.name for impl in ("torch", "torchao") for d in divergences_of(impl)} | set(TORCHAO_BLOCK_DIVERGENCES)
     assert named == seen, named ^ seen
@@ -41,7 +41,7 @@ def test_torch_e8m0_divergences_are_exactly_the_named_sets():
     exactly where the named E8M0 divergences say (no more: the masks are not blanket)."""
     from fmtsim import encode
     from fmtsim.conformance.divergences import explain
-    from fmtsim.conformance.torch_peers import torch_adapter
+    from fmtsim.conformance.impls.torch import torch_adapter
 
     sub = np.arange(1, 1 << 23, dtype=np.uint32).view(np.float32)
     x = np.concatenate([sub, -sub[::97], np.float32([0.0, -0.0, 1.5, 3.0, -3.0])])
@@ -69,7 +69,7 @@ def test_cli_names_a_missing_peer(monkeypatch, capsys):
 def test_a_wrong_block_rule_is_caught(monkeypatch):
     """The block comparison can fail: fmtsim's MX elements rounded ties-away differ from torchao."""
     from fmtsim import mx
-    from fmtsim.conformance.torch_peers import torchao_block_rows
+    from fmtsim.conformance.impls.torchao import torchao_block_rows
 
     real = mx.quantize
     monkeypatch.setattr(mx, "quantize", lambda x, scheme, **kw: real(x, scheme, rounding="rna", **kw))

@@ -442,8 +442,8 @@ def bench_mma(repeat: int, rng: np.random.Generator, big: bool = True) -> list[l
     from fmtsim.mma.arith import operand_table
 
     try:
-        from fmtsim.conformance import mma_peers
-        have_peer = mma_peers.missing() is None
+        from fmtsim.conformance.impls import mmasim
+        have_peer = mmasim.missing() is None
     except ImportError:
         have_peer = False
     cases = [("sm90_wgmma_fp8", "e4m3", "e4m3", None, None, (64, 256, 256)),
@@ -476,9 +476,9 @@ def bench_mma(repeat: int, rng: np.random.Generator, big: bool = True) -> list[l
         ours = best(lambda: matmul(a, b, c, unit=unit, **kw), repeat)
         peer = None
         if have_peer:
-            cfg = mma_peers.Config(unit, af, bf, sf, bs)
-            op = mma_peers._instruction(cfg)
-            peer = best(lambda: mma_peers.run_mmasim(cfg, a, b, c, sa, sb, op), repeat)
+            cfg = mmasim.Config(unit, af, bf, sf, bs)
+            op = mmasim._instruction(cfg)
+            peer = best(lambda: mmasim.run_mmasim(cfg, a, b, c, sa, sb, op), repeat)
         fa = f"{af}x{bf}" + (f" {sf}x{bs}" if sf else "")
         rows.append(row(f"{unit} {fa} {m}x{n}x{k}", ours, peer, m * n * k, "mmasim 2.1.1" if have_peer else "-"))
     if big:

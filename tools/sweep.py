@@ -14,7 +14,7 @@ casts or torchao's FP4/FP6 casts.
     python tools/sweep.py cuda --entry e8m0:satfinite:rup --start 0x0 --stop 0x80000000
 
 ``cuda`` compiles fmtsim's shim against the CUDA headers on the machine (see
-fmtsim.conformance.cuda_impl) and compares every float32 pattern of ``--start`` ..
+fmtsim.conformance.impls.cuda) and compares every float32 pattern of ``--start`` ..
 ``--stop`` (default: all 2^32) with ``encode(x, fmt, profile="cuda", overflow=...,
 rounding=...)``, one entry point (format, overflow, rounding) after another, printing
 progress per 1/16 of the range.
@@ -94,9 +94,10 @@ def _peer_encoder(peer: str, fmt: str) -> Callable[[np.ndarray], np.ndarray] | N
             with np.errstate(invalid="ignore", over="ignore"):
                 return x.astype(f.ml_dtype).view(np.uint8)
         return cast
-    from fmtsim.conformance import torch_peers
+    from fmtsim.conformance.impls.torch import torch_adapter
+    from fmtsim.conformance.impls.torchao import torchao_adapter
 
-    adapter = torch_peers.torch_adapter() if peer == "torch" else torch_peers.torchao_adapter()
+    adapter = torch_adapter() if peer == "torch" else torchao_adapter()
     if adapter.formats is None or fmt not in adapter.formats:
         return None
     return lambda x: adapter.encode(x, fmt)
@@ -183,8 +184,8 @@ def sweep(fmt: str, rounding: str, overflow: str, nan: str | None, peer: str | N
 def sweep_cuda(entry: tuple[str, str, str], start: int, stop: int, chunk: int,
                progress: bool = True) -> dict[str, object]:
     """NVIDIA's float32 conversion for one entry point against the cuda profile, patterns start..stop-1."""
-    from fmtsim.conformance import cuda_impl
     from fmtsim.conformance.divergences import explain
+    from fmtsim.conformance.impls import cuda
 
     fmt, ov, rm = entry
     t0 = time.perf_counter()
@@ -196,7 +197,7 @@ def sweep_cuda(entry: tuple[str, str, str], start: int, stop: int, chunk: int,
     for base in range(start, stop, chunk):
         pats = np.arange(base, min(base + chunk, stop), dtype=np.uint64)
         x = pats.astype(np.uint32).view(np.float32)
-        theirs = cuda_impl.vendor_encode(x, fmt, ov, rm)
+        theirs = cuda.vendor_encode(x, fmt, ov, rm)
         ours = np.asarray(fmtsim.encode(x, fmt, profile="cuda", overflow=ov, rounding=rm), np.uint8)
         bad = ours != theirs
         if bad.any():
@@ -221,13 +222,13 @@ def sweep_cuda(entry: tuple[str, str, str], start: int, stop: int, chunk: int,
 def _main_cuda(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from fmtsim.conformance import cuda_impl
+    from fmtsim.conformance.impls import cuda
 
-    why = cuda_impl.missing()
+    why = cuda.missing()
     if why is not None:
         print(f"sweep: {why}", file=sys.stderr)
         return 2
-    entries = sorted({(f, o, r) for f, o, r, _ in cuda_impl.entry_points()})
+    entries = sorted({(f, o, r) for f, o, r, _ in cuda.entry_points()})
     if args.entry:
         want = tuple(args.entry.split(":"))
         if want not in entries:
@@ -239,7 +240,7 @@ def _main_cuda(args: argparse.Namespace) -> int:
     if not 0 <= start < stop <= TOTAL:
         print("sweep: need 0 <= --start < --stop <= 0x100000000", file=sys.stderr)
         return 2
-    print(f"CUDA {cuda_impl.version()} headers from {cuda_impl.find_include_dirs()[1]}", file=sys.stderr)
+    print(f"CUDA {cuda.version()} headers from {cuda.find_include_dirs()[1]}", file=sys.stderr)
     results = []
     for e in entries:
         r = sweep_cuda(e, start, stop, args.chunk)

@@ -5,9 +5,8 @@ Each :class:`Divergence` says which implementation and format it concerns, descr
 behaviour, and gives ``expected(x, fmt)``: a boolean mask of the inputs on which the peer is
 known to differ from fmtsim's matching profile. Tests and ``fmtsim conform`` report such
 differences by name instead of failing, and fail on any difference outside them. Each
-implementation's divergences live beside its conformance module (``impls/<name>.py``, or
-``torch_peers`` / ``mma_peers`` for torch, torchao and MMA-Sim); :func:`divergences_of` finds
-them by the implementation's name.
+implementation's divergences live in its conformance module (``impls/<name>.py``);
+:func:`divergences_of` finds them by the implementation's name.
 """
 
 from __future__ import annotations

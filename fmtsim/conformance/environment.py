@@ -8,8 +8,8 @@ SVE, BF16), the C++ compiler, CUDA (nvcc, headers, NVIDIA's pip wheels), HIP hea
 llvm-config and the one apfloat uses, and the build cache. Where nothing says, the answer is
 "unknown", never a guess.
 
-The detection itself lives with what uses it (shim_build: compiler and cache; cuda_impl,
-hip_impl: headers; impls.apfloat: llvm-config); this module only asks. Asking an
+The detection itself lives with what uses it (shim_build: compiler and cache; impls.cuda,
+impls.hip: headers; impls.apfloat: llvm-config); this module only asks. Asking an
 implementation's ``missing()`` and ``version()`` may compile its shim once (cached), as
 ``fmtsim conform`` would.
 """
@@ -261,24 +261,23 @@ def _nvcc_release(nvcc: str) -> str | None:
 
 def toolchain() -> dict[str, Any]:
     """The compilers and headers the shims are built with, as found by the code that builds them."""
-    from . import cuda_impl, hip_impl
-    from .impls import apfloat
+    from .impls import apfloat, cuda, hip
     from .shim_build import find_compiler
 
     cxx = find_compiler()
     out: dict[str, Any] = {"cxx": {"path": cxx, "version": _first_line([cxx, "--version"]) if cxx else None,
                                    "from": "$CXX" if os.environ.get("CXX") else "PATH"}}
-    nvcc = cuda_impl.find_nvcc()
+    nvcc = cuda.find_nvcc()
     out["nvcc"] = {"path": nvcc, "version": _nvcc_release(nvcc) if nvcc else None}
-    dirs, origin = cuda_impl.find_include_dirs()
+    dirs, origin = cuda.find_include_dirs()
     out["cuda_headers"] = {"dirs": [str(d) for d in dirs or []], "from": origin or None,
-                           "version": cuda_impl.header_version(dirs) if dirs else None}
-    wheels = cuda_impl.wheel_include_dirs()
+                           "version": cuda.header_version(dirs) if dirs else None}
+    wheels = cuda.wheel_include_dirs()
     out["cuda_wheels"] = {"dirs": [str(d) for d in wheels or []],
-                          "version": cuda_impl.header_version(wheels) if wheels else None}
-    inc, hip_origin = hip_impl.find_include_dir()
+                          "version": cuda.header_version(wheels) if wheels else None}
+    inc, hip_origin = hip.find_include_dir()
     out["hip_headers"] = {"dir": str(inc) if inc else None, "from": hip_origin or None,
-                          "version": hip_impl.header_version(inc) if inc else None}
+                          "version": hip.header_version(inc) if inc else None}
     chosen, why = apfloat.find_llvm_config()
     named = os.environ.get("FMTSIM_LLVM_CONFIG") or None
     configs, seen = [], set()

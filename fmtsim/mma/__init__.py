@@ -8,7 +8,7 @@ Data flows: formats -> mma.arith (codes split into sign, significand, exponent) 
 mma.step (one fused step, integer arithmetic; mma.fma: the exactly rounded FMAs of the
 fp32 / fp64 units) -> mma.gemm (chaining, promotion,
 split-K, MX / NVFP4 tensors). Conformance against the peer MMA-Sim lives in
-fmtsim.conformance.mma_peers.
+fmtsim.conformance.impls.mmasim.
 """
 
 from .gemm import matmul

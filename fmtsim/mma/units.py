@@ -59,7 +59,7 @@ Where the sources differ. Khattak-Mikaitis model NVIDIA V100 to B200 for 8-, 16-
 the NVIDIA FP8 and fp16/bf16 units the parameters below are the ones both give (L, F,
 output rounding, e_zero). Where only MMA-Sim has a model, fmtsim follows its
 arithmetic, and departs from it only where its float64 emulation shows through
-(named in fmtsim.conformance.mma_peers: a NaN/Inf accumulator dropped on CDNA3 FP8,
+(named in fmtsim.conformance.impls.mmasim: a NaN/Inf accumulator dropped on CDNA3 FP8,
 the sign of a zero result on AMD), keeping IEEE rules there. One open question: for RTX
 Blackwell's block-scaled FP4 mma (m16n8k64) MMA-Sim's groups of 16 with F=35 and a
 public RTX 5090 probe's 25 bits (huweim/emulation_sys) disagree; the sm120_ records
