@@ -113,7 +113,7 @@ def _check_nans(flat: np.ndarray, shape: tuple[int, ...], fmt: Format) -> None:
     if count:
         raise ValueError(
             f"{fmt.name} has no NaN encoding and {count} input(s) are NaN (first at "
-            f"{_where(shape, first)}); pass nan='max', 'zero' or 'ml_dtypes' to choose a code"
+            f"{_where(shape, first)}); pass nan='max', 'zero' or 'zero_sign_flipped' (or a profile) to choose a code"
         )
 
 
@@ -128,6 +128,10 @@ def _prepare(
         if rbits is None:
             raise ValueError("rounding='sr' needs rbits: one unsigned random integer per element")
         r = _check_rbits(rbits, arr.shape)
+        n = pol.stochastic.bits
+        if n is not None and r.size and int(r.max()) >> n:
+            bad = int(np.argmax(r >> np.uint64(n)))
+            raise ValueError(f"sr_bits={n}: rbits must be below 2^{n}; {_where(arr.shape, bad)} holds {int(r[bad])}")
     else:
         if rbits is not None:
             raise ValueError(f"rbits is only used with rounding='sr' (rounding is {pol.rounding!r})")

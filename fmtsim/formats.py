@@ -17,7 +17,17 @@ Value of a float code with sign s, exponent field e and mantissa field m
     "fn"    only exponent and mantissa all ones is NaN, no Inf (E4M3, UE4M3, E8M0)
     "fnuz"  the negative-zero code 0x80 is the only NaN; no -0, no Inf (AMD FNUZ,
             and E4M3B11FNUZ, bias 11)
+    "top_inf"  one NaN and an Inf at the top of each sign (IEEE P3109 Extended): signed, the
+            negative-zero code 0x80 is the NaN and 0x7F / 0xFF are +Inf / -Inf; unsigned, the
+            all-ones code is the NaN and the one below it +Inf. No -0.
     "none"  every code is a finite number (FP4, FP6, integers)
+
+IEEE P3109 (interim report v4.0, 26 June 2026, 3.1-3.2 and 4.7.6) defines a family
+Binary{K}p{P}{s|u}{e|f}: K bits, precision P (signed 0 < P < K, unsigned 0 < P <= K), bias
+2^(K-P-1) signed and 2^(K-P) unsigned, subnormals, no -0, one NaN; Extended formats (e) have
++-Inf, Finite ones (f) none. :func:`p3109` builds one (``get_format("binary8p4se")`` too); K is
+3..8 here, as every fmtsim code is a byte. Signed Finite formats are FNUZ-shaped ("fnuz"),
+unsigned Finite ones have only the all-ones NaN ("fn").
 
 Integer formats are two's complement (signed) or plain binary, and a code
 is worth ``code * 2**scale_exp`` (MX INT8: scale_exp = -6).
@@ -26,6 +36,7 @@ is worth ``code * 2**scale_exp`` (MX INT8: scale_exp = -6).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -36,10 +47,10 @@ from typing import Literal
 import ml_dtypes
 import numpy as np
 
-__all__ = ["Format", "FORMATS", "get_format", "format_names"]
+__all__ = ["Format", "FORMATS", "get_format", "format_names", "p3109", "P3109_WIDTHS"]
 
 Kind = Literal["float", "int"]
-Specials = Literal["ieee", "fn", "fnuz", "none"]
+Specials = Literal["ieee", "fn", "fnuz", "top_inf", "none"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,6 +109,12 @@ class Format:
             return "inf" if m == 0 else "nan"
         if self.specials == "fn" and e == exp_mask and m == man_mask:
             return "nan"
+        if self.specials == "top_inf":
+            top = self.n_codes - 1 - self.sign_mask  # the largest magnitude code of each sign
+            if (self.signed and code == self.sign_mask) or (not self.signed and code == top):
+                return "nan"
+            if (code & ~self.sign_mask) == (top if self.signed else top - 1):
+                return "inf"
         if e == 0 and self.subnormals:
             return "zero" if m == 0 else "subnormal"
         return "normal"
@@ -295,6 +312,46 @@ for _f in _RECORDS:
         _ALIASES[_name] = _f.name
 
 
+#: the bit widths K of the P3109 formats fmtsim builds (a code is a byte)
+P3109_WIDTHS = range(3, 9)
+_P3109_NAME = re.compile(r"binary(\d+)p(\d+)([su])([ef])")
+_P3109_CACHE: dict[tuple[int, int, bool, bool], Format] = {}
+P3109_SOURCE = "IEEE P3109 interim report v4.0 (26 June 2026), 3.1-3.2, 4.7.6"
+
+
+def p3109(k: int, p: int, signed: bool = True, extended: bool = True) -> Format:
+    """The IEEE P3109 format Binary{k}p{p}{s|u}{e|f} (module docstring); ValueError outside its ranges."""
+    for what, v in (("K", k), ("P", p)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"P3109 {what} must be an int, not {type(v).__name__}")
+    if k not in P3109_WIDTHS:
+        if k > 2:
+            raise ValueError(f"P3109 Binary{k}: fmtsim builds K = 3..8 (every code is a byte); wider P3109 "
+                             "formats are not supported")
+        raise ValueError(f"P3109 K must be greater than 2 (interim report 3.1), not {k}")
+    top = k - 1 if signed else k
+    if not 1 <= p <= top:
+        raise ValueError(f"P3109 Binary{k}: P must be 1..{top} for {'signed' if signed else 'unsigned'} "
+                         f"formats, not {p}")
+    key = (k, p, bool(signed), bool(extended))
+    if key not in _P3109_CACHE:
+        name = f"binary{k}p{p}{'s' if signed else 'u'}{'e' if extended else 'f'}"
+        specials: Specials = "top_inf" if extended else ("fnuz" if signed else "fn")
+        _P3109_CACHE[key] = Format(
+            name, "float", exp_bits=k - p if signed else k - p + 1, man_bits=p - 1,
+            bias=2 ** (k - p - 1) if signed else 2 ** (k - p), signed=signed, specials=specials,
+            title=f"IEEE P3109 Binary{k}p{p}{'s' if signed else 'u'}{'e' if extended else 'f'} "
+                  f"({'signed' if signed else 'unsigned'}, {'Extended' if extended else 'Finite'})",
+            source=P3109_SOURCE)
+    return _P3109_CACHE[key]
+
+
+def p3109_formats(widths: range = P3109_WIDTHS) -> list[Format]:
+    """Every P3109 format of the given widths: K, then P, signed before unsigned, Extended before Finite."""
+    return [p3109(k, p, signed, extended) for k in widths for signed in (True, False)
+            for p in range(1, k if signed else k + 1) for extended in (True, False)]
+
+
 def format_names() -> list[str]:
     return list(FORMATS)
 
@@ -311,4 +368,8 @@ def get_format(fmt: str | Format) -> Format:
     key = fmt.strip().lower().replace("-", "_")
     if key in _ALIASES:
         return FORMATS[_ALIASES[key]]
-    raise ValueError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+    m = _P3109_NAME.fullmatch(key)
+    if m:
+        return p3109(int(m[1]), int(m[2]), m[3] == "s", m[4] == "e")
+    raise ValueError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}, and the IEEE P3109 "
+                     "formats binary{K}p{P}{s|u}{e|f} (K 3..8)")

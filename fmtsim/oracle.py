@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import replace
 from fractions import Fraction
 from functools import cache
 
 from .formats import Format, get_format
-from .policy import Policy, Profile, Resolved, resolve
+from .policy import Policy, Profile, Resolved, RoundingMode, resolve
 from .sources import source_type
 
 __all__ = ["value_of", "encode_one", "exact_value"]
@@ -79,6 +80,13 @@ def value_of(code: int, fmt: str | Format) -> Fraction | str:
         return "nan" if m else ("-inf" if s else "+inf")
     if f.specials == "fn" and e_all and m_all:
         return "nan"
+    if f.specials == "top_inf":  # P3109 Extended: one NaN, +-Inf at the top of each sign
+        magnitude = code & ~(1 << (total - 1)) if f.signed else code
+        top = (1 << (total - 1 if f.signed else total)) - 1
+        if (f.signed and code == 1 << (total - 1)) or (not f.signed and code == top):
+            return "nan"
+        if magnitude == (top if f.signed else top - 1):
+            return "-inf" if s else "+inf"
     if e == 0 and f.subnormals:
         mag = Fraction(m, 2**f.man_bits) * Fraction(2) ** (1 - f.bias)
     else:
@@ -109,9 +117,7 @@ def _sorted_values(f: Format, symmetric: bool) -> list[Fraction]:
 
 
 def _neg_zero_code(f: Format) -> int | None:
-    if f.kind == "float" and f.signed and f.specials != "fnuz":
-        return 1 << (f.bits - 1)
-    return None
+    return f.sign_mask if f.has_neg_zero else None
 
 
 def _ulp_beyond(f: Format, v: Fraction) -> Fraction:
@@ -122,8 +128,8 @@ def _ulp_beyond(f: Format, v: Fraction) -> Fraction:
 
 
 def _quiet_nan(f: Format, negative: bool) -> int:
-    if f.specials == "fnuz":
-        return 1 << (f.bits - 1)
+    if len(f.nan_codes) == 1:  # FNUZ, P3109, the unsigned formats
+        return f.nan_codes[0]
     sign = (1 << (f.bits - 1)) if (negative and f.signed) else 0
     top = (1 << ((f.bits - 1) if f.signed else f.bits)) - 1
     if f.specials == "ieee":
@@ -132,9 +138,9 @@ def _quiet_nan(f: Format, negative: bool) -> int:
 
 
 def _canonical_nan(f: Format) -> int:
-    """PTX's canonical NaN: positive, every bit below the sign set (FNUZ: 0x80)."""
-    if f.specials == "fnuz":
-        return 1 << (f.bits - 1)
+    """PTX's canonical NaN: positive, every bit below the sign set (a format with one NaN: that one)."""
+    if len(f.nan_codes) == 1:
+        return f.nan_codes[0]
     return (1 << ((f.bits - 1) if f.signed else f.bits)) - 1
 
 
@@ -269,12 +275,16 @@ def _encode_inf(negative: bool, f: Format, pol: Resolved) -> tuple[int, int]:
     """An infinite input under the inf rule and the overflow mode."""
     symmetric = pol.on_overflow.mode == "satsym"
     finite = _finite_codes(f, symmetric)
+    to_nan = _INVALID if pol.flags.inf_nan == "invalid" else _INEXACT
     if negative and not f.signed:
+        if pol.on_overflow.unsigned_negative == "nan":
+            return f.nan_codes[0], to_nan
         return _zero_code(f, symmetric), _INEXACT | _SATURATED
     code_max = finite[0][1] if negative else finite[-1][1]
-    to_nan = _INVALID if pol.flags.inf_nan == "invalid" else _INEXACT
     to_number = _INEXACT | _SATURATED if pol.flags.inf_number == "inexact" else 0
     how = pol.on_input.inf
+    if how == "infinite" and f.has_inf:
+        return min(f.inf_codes) | ((1 << (f.bits - 1)) if negative else 0), 0
     if how == "nan":
         return _nan_for_overflow(f, pol, negative), to_nan
     if how == "zero":
@@ -308,6 +318,13 @@ def _encode_number(v: Fraction, f: Format, pol: Resolved, rbits: int, src: str) 
     lo_val, lo_code = finite[0]
     hi_val, hi_code = finite[-1]
     if v < 0 and not f.signed:
+        if pol.on_overflow.unsigned_negative == "nan":  # rounded by its magnitude, as a negative rounds
+            mirrored: RoundingMode = {"rup": "rdn", "rdn": "rup", "rnm": "rna"}.get(  # type: ignore[assignment]
+                pol.rounding, pol.rounding)
+            code, fl = _encode_number(-v, f, replace(pol, rounding=mirrored), rbits, src)
+            if code != _zero_code(f, symmetric):
+                return f.nan_codes[0], _INVALID
+            return code, _INEXACT | _UNDERFLOW
         return _zero_code(f, symmetric), _INEXACT | _SATURATED
     vals_sorted = _sorted_values(f, symmetric)
     k = bisect.bisect_left(vals_sorted, v)
@@ -324,7 +341,7 @@ def _encode_number(v: Fraction, f: Format, pol: Resolved, rbits: int, src: str) 
     else:
         down: tuple[Fraction, int | None] = finite[k - 1] if k > 0 else (below_bottom, None)  # type: ignore[assignment]
         up: tuple[Fraction, int | None] = finite[k] if k < len(finite) else (above_top, None)
-        pick = _pick_neighbour(v, down, up, pol.rounding, hi_code if v > 0 else lo_code, rbits, src)
+        pick = _pick_neighbour(v, down, up, pol, hi_code if v > 0 else lo_code, rbits, src)
 
     flags = _INEXACT
     if f.kind == "float" and f.min_normal is not None and 0 < abs(v) < f.min_normal and _tiny(v, f, pol, abs(pick[0])):
@@ -336,7 +353,8 @@ def _encode_number(v: Fraction, f: Format, pol: Resolved, rbits: int, src: str) 
         return pick[1], flags
     mode = pol.rounding
     positive = v > 0
-    toward_finite = mode == "rtz" or (mode == "rup" and not positive) or (mode == "rdn" and positive)
+    toward_finite = mode == "rtz" or (mode == "rup" and not positive) or (mode == "rdn" and positive) or \
+        (mode == "rto" and (hi_code if positive else lo_code) & 1 == 1)
     if not pol.on_overflow.saturating and not toward_finite:
         if f.has_inf:
             return min(f.inf_codes) | (0 if positive else 1 << (f.bits - 1)), flags | _OVERFLOW
@@ -347,11 +365,12 @@ def _encode_number(v: Fraction, f: Format, pol: Resolved, rbits: int, src: str) 
                                                                      else 0)
 
 
-def _pick_neighbour(v: Fraction, down: tuple[Fraction, int | None], up: tuple[Fraction, int | None], mode: str,
-                    end_code: int, rbits: int, src: str) -> tuple[Fraction, int | None]:
+def _pick_neighbour(v: Fraction, down: tuple[Fraction, int | None], up: tuple[Fraction, int | None],
+                    pol: Resolved, end_code: int, rbits: int, src: str) -> tuple[Fraction, int | None]:
     """The rounding mode's choice between the neighbours ``down`` < v < ``up`` ((value, code); code
     None past the finite range). ``end_code`` is the code at the end on v's side (the parity of the
     value beyond it is the opposite of its)."""
+    mode = pol.rounding
     toward_zero, away = (down, up) if v > 0 else (up, down)
     if mode == "rtz":
         return toward_zero
@@ -359,28 +378,50 @@ def _pick_neighbour(v: Fraction, down: tuple[Fraction, int | None], up: tuple[Fr
         return up
     if mode == "rdn":
         return down
-    if mode in ("rne", "rna"):
+    tz_code = toward_zero[1]
+    tz_parity = tz_code & 1 if tz_code is not None else 1 - (end_code & 1)
+    if mode == "rto":
+        return toward_zero if tz_parity == 1 else away
+    if mode in ("rne", "rna", "rnz", "rnm"):
         dz = abs(v - toward_zero[0])
         da = abs(away[0] - v)
         if dz != da:
             return toward_zero if dz < da else away
-        if mode == "rna":
+        if mode == "rna" or (mode == "rnm" and v < 0):
             return away
-        tz_code = toward_zero[1]
-        tz_parity = tz_code & 1 if tz_code is not None else 1 - (end_code & 1)
+        if mode in ("rnz", "rnm"):
+            return toward_zero
         return toward_zero if tz_parity == 0 else away
     if mode == "sr":
-        gap = abs(away[0] - toward_zero[0])
-        frac = abs(v - toward_zero[0]) / gap
+        return away if _stochastic_away(v, toward_zero[0], away[0], pol, rbits, src) else toward_zero
+    raise ValueError(mode)  # pragma: no cover
+
+
+def _stochastic_away(v: Fraction, toward_zero: Fraction, away: Fraction, pol: Resolved, rbits: int,
+                     src: str) -> bool:
+    """The stochastic rule's choice (policy.py), by its definition, for the fraction of the gap."""
+    frac = abs(v - toward_zero) / abs(away - toward_zero)
+    rule, n = pol.stochastic.rule, pol.stochastic.bits
+    if rule == "equal":
+        return rbits % 2 == 1
+    if n is None:  # the source bits the rounding discards, up to 32
         st = source_type(src)
         ulp = Fraction(2) ** (max(_floor_log2(abs(v)), st.emin) - (st.precision - 1))
-        d = 0
-        while Fraction(2) ** d * ulp < gap:
-            d += 1
-        d = min(d, 32)
-        fint = math.floor(frac * 2**d)
-        return away if fint + (rbits % (1 << d)) >= (1 << d) else toward_zero
-    raise ValueError(mode)  # pragma: no cover
+        n = 0
+        while Fraction(2) ** n * ulp < abs(away - toward_zero):
+            n += 1
+        n = min(n, 32)
+        rbits %= 1 << n
+    if rule == "offset":
+        return math.floor(frac * 2 ** (n + 1)) + 2 * rbits + 1 >= 2 ** (n + 1)
+    scaled = frac * 2**n
+    if rule == "nearest":
+        fl = math.floor(scaled)
+        rem = scaled - fl
+        scaled = fl + (1 if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and fl % 2 == 1) else 0)
+    else:
+        scaled = math.floor(scaled)
+    return scaled + rbits >= 2**n
 
 
 def _special_float(w: str) -> float:
@@ -470,10 +511,14 @@ def _tiny(v: Fraction, f: Format, pol: Resolved, result: Fraction) -> bool:
         r = lo
     elif mode in ("rup", "rdn"):
         r = hi
+    elif mode == "rto":
+        r = lo if (lo / ulp) % 2 == 1 else hi
     elif a - lo != hi - a:
         r = lo if a - lo < hi - a else hi
-    elif mode == "rna":
+    elif mode == "rna" or (mode == "rnm" and negative):
         r = hi
+    elif mode in ("rnz", "rnm"):
+        r = lo
     else:
         r = lo if (lo / ulp) % 2 == 0 else hi
     return r < f.min_normal
@@ -532,7 +577,7 @@ def _nan_by_name(f: Format, mode: str, neg: bool) -> int:
     if mode == "positive":
         return _quiet_nan(f, False)
     if mode == "signed_all_ones":
-        if f.specials == "fnuz" or not f.signed:
+        if len(f.nan_codes) == 1 or not f.signed:
             return _canonical_nan(f)
         return _canonical_nan(f) | (1 << (f.bits - 1) if neg else 0)
     if mode == "all_ones":

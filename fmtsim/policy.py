@@ -17,7 +17,23 @@ Rounding modes (all exact, applied once to the input's exact value):
     rtz  toward zero
     rup  toward +Inf
     rdn  toward -Inf
-    sr   stochastic, with caller-supplied random bits (see rounding.py)
+    rnz  nearest, ties toward zero (cpfloat's and pychop's mode 0 variant)
+    rnm  nearest, ties toward -Inf (a tie of a positive goes down, of a negative away from zero)
+    rto  to odd: an inexact result is the neighbour whose code is odd (code LSB 1; IEEE P3109
+         ToOdd: for P = 1 the code is the biased exponent). Past max finite it is max finite where
+         max finite's code is odd, else overflow (P3109 4.7.5: unsigned Extended formats, whose
+         max finite code is odd, never reach Inf under ToOdd)
+    sr   stochastic, with caller-supplied random bits R (see rounding.py): where the value lies a
+         fraction v of the way from the neighbour toward zero to the one away from it, the rule
+         ``sr_rule`` decides with N = ``sr_bits`` bits of R (None: every source bit the rounding
+         discards, up to 32):
+             truncated  up when floor(v 2^N) + R >= 2^N (the default; P3109 StochasticA)
+             offset     up when floor(v 2^(N+1)) + 2R + 1 >= 2^(N+1) (P3109 StochasticB)
+             nearest    up when RNITE(v 2^N) + R >= 2^N, v 2^N rounded to nearest even
+                        (P3109 StochasticC)
+             equal      up or down with equal probability: up when R's lowest bit is 1
+                        (cpfloat's and pychop's mode 6), whatever v
+         With ``sr_bits`` given, R must be below 2^N.
 
 Overflow (a finite input whose rounded value, with an unbounded exponent,
 exceeds max finite; rounding first, then the check, as OFP8 requires):
@@ -134,7 +150,13 @@ names):
     inf           what +-Inf inputs become: 'overflow' (default: what overflow gives under
                   the overflow mode, +-max under satfinite), 'nan' (the overflow NaN even
                   under satfinite: HIP), 'max' (+-max whatever the mode), 'zero' (+-0:
-                  LLVM APFloat into FP4/FP6).
+                  LLVM APFloat into FP4/FP6), 'infinite' (the Inf of its sign where the
+                  format has it, else as 'overflow': P3109's SatPropagate).
+    unsigned_negative
+                  unsigned formats: 'zero' (default: a negative input clamps to 0) or 'nan'
+                  (a negative that rounds, by its magnitude and the rounding mode, to a
+                  nonzero value, and -Inf, give the NaN; one that rounds to zero gives 0:
+                  P3109's SatNone, 4.7.5).
     e8m0_negative negatives, -0 and -Inf into E8M0: 'nan' (0xFF), 'min' (0x00) or 'abs'
                   (the magnitude is converted: NVIDIA, torch). Default: 'min' under
                   satfinite, 'nan' otherwise.
@@ -244,20 +266,24 @@ __all__ = [
     "E8M0Rule",
     "IntermediateRule",
     "FlagRule",
+    "StochasticRule",
+    "SR_RULES",
     "Resolved",
     "resolve",
 ]
 
 # Every choice is a Literal type (mypy catches a misspelt mode in code) and, for callers that pass
 # strings, a tuple of its names checked at run time (the tuples are the Literals' arguments).
-RoundingMode = Literal["rne", "rna", "rtz", "rup", "rdn", "sr"]
+RoundingMode = Literal["rne", "rna", "rtz", "rup", "rdn", "rnz", "rnm", "rto", "sr"]
+SrRule = Literal["truncated", "offset", "nearest", "equal"]
 OverflowMode = Literal["satfinite", "nonsat", "satsym"]
 NanMode = Literal["signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "zero_sign_flipped",
                   "payload_rounded", "positive", "inf", "signed_max", "neg_zero", "payload", "fixed", "as_inf",
                   "quiet_payload"]
 OverflowNanMode = Literal["signed", "positive", "canonical", "all_ones", "signed_all_ones"]
 OverflowCheck = Literal["after", "before"]
-InfMode = Literal["overflow", "nan", "max", "zero"]
+InfMode = Literal["overflow", "nan", "max", "zero", "infinite"]
+UnsignedNegative = Literal["zero", "nan"]
 E8M0Negative = Literal["nan", "min", "abs"]
 E8M0Zero = Literal["nan", "min"]
 E8M0Inf = Literal["nan", "max"]
@@ -280,7 +306,9 @@ NAN_MODES: tuple[NanMode, ...] = get_args(NanMode)
 # what each mode does, in a line (fmtsim list rounding|overflow|nan); the module docstring in full
 ROUNDING_MODE_TEXT = {"rne": "round to nearest, ties to the even code (the default)",
                       "rna": "round to nearest, ties away from zero", "rtz": "toward zero", "rup": "toward +Inf",
-                      "rdn": "toward -Inf", "sr": "stochastic: your random bits (rbits=, --rbits) decide"}
+                      "rdn": "toward -Inf", "rnz": "round to nearest, ties toward zero",
+                      "rnm": "round to nearest, ties toward -Inf", "rto": "to odd (the neighbour with an odd code)",
+                      "sr": "stochastic: your random bits (rbits=, --rbits) decide"}
 OVERFLOW_MODE_TEXT = {"satfinite": "beyond the largest finite: +-max, Inf inputs too (the default)",
                       "nonsat": "beyond the largest finite: Inf, or NaN where the format has no Inf",
                       "satsym": "signed integers: +-(2^(b-1) - 1), the symmetric range"}
@@ -328,6 +356,8 @@ FLAG_FIELDS: dict[str, tuple[str, ...]] = {
     "flag_neg_zero": get_args(FlagNegZero),
 }
 NAN_CODE_SIGNS: tuple[NanCodeSign, ...] = get_args(NanCodeSign)
+SR_RULES: tuple[SrRule, ...] = get_args(SrRule)
+SR_MAX_BITS = 32
 SOURCES = SOURCE_NAMES
 # NaN modes that need the format to have a NaN code / that give a NaN code
 _NAN_CODE_MODES = ("signed", "canonical", "all_ones", "signed_all_ones", "positive")
@@ -367,6 +397,9 @@ class Policy:
     intermediate_carry: IntermediateCarry | None = None
     e8m0_encoding: E8M0Encoding | None = None
     neg_zero_input: NegZeroInput | None = None
+    unsigned_negative: UnsignedNegative | None = None
+    sr_rule: SrRule | None = None
+    sr_bits: int | None = None
 
 
 def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -388,6 +421,7 @@ class OverflowRule:
     mode: OverflowMode = "satfinite"
     when: OverflowCheck = "after"
     nan: OverflowNanMode | None = None
+    unsigned_negative: UnsignedNegative = "zero"
 
     @property
     def saturating(self) -> bool:
@@ -398,6 +432,9 @@ class OverflowRule:
         _check_choice("overflow_check", self.when, OVERFLOW_CHECKS)
         if self.nan is not None:
             _check_choice("overflow_nan mode", self.nan, OVERFLOW_NAN_MODES)
+        _check_choice("unsigned_negative", self.unsigned_negative, get_args(UnsignedNegative))
+        if self.unsigned_negative == "nan" and (fmt.signed or not fmt.has_nan):
+            raise ValueError(f"{fmt.name}: unsigned_negative='nan' applies to unsigned formats with a NaN")
         if self.mode == "satsym" and not (fmt.kind == "int" and fmt.signed):
             raise ValueError(f"{fmt.name}: overflow='satsym' applies to signed integer formats only")
 
@@ -571,6 +608,25 @@ class FlagRule:
 
 
 @dataclass(frozen=True)
+class StochasticRule:
+    """How ``rounding='sr'`` turns random bits into a direction (the module docstring's table):
+    the rule and N, the number of random bits (None: the bits the rounding discards, up to 32)."""
+
+    rule: SrRule = "truncated"
+    bits: int | None = None
+
+    def check(self, rounding: str) -> None:
+        _check_choice("sr_rule", self.rule, SR_RULES)
+        if self.bits is not None:
+            if isinstance(self.bits, bool) or not isinstance(self.bits, int):
+                raise TypeError(f"sr_bits must be an int, not {type(self.bits).__name__}")
+            if not 1 <= self.bits <= SR_MAX_BITS:
+                raise ValueError(f"sr_bits must be 1..{SR_MAX_BITS}, not {self.bits}")
+        if rounding != "sr" and (self.rule != "truncated" or self.bits is not None):
+            raise ValueError(f"sr_rule and sr_bits describe rounding='sr' (rounding is {rounding!r})")
+
+
+@dataclass(frozen=True)
 class Resolved:
     """A policy made concrete for one format: every choice decided, grouped by what it governs.
 
@@ -584,6 +640,7 @@ class Resolved:
     e8m0: E8M0Rule = E8M0Rule()
     via: IntermediateRule = IntermediateRule()
     flags: FlagRule = FlagRule()
+    stochastic: StochasticRule = StochasticRule()
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -662,7 +719,7 @@ def resolve(
     _check_choice("rounding mode", r, ROUNDING_MODES)
     o: Any = overflow if overflow is not None else base.overflow or "satfinite"
     _check_choice("overflow mode", o, OVERFLOW_MODES)
-    on_overflow = OverflowRule(o, base.overflow_check or "after", base.overflow_nan)
+    on_overflow = OverflowRule(o, base.overflow_check or "after", base.overflow_nan, base.unsigned_negative or "zero")
     sat = on_overflow.saturating
     on_nan = _nan_rule(f, base, nan)
     on_input = InputRule(base.inf or "overflow", base.neg_zero_input or "keep")
@@ -676,9 +733,13 @@ def resolve(
     on_nan.check(f)
     on_input.check(f)
     e8m0.check(f, r)
+    stochastic = StochasticRule(base.sr_rule or "truncated", base.sr_bits)
     via.check()
     flags.check()
-    return Resolved(f, r, on_overflow, on_nan, on_input, e8m0, via, flags)
+    stochastic.check(r)
+    if r in ("rnz", "rnm", "rto") and f.name == "e8m0" and e8m0.encoding != "unsigned":
+        raise ValueError(f"e8m0_encoding={e8m0.encoding!r} is modelled for rne, rna, rtz, rup and rdn, not {r}")
+    return Resolved(f, r, on_overflow, on_nan, on_input, e8m0, via, flags, stochastic)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

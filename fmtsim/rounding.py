@@ -43,7 +43,7 @@ import ml_dtypes
 import numpy as np
 
 from .formats import Format
-from .policy import Resolved
+from .policy import Resolved, StochasticRule
 from .sources import SOURCE_TYPES, source_type
 
 __all__ = [
@@ -142,7 +142,7 @@ def _sides(fmt: Format, symmetric: bool = False) -> tuple[_Side, _Side | None]:
 
 def _quiet_nan(fmt: Format, negative: bool) -> int:
     """The quiet NaN of a sign: top mantissa bit set (E5M2 0x7E), else all ones."""
-    if fmt.specials == "fnuz":
+    if len(fmt.nan_codes) == 1:  # FNUZ, P3109, the unsigned formats: one NaN, whatever the sign
         return fmt.nan_codes[0]
     sign = fmt.sign_mask if (negative and fmt.signed) else 0
     cands = [c for c in fmt.nan_codes if (c & fmt.sign_mask) == sign]
@@ -171,7 +171,7 @@ def _nan_code(pol: Resolved, negative: np.ndarray, mode: str | None = None) -> n
     if n == "positive":
         return np.full(negative.shape, _quiet_nan(fmt, False))
     if n == "signed_all_ones":
-        if fmt.specials == "fnuz":
+        if len(fmt.nan_codes) == 1:
             return np.full(negative.shape, _quiet_nan(fmt, False))
         top = max(c for c in fmt.nan_codes if not c & fmt.sign_mask)
         return np.where(negative & fmt.signed, top | fmt.sign_mask, top)
@@ -179,7 +179,7 @@ def _nan_code(pol: Resolved, negative: np.ndarray, mode: str | None = None) -> n
         ones = fmt.n_codes - 1
         return np.full(negative.shape, ones if ones in fmt.nan_codes else _quiet_nan(fmt, False))
     if n == "canonical":
-        return np.full(negative.shape, _quiet_nan(fmt, False) if fmt.specials == "fnuz" else
+        return np.full(negative.shape, _quiet_nan(fmt, False) if len(fmt.nan_codes) == 1 else
                        max(c for c in fmt.nan_codes if not c & fmt.sign_mask))
     if n == "fixed":
         return np.where(negative, pol.fixed_nan_code(True), pol.fixed_nan_code(False))
@@ -296,15 +296,27 @@ def to_intermediate(x: np.ndarray, kind: str, carry: str = "exact") -> np.ndarra
     return out
 
 
+_PROPORTIONAL = StochasticRule()  # sr's default rule
+
+
 def _direction(rounding: str, negative: bool) -> str:
-    """How a magnitude moves: 'down' (toward 0), 'up', 'ne', 'na' or 'sr'."""
+    """How a magnitude moves: 'down' (toward 0), 'up', nearest with ties to the even code ('ne'), away
+    from zero ('na') or toward zero ('nz'), to the odd code ('odd'), or 'sr'."""
     if rounding == "rtz":
         return "down"
     if rounding == "rup":
         return "down" if negative else "up"
     if rounding == "rdn":
         return "up" if negative else "down"
-    return {"rne": "ne", "rna": "na", "sr": "sr"}[rounding]
+    if rounding == "rnm":  # ties toward -Inf: away from zero for negatives
+        return "na" if negative else "nz"
+    return {"rne": "ne", "rna": "na", "rnz": "nz", "rto": "odd", "sr": "sr"}[rounding]
+
+
+def _toward_finite(how: str, side: _Side) -> bool:
+    """Does rounding ``how`` stop at max finite past it (no overflow value)? Toward zero always; to
+    odd where max finite's code is odd."""
+    return how == "down" or (how == "odd" and side.parity[side.n] == 1)
 
 
 def _round_side(
@@ -314,6 +326,7 @@ def _round_side(
     *,
     rbits: np.ndarray | None = None,
     src: str = "float64",
+    stochastic: StochasticRule = _PROPORTIONAL,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Index into ``side`` (n + 1 means overflow) and exactness, for magnitudes ``a``."""
     v = side.mag
@@ -326,31 +339,55 @@ def _round_side(
         idx = ic
     elif how == "up":
         idx = np.where(exact | below, ic, ic + 1)
-    elif how in ("ne", "na"):
+    elif how in ("ne", "na", "nz"):
         hi = np.minimum(ic + 1, n + 1)
         mid = (v[ic] + v[hi]) * 0.5
         go_up = a > mid
         tie = (a == mid) & (ic <= n)
         if how == "na":
             go_up |= tie
-        else:
+        elif how == "ne":
             go_up |= tie & (side.parity[hi] == 0)
         idx = np.where((ic <= n) & ~below, ic + go_up, ic)
+    elif how == "odd":  # inexact: the neighbour with the odd code (the one beyond max included)
+        up = ~exact & ~below & (side.parity[np.minimum(ic, n + 1)] == 0)
+        idx = np.where(ic <= n, ic + up, n + 1)
     else:  # "sr"
         assert rbits is not None
-        hi = np.minimum(ic + 1, n + 1)
-        gap = v[hi] - v[ic]
-        frac = np.where((ic <= n) & ~below, (a - v[ic]) / np.where(gap > 0, gap, 1.0), 0.0)
-        prec, emin_src = SOURCE_TYPES[src].precision, SOURCE_TYPES[src].emin
-        _, e_a = np.frexp(a)
-        ulp_exp = np.maximum(e_a - 1, emin_src) - (prec - 1)
-        _, e_gap = np.frexp(np.where(gap > 0, gap, 1.0))
-        d = np.clip((e_gap - 1) - ulp_exp, 0, 32)
-        f_int = np.floor(np.ldexp(frac, d)).astype(np.uint64)
-        r = rbits.astype(np.uint64) & ((np.uint64(1) << d.astype(np.uint64)) - np.uint64(1))
-        go_up = (f_int + r) >= (np.uint64(1) << d.astype(np.uint64))
-        idx = np.where((ic <= n) & ~below, ic + go_up, ic)
+        idx = np.where((ic <= n) & ~below, ic + _stochastic_up(a, v, ic, n, rbits, src, stochastic), ic)
     return idx, exact
+
+
+def _stochastic_up(a: np.ndarray, v: np.ndarray, ic: np.ndarray, n: int, rbits: np.ndarray, src: str,
+                   stochastic: StochasticRule) -> np.ndarray:
+    """Whether each magnitude, a fraction of the way from v[ic] to the next value, goes up under the
+    stochastic rule (policy.py: truncated, offset, nearest, equal) with its N random bits."""
+    hi = np.minimum(ic + 1, n + 1)
+    gap = v[hi] - v[ic]
+    # exact: a - v[ic] by Sterbenz (or v[ic] = 0), and the gap is a power of two
+    frac = np.where(ic <= n, (a - v[ic]) / np.where(gap > 0, gap, 1.0), 0.0)
+    r = rbits.astype(np.uint64)
+    if stochastic.rule == "equal":
+        return (frac > 0) & (r & np.uint64(1) == 1)
+    if stochastic.bits is None:  # every source bit the rounding discards, up to 32
+        st = SOURCE_TYPES[src]
+        _, e_a = np.frexp(a)
+        ulp_exp = np.maximum(e_a - 1, st.emin) - (st.precision - 1)
+        _, e_gap = np.frexp(np.where(gap > 0, gap, 1.0))
+        d = np.clip((e_gap - 1) - ulp_exp, 0, 32).astype(np.uint64)
+        r = r & ((np.uint64(1) << d) - np.uint64(1))
+    else:
+        d = np.full(a.shape, stochastic.bits, dtype=np.uint64)
+    one = np.uint64(1)
+    if stochastic.rule == "offset":  # floor(v 2^(N+1)) + 2R + 1 >= 2^(N+1)
+        scaled = np.floor(np.ldexp(frac, (d + one).astype(np.int64))).astype(np.uint64)
+        return scaled + (r << one) + one >= (one << (d + one))
+    scaled_f = np.ldexp(frac, d.astype(np.int64))  # exact: frac has at most 53 significant bits
+    if stochastic.rule == "nearest":  # v 2^N to nearest, ties to even
+        scaled = np.rint(scaled_f).astype(np.uint64)
+    else:
+        scaled = np.floor(scaled_f).astype(np.uint64)
+    return scaled + r >= (one << d)
 
 
 def encode_f64(
@@ -426,16 +463,33 @@ def _encode_finite(x: np.ndarray, pol: Resolved, codes: np.ndarray, flags: np.nd
             continue
         how = _direction(pol.rounding, negative_side)
         ai = a[sel]
-        idx, exact = _round_side(ai, side, how, rbits=None if rbits is None else rbits[sel], src=src)
+        idx, exact = _round_side(ai, side, how, rbits=None if rbits is None else rbits[sel], src=src,
+                                 stochastic=pol.stochastic)
         over = idx > side.n
         if pol.on_overflow.when == "before":  # beyond max finite before rounding
             over |= ai > side.mag[side.n]
         c = side.codes[np.minimum(idx, side.n)]
-        if nonsat and how != "down":
+        if nonsat and not _toward_finite(how, side):
             c = np.where(over, _overflow_nan(pol, side.overflow_code, negative_side), c)
         codes[sel] = c
         if flags is not None:
             flags[sel] = _finite_flags(ai, pol, side, negative_side, how, idx, exact, over, c)
+        if negative_side and not fmt.signed and pol.on_overflow.unsigned_negative == "nan":
+            _unsigned_negatives(ai, pol, sel, how, rbits, src, codes, flags)
+
+
+def _unsigned_negatives(ai: np.ndarray, pol: Resolved, sel: np.ndarray, how: str, rbits: np.ndarray | None,
+                        src: str, codes: np.ndarray, flags: np.ndarray | None) -> None:
+    """unsigned_negative='nan': a negative input (magnitudes ``ai``, at ``sel``) rounded by its magnitude
+    on the format's own grid, as a negative rounds; a nonzero result is the NaN (invalid), zero stays."""
+    fmt = pol.fmt
+    pos_side = _sides(fmt)[0]
+    idx, exact = _round_side(ai, pos_side, how, rbits=None if rbits is None else rbits[sel], src=src,
+                             stochastic=pol.stochastic)
+    nonzero = idx > 0
+    codes[np.flatnonzero(sel)[nonzero]] = fmt.nan_codes[0]
+    if flags is not None:
+        flags[sel] = np.where(nonzero, FLAG_INVALID, np.where(ai > 0, FLAG_INEXACT | FLAG_UNDERFLOW, 0))
 
 
 def _finite_flags(ai: np.ndarray, pol: Resolved, side: _Side, negative_side: bool, how: str, idx: np.ndarray,
@@ -473,14 +527,16 @@ def _encode_infinite(x: np.ndarray, pol: Resolved, codes: np.ndarray, flags: np.
         if side is None or not sel.any():
             continue
         how = pol.on_input.inf
-        if negative_side and not fmt.signed:  # unsigned: -Inf clamps to zero
-            c = int(side.codes[-1])
+        if negative_side and not fmt.signed:  # unsigned: -Inf clamps to zero, or is the NaN
+            c = fmt.nan_codes[0] if pol.on_overflow.unsigned_negative == "nan" else int(side.codes[-1])
         elif how == "nan":
             c = _overflow_nan(pol, _quiet_nan(fmt, negative_side), negative_side)
         elif how == "max":
             c = int(side.codes[-1])
         elif how == "zero":
             c = int(side.codes[0])
+        elif how == "infinite" and fmt.has_inf:
+            c = min(fmt.inf_codes) | (fmt.sign_mask if negative_side else 0)
         elif not pol.on_overflow.saturating:
             c = _overflow_nan(pol, side.overflow_code, negative_side)
         else:
@@ -536,9 +592,11 @@ def _reaches_min_normal(a: np.ndarray, mn: float, p: int, how: str, result: np.n
     t = a / mn  # exact: a power-of-two scale
     if how in ("ne", "na"):  # the tie (1 - 2^-(p+1)) goes to the even neighbour mn
         return t >= 1 - 2.0 ** -(p + 1)
+    if how == "nz":
+        return t > 1 - 2.0 ** -(p + 1)
     if how == "up":
         return t > 1 - 2.0**-p
-    if how == "down":
+    if how in ("down", "odd"):  # the neighbour below mn, 1.11..1 * 2^(emin-1), has an odd significand
         return np.zeros(a.shape, dtype=bool)
     return result == mn  # sr: tiny unless the result is the smallest normal
 

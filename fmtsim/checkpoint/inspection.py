@@ -103,7 +103,7 @@ def _code_stats(codes: np.ndarray, element: str) -> dict[str, Any]:
     mag = np.abs(np.where(finite, vals, 0.0))
     top = mag.max()
     sign_bit = 1 << (f.bits - 1)
-    neg_zero = hist[sign_bit] if f.specials != "fnuz" and vals[sign_bit] == 0 else 0
+    neg_zero = hist[sign_bit] if f.has_neg_zero else 0
     exp_field = (np.arange(f.n_codes) >> f.man_bits) & ((1 << f.exp_bits) - 1)
     sub = finite & (exp_field == 0) & (mag > 0)
     used_finite = int(np.count_nonzero(hist[finite] > 0))

@@ -1,0 +1,199 @@
+"""IEEE P3109 (interim report v4.0): every Binary{K}p{P}{s|u}{e|f} format with K = 3..8, held to the
+working group's own value tables (by digest, tools/gen_p3109_digests.py), to gfloat bit for bit
+(every rounding mode gfloat has, both saturations it has, the three stochastic variants), to the
+Fraction twin, and to the report's rules worked out by hand (4.7.4, 4.7.5)."""
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fmtsim
+from fmtsim import p3109
+from fmtsim.formats import p3109_formats
+from fmtsim.oracle import encode_one
+
+from .conftest import slow_unless
+
+DIGESTS = json.loads((Path(__file__).parent / "fixtures" / "p3109" / "value_table_digests.json").read_text())
+ALL = [f.name for f in p3109_formats()]
+BINARY8 = {n for n in ALL if n.startswith("binary8")}
+
+
+def test_the_family_is_the_reports():
+    assert len(ALL) == 120 == len(DIGESTS["sha256"])  # K 3..8: signed P 1..K-1, unsigned P 1..K, two domains
+    f = fmtsim.get_format("Binary8p4se")
+    assert (f.bits, f.bias, f.exp_bits, f.man_bits, f.max_finite) == (8, 8, 4, 3, 224)
+    assert f.nan_codes == (0x80,) and f.inf_codes == (0x7F, 0xFF) and not f.has_neg_zero
+    # 3.1's examples: 2.0 is 0x48 and Inf 0x7F in Binary8p4se
+    assert fmtsim.encode(np.float32([2.0, np.inf]), f, overflow="nonsat").tolist() == [0x48, 0x7F]
+    u = fmtsim.get_format("binary8p4ue")
+    assert (u.bias, u.nan_codes, u.inf_codes) == (16, (0xFF,), (0xFE,))
+    # the signed Finite formats are FNUZ-shaped: Binary8p4sf has E4M3FNUZ's values
+    assert np.array_equal(fmtsim.get_format("binary8p4sf").values, fmtsim.get_format("e4m3fnuz").values,
+                          equal_nan=True)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("binary9p4se", "K = 3..8"), ("binary2p1se", "greater than 2"), ("binary8p8se", "P must be 1..7"),
+    ("binary8p9ue", "P must be 1..8"), ("binary8p0ue", "P must be 1..8"),
+])
+def test_names_outside_the_ranges_are_refused(name, message):
+    with pytest.raises(ValueError, match=message):
+        fmtsim.get_format(name)
+
+
+def _canonical(f) -> bytes:
+    lines = []
+    for c in range(f.n_codes):
+        v = f.values[c]
+        text = "nan" if math.isnan(v) else ("inf" if v == math.inf else "-inf" if v == -math.inf else
+                                            float(abs(v) if v == 0 else v).hex())
+        lines.append(f"{c},{text},{int(f.code_class(c) == 'subnormal')}\n")
+    return "".join(lines).encode()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_code_is_the_value_tables(name):
+    assert hashlib.sha256(_canonical(fmtsim.get_format(name))).hexdigest() == DIGESTS["sha256"][name]
+
+
+def _inputs(f, rng):
+    vals = np.unique(f.values[np.isfinite(f.values)])
+    x16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float64)
+    x = np.concatenate([x16, vals, (vals[1:] + vals[:-1]) / 2, vals * (1 + 2**-20), vals * (1 - 2**-20),
+                        rng.standard_normal(2000) * float(f.max_finite), [float(f.max_finite) * 3, 1e300]])
+    return np.concatenate([x, -x])
+
+
+GF_MODES = ("TowardZero", "TowardPositive", "TowardNegative", "NearestTiesToAway", "NearestTiesToEven")
+
+
+@pytest.mark.parametrize("name", slow_unless(ALL, keep={"binary8p4se", "binary8p3uf", "binary5p2se", "binary8p1ue"}))
+def test_held_to_gfloat(name, rng):
+    gf = pytest.importorskip("gfloat", reason="gfloat (pip install gfloat) is the P3109 peer")
+    from gfloat.encode_ndarray import encode_ndarray
+    from gfloat.formats import format_info_p3109
+    from gfloat.round_ndarray import round_ndarray
+
+    f = fmtsim.get_format(name)
+    ext = f.specials == "top_inf"
+    fi = format_info_p3109(f.bits, f.man_bits + 1, gf.Signedness.Signed if f.signed else gf.Signedness.Unsigned,
+                           gf.Domain.Extended if ext else gf.Domain.Finite)
+    x = _inputs(f, rng)
+    if not f.signed:  # gfloat's round_float returns negatives unchanged into unsigned formats: not comparable
+        x = x[~np.signbit(x)]
+    gf_mode = {"TowardZero": gf.RoundMode.TowardZero, "TowardPositive": gf.RoundMode.TowardPositive,
+               "TowardNegative": gf.RoundMode.TowardNegative, "NearestTiesToAway": gf.RoundMode.TiesToAway,
+               "NearestTiesToEven": gf.RoundMode.TiesToEven}
+    for mode in GF_MODES:
+        # gfloat's sat=False into a Finite format gives NaN past max finite; the report (4.7.5) clamps
+        for sat, saturation in ((True, "SatFinite"), (False, "SatNone"))[: 2 if ext else 1]:
+            with np.errstate(all="ignore"):
+                want = encode_ndarray(fi, round_ndarray(fi, x, gf_mode[mode], sat))
+            got = fmtsim.encode(x, f, profile=p3109.projection(mode, saturation))
+            assert np.array_equal(got, want.astype(np.uint8)), (mode, saturation, x[got != want][:4])
+    # gfloat's stochastic modes are the report's variants: Stochastic = C, StochasticFast = B, StochasticFastest = A
+    x = x[np.isfinite(x)][:3000]
+    for variant, rm in (("StochasticA", gf.RoundMode.StochasticFastest), ("StochasticB", gf.RoundMode.StochasticFast),
+                        ("StochasticC", gf.RoundMode.Stochastic)):
+        for n in (1, 5, 12):
+            r = rng.integers(0, 1 << n, x.size)
+            with np.errstate(all="ignore"):
+                want = encode_ndarray(fi, round_ndarray(fi, x, rm, True, r, n))
+            got = fmtsim.encode(x, f, profile=p3109.projection(variant, "SatFinite", random_bits=n),
+                                rbits=r.astype(np.uint32))
+            assert np.array_equal(got, want.astype(np.uint8)), (variant, n)
+
+
+MODES = tuple(p3109.ROUNDING)
+
+
+@pytest.mark.parametrize("name", slow_unless(ALL, keep={"binary8p4se", "binary8p4ue", "binary4p2sf", "binary6p6uf"}))
+def test_fast_path_equals_the_fraction_twin(name, rng):
+    f = fmtsim.get_format(name)
+    vals = np.unique(f.values[np.isfinite(f.values)])
+    near = np.concatenate([vals, (vals[1:] + vals[:-1]) / 2, vals * 1.01,
+                           rng.standard_normal(40) * float(f.max_finite)])
+    x = np.concatenate([rng.choice(near, min(near.size, 90), replace=False),
+                        [float(f.max_finite) * 5, np.inf, np.nan, 0.0, -0.0, float(f.min_positive) / 3]])
+    x = np.concatenate([x, -x])  # every code is held to gfloat and the value tables above; here a sample per mode
+    for mode in MODES:
+        for saturation in p3109.SATURATION:
+            bits = 6 if mode.startswith("Stochastic") else None
+            prof = p3109.projection(mode, saturation, random_bits=bits)
+            r = rng.integers(0, 64, x.size).astype(np.uint32) if bits else None
+            codes, flags = fmtsim.encode_with_flags(x, f, profile=prof, rbits=r)
+            for i, v in enumerate(x):
+                want = encode_one(float(v), f, profile=prof, rbits=0 if r is None else int(r[i]))
+                assert (int(codes[i]), int(flags[i])) == want, (mode, saturation, v)
+
+
+def test_saturation_modes_by_the_report():
+    se, ue, sf, uf = (fmtsim.get_format(n) for n in ("binary8p4se", "binary8p4ue", "binary8p4sf", "binary8p4uf"))
+    inf = np.float32([np.inf, -np.inf])
+    enc = fmtsim.encode
+    # SatFinite: +-Inf to the extremal finite values; SatPropagate keeps the infinities the format has
+    assert enc(inf, se, profile=p3109.projection("NearestTiesToEven", "SatFinite")).tolist() == [0x7E, 0xFE]
+    assert enc(inf, se, profile=p3109.projection("NearestTiesToEven", "SatPropagate")).tolist() == [0x7F, 0xFF]
+    assert enc(inf, ue, profile=p3109.projection("NearestTiesToEven", "SatPropagate")).tolist() == [0xFE, 0x00]
+    # SatNone: a Finite format clamps (no infinity in its datum set); an unsigned one gives NaN below zero
+    none = p3109.projection("NearestTiesToEven", "SatNone")
+    assert enc(np.float32([1e9, -1e9, np.inf]), sf, profile=none).tolist() == [0x7F, 0xFF, 0x7F]
+    assert enc(np.float32([-1.0, -np.inf, -1e-9, 1e9]), uf, profile=none).tolist() == [0xFF, 0xFF, 0x00, 0xFE]
+    assert enc(np.float32([-1.0, -1e-9, 1e9]), ue, profile=none).tolist() == [0xFF, 0x00, 0xFE]
+    # ... but a negative that rounds away from zero toward a nonzero value is the NaN: TowardNegative
+    assert enc(np.float32([-1e-9]), ue, profile=p3109.projection("TowardNegative", "SatNone")).tolist() == [0xFF]
+    # ToOdd under SatNone: an unsigned Extended format's max code (0xFD) is odd: no overflow to Inf;
+    # a signed one's (0x7E) is even: +-Inf
+    odd = p3109.projection("ToOdd", "SatNone")
+    assert enc(np.float32([1e9]), ue, profile=odd).tolist() == [0xFD]
+    assert enc(np.float32([1e9, -1e9]), se, profile=odd).tolist() == [0x7F, 0xFF]
+    # directed rounding toward the finite side stops at max (4.7.5)
+    assert enc(np.float32([1e9]), se, profile=p3109.projection("TowardZero", "SatNone")).tolist() == [0x7E]
+
+
+def test_projection_arguments_are_checked():
+    with pytest.raises(ValueError, match="unknown P3109 rounding mode 'Nearest'"):
+        p3109.projection("Nearest")
+    with pytest.raises(ValueError, match="unknown P3109 saturation mode"):
+        p3109.projection("ToOdd", "SatMax")
+    with pytest.raises(ValueError, match="needs random_bits"):
+        p3109.projection("StochasticA")
+    with pytest.raises(ValueError, match="random_bits is for the stochastic modes"):
+        p3109.projection("ToOdd", random_bits=3)
+
+
+def test_p3109_formats_through_the_command_line(capsys, tmp_path):
+    from fmtsim.cli import main
+
+    assert main(["encode", "binary8p4se", "2.0"]) == 0
+    assert "0x48" in capsys.readouterr().out
+    assert main(["table", "binary5p2ue"]) == 0
+    out = capsys.readouterr().out
+    assert "inf" in out.lower() and "nan" in out.lower()
+
+
+def test_vectors_for_a_p3109_format_and_a_new_mode_round_trip(tmp_path, capsys):
+    from fmtsim.cli import main
+
+    out = tmp_path / "v"
+    assert main(["gen", "f32_to_binary8p4se", "--rounding", "rto", "-o", str(out)]) == 0
+    tv = out / "f32_to_binary8p4se.rto.satfinite.encode_ties.tv"
+    lines = tv.read_text().splitlines()
+    body = [ln for ln in lines if ln and not ln.startswith("#")]
+    x = np.array([int(ln.split()[0], 16) for ln in body], dtype=np.uint32).view(np.float32)
+    want = fmtsim.encode(x, "binary8p4se", rounding="rto")
+    assert [int(ln.split()[1], 16) for ln in body] == want.tolist()
+    assert main(["ver", str(tv), str(tv)]) == 0
+    wrong = tmp_path / "wrong.tv"
+    k = lines.index(body[5])
+    code = int(body[5].split()[1], 16)
+    lines[k] = f"{body[5].split()[0]} {code ^ 1:02X} {body[5].split()[2]}"
+    wrong.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["ver", str(tv), str(wrong)]) == 1
+    assert "1 failed" in capsys.readouterr().out
