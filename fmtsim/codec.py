@@ -7,7 +7,7 @@ shape (numpy scalars for 0-d inputs, as numpy ufuncs do).
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import ml_dtypes
@@ -16,7 +16,18 @@ import numpy as np
 from .arrays import as_numpy
 from .formats import Format, get_format
 from .policy import Policy, Profile, Resolved, resolve
-from .rounding import CHUNK, encode_f64, encode_fast, nan_input_flags, payload_nan_codes, to_intermediate
+from .rounding import (
+    CHUNK,
+    decode_compiled,
+    decode_u8,
+    encode_f64,
+    encode_fast,
+    encode_sr_f32,
+    nan_input_flags,
+    payload_nan_codes,
+    sr_compiled,
+    to_intermediate,
+)
 from .sources import source_type
 
 __all__ = ["encode", "decode", "quantize", "encode_with_flags", "as_float_array"]
@@ -98,7 +109,8 @@ def _check_rbits(rbits: Any, shape: tuple[int, ...]) -> np.ndarray:
     if r.dtype.kind == "i" and r.size and r.min() < 0:
         bad = int(np.argmax(r.reshape(-1) < 0))
         raise ValueError(f"rbits must be non-negative; {_where(shape, bad)} holds {r.reshape(-1)[bad]}")
-    return np.ascontiguousarray(r).reshape(-1).astype(np.uint64)
+    flat = np.ascontiguousarray(r).reshape(-1)  # uint32 as given (the compiled path reads it); else widened
+    return flat if flat.dtype == np.uint32 else flat.astype(np.uint64)
 
 
 def _check_nans(flat: np.ndarray, shape: tuple[int, ...], fmt: Format) -> None:
@@ -206,10 +218,13 @@ def encode(
     out = np.empty(flat.size, dtype=np.uint8)
     if pol.rounding == "sr":
         assert r is not None
-        for i in range(0, flat.size, CHUNK):
-            out[i : i + CHUNK], _ = encode_f64(
-                flat[i : i + CHUNK].astype(np.float64), pol, rbits=r[i : i + CHUNK], src=src
-            )
+        if sr_compiled(pol, src) and flat.size:
+            encode_sr_f32(flat, pol, r, out)
+        else:
+            for i in range(0, flat.size, CHUNK):
+                out[i : i + CHUNK], _ = encode_f64(
+                    flat[i : i + CHUNK].astype(np.float64), pol, rbits=r[i : i + CHUNK], src=src
+                )
     elif flat.size:
         if pol.via.type is not None:  # double rounding, as the implementation does
             with np.errstate(invalid="ignore"):  # widening signalling NaNs quiets them: fine
@@ -312,11 +327,24 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
                 f"0..{n - 1:#x}; pass mask=True to keep only the low {f.bits} bits"
             )
     out = np.empty(flat.size, dtype=native)
+    if native == np.float32 and flat.dtype == np.uint8 and flat.size and decode_compiled():
+        decode_u8(flat, _decode_table_256(f), out)  # the same table, read by the compiled lookup
+        return _finish(out if native == dt else out.astype(dt), c.shape)
     # codes are in range (checked or masked above): mode="wrap" only skips numpy's
     # bounds-error path, which costs a third of the time
     for i in range(0, flat.size, CHUNK):
         np.take(table, flat[i : i + CHUNK], out=out[i : i + CHUNK], mode="wrap")
     return _finish(out if native == dt else out.astype(dt), c.shape)
+
+
+@lru_cache(maxsize=64)
+def _decode_table_256(fmt: Format) -> np.ndarray:
+    """The float32 decode table with room for every byte (codes above the format's are refused
+    before the lookup, so the padding is never read)."""
+    t = np.zeros(256, dtype=np.float32)
+    t[: fmt.n_codes] = _decode_table(fmt, np.dtype(np.float32))
+    t.flags.writeable = False
+    return t
 
 
 def quantize(x: Any, fmt: str | Format, *, dtype: Any = None, **kwargs: Any) -> Any:

@@ -36,13 +36,16 @@ than 32 bits are discarded only the top 32 discarded bits take part.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from .formats import Format
+from .native import Library
 from .policy import Resolved, StochasticRule
 from .sources import SOURCE_TYPES, source_type
 
@@ -699,7 +702,7 @@ def _threshold_shift(pol: Resolved) -> int:
     pats = np.array([m for m in mags if 0 < m <= f32max], dtype=np.float32).view(np.uint32)
     low = pats & -pats  # lowest set bit of each pattern
     tz = int(low.min()).bit_length() - 1  # trailing zero bits of the least aligned boundary
-    s = min(16, tz - 1)
+    s = min(20, tz - 1)  # tables of 2^12..2^24 entries: the small ones stay in the L1 cache
     assert s >= 8, (pol.fmt.name, s)
     return s
 
@@ -711,9 +714,7 @@ def table_f32(pol: Resolved) -> tuple[np.ndarray, int]:
     idx = np.arange(1 << (32 - s), dtype=np.uint64) << np.uint64(s)
     with np.errstate(invalid="ignore"):  # signalling-NaN patterns are quieted: fine here
         reps = idx.astype(np.uint32).view(np.float32).astype(np.float64)
-    codes, _ = encode_f64(reps, pol)
-    codes.flags.writeable = False
-    return codes, s
+    return _read_only(encode_f64(reps, pol)[0]), s
 
 
 @lru_cache(maxsize=256)
@@ -722,9 +723,103 @@ def table_16(pol: Resolved, src: str) -> np.ndarray:
     dt = np.float16 if src == "float16" else ml_dtypes.bfloat16
     with np.errstate(invalid="ignore"):
         reps = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dt).astype(np.float64)
-    codes, _ = encode_f64(reps, pol)
+    return _read_only(encode_f64(reps, pol)[0])
+
+
+def _read_only(codes: np.ndarray) -> np.ndarray:
     codes.flags.writeable = False
     return codes
+
+
+def _bind_kernels(lib: ctypes.CDLL) -> dict[str, Any]:
+    i64, i32, p = ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p
+    f32, f16 = lib.fmtsim_encode_f32, lib.fmtsim_encode_16
+    sr32, sr64 = lib.fmtsim_sr_f32_r32, lib.fmtsim_sr_f32_r64
+    f32.argtypes, f16.argtypes = [i64, p, p, i32, p], [i64, p, p, p]
+    sr32.argtypes = sr64.argtypes = [i64, p, p, i32, p, i64, p, p, i32, i32, i32, i32, i32, p, p]
+    dec = lib.fmtsim_decode_u8
+    dec.argtypes = [i64, p, p, p]
+    f32.restype = f16.restype = sr32.restype = sr64.restype = dec.restype = None
+    return {"f32": f32, "16": f16, "sr32": sr32, "sr64": sr64, "decode": dec}
+
+
+_KERNELS = Library("fmtsim", "codec_kernels", "the element encode and decode kernels",
+                   ("fmtsim_encode_f32", "fmtsim_encode_16", "fmtsim_sr_f32_r32", "fmtsim_sr_f32_r64",
+                    "fmtsim_decode_u8"),
+                   _bind_kernels)
+_SR_RULE_CODES = {"truncated": 0, "offset": 1, "nearest": 2, "equal": 3}
+
+
+@dataclass(frozen=True)
+class _SrTables:
+    """The compiled stochastic rounding's tables, both signs in one array each (the negative side's
+    after the positive's): each round-to-odd index's toward-zero position (code values and midpoints
+    sit at even indices), the magnitudes and codes at each position, and max finite's position."""
+
+    shift: int
+    below: np.ndarray  # uint16, 2 x 2^(31 - shift)
+    mag: np.ndarray  # float64
+    codes: np.ndarray  # uint8
+    top_pos: int
+    top_neg: int
+
+
+@lru_cache(maxsize=64)
+def _sr_tables(pol: Resolved) -> _SrTables:
+    s = _threshold_shift(pol)
+    with np.errstate(invalid="ignore"):  # the NaN patterns' positions are never read
+        reps = (np.arange(1 << (31 - s), dtype=np.uint64) << np.uint64(s)).astype(np.uint32).view(np.float32)
+        reps64 = reps.astype(np.float64)
+    pos_side, neg_side = _sides(pol.fmt, pol.on_overflow.mode == "satsym")
+    sides = [pos_side] + ([neg_side] if neg_side is not None and pol.fmt.signed else [])
+    below, mags, codes, tops, offset = [], [], [], [], 0
+    for side in sides:
+        below.append(np.clip(np.searchsorted(side.mag, reps64, side="right") - 1, 0, side.n + 1) + offset)
+        mags.append(side.mag)
+        codes.append(np.append(side.codes, 0))  # the position past max: never written
+        tops.append(offset + side.n)
+        offset += side.mag.size
+    if len(sides) == 1:  # unsigned: negatives are the numpy path's; their half of the table is never read
+        below.append(np.zeros(reps.size, dtype=np.int64))
+        tops.append(0)
+    return _SrTables(s, np.concatenate(below).astype(np.uint16), np.ascontiguousarray(np.concatenate(mags)),
+                     np.concatenate(codes).astype(np.uint8), tops[0], tops[1])
+
+
+def decode_compiled() -> bool:
+    """Whether :func:`decode_u8` runs (the kernels built here)."""
+    return _KERNELS.used("auto")
+
+
+def decode_u8(codes: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
+    """out[i] = table[codes[i]] for contiguous uint8 codes and a 256-entry float32 table (the compiled
+    twin of codec.decode's np.take)."""
+    _KERNELS.entry()["decode"](codes.size, codes.ctypes.data, table.ctypes.data, out.ctypes.data)
+
+
+def sr_compiled(pol: Resolved, src: str) -> bool:
+    """Whether :func:`encode_sr_f32` serves this policy: float32 input, no intermediate type, a float or
+    integer format other than E8M0 (whose inputs without a code are their own rules), and the kernels built."""
+    return (pol.rounding == "sr" and src == "float32" and pol.via.type is None and pol.fmt.name != "e8m0"
+            and _KERNELS.used("auto"))
+
+
+def encode_sr_f32(x: np.ndarray, pol: Resolved, rbits: np.ndarray, out: np.ndarray) -> None:
+    """rounding='sr' of a contiguous float32 array by the compiled kernel; the inputs it leaves (NaN,
+    Inf, zero, beyond max finite, negatives into unsigned formats) by :func:`encode_f64`. The same codes
+    as encode_f64 on every input (the kernel is its steps; tests/test_codec_compiled.py holds them)."""
+    tb = _sr_tables(pol)
+    rest = np.empty(x.size, dtype=np.uint8)
+    wide = rbits.dtype != np.uint32
+    r = np.ascontiguousarray(rbits, dtype=np.uint64 if wide else np.uint32)
+    bits = -1 if pol.stochastic.bits is None else pol.stochastic.bits
+    _KERNELS.entry()["sr64" if wide else "sr32"](
+        x.size, x.ctypes.data, r.ctypes.data, tb.shift, tb.below.ctypes.data, tb.below.size // 2, tb.mag.ctypes.data,
+        tb.codes.ctypes.data, tb.top_pos, tb.top_neg, int(pol.fmt.signed), _SR_RULE_CODES[pol.stochastic.rule], bits,
+        out.ctypes.data, rest.ctypes.data)
+    left = np.flatnonzero(rest)
+    if left.size:
+        out[left] = encode_f64(x[left].astype(np.float64), pol, rbits=r[left], src="float32")[0]
 
 
 def odd_f64_to_f32_bits(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -752,20 +847,29 @@ def _f32_odd_index(u: np.ndarray, s: int, tmp: np.ndarray, out: np.ndarray) -> n
     return out
 
 
-def encode_fast(x: np.ndarray, pol: Resolved, out: np.ndarray) -> np.ndarray:
+def encode_fast(x: np.ndarray, pol: Resolved, out: np.ndarray, engine: str = "auto") -> np.ndarray:
     """Table-driven encode of a 1-D contiguous float16/bfloat16/float32/float64 array.
 
-    Round-to-nearest/directed modes only (``sr`` goes through :func:`encode_f64`).
+    Deterministic modes only (``sr`` goes through :func:`encode_f64`). ``engine``: 'auto' (the
+    compiled lookups of codec_kernels.cpp where they build, else numpy), 'compiled' or 'numpy';
+    the two give the same codes (the lookups read the same table at the same index).
     """
     n = x.size
+    compiled = n > 0 and _KERNELS.used(_KERNELS.check_engine(engine, "encode_fast"))
     # every index is inside its table by construction; mode="wrap" skips the bounds check
     if x.dtype == np.float16 or x.dtype == ml_dtypes.bfloat16:
         table = table_16(pol, "float16" if x.dtype == np.float16 else "bfloat16")
         u16 = x.view(np.uint16)
+        if compiled:
+            _KERNELS.entry()["16"](n, u16.ctypes.data, table.ctypes.data, out.ctypes.data)
+            return out
         for i in range(0, n, CHUNK):
             np.take(table, u16[i : i + CHUNK], out=out[i : i + CHUNK], mode="wrap")
         return out
     table, s = table_f32(pol)
+    if x.dtype == np.float32 and compiled:
+        _KERNELS.entry()["f32"](n, x.ctypes.data, table.ctypes.data, s, out.ctypes.data)
+        return out
     tmp = np.empty(min(n, CHUNK), dtype=np.uint32)
     idx = np.empty(min(n, CHUNK), dtype=np.uint32)
     if x.dtype == np.float32:
@@ -780,6 +884,9 @@ def encode_fast(x: np.ndarray, pol: Resolved, out: np.ndarray) -> np.ndarray:
         for i in range(0, n, CHUNK):
             m = min(CHUNK, n - i)
             odd_f64_to_f32_bits(x[i : i + m], out=u32[:m])
+            if compiled:
+                _KERNELS.entry()["f32"](m, u32.ctypes.data, table.ctypes.data, s, out[i:].ctypes.data)
+                continue
             _f32_odd_index(u32[:m], s, tmp[:m], idx[:m])
             np.take(table, idx[:m], out=out[i : i + m], mode="wrap")
         return out

@@ -56,7 +56,9 @@ def built(tmp_path_factory):
         pytest.skip("no C++ compiler here")
     out = tmp_path_factory.mktemp("built")
     root = Path(mx.__file__).parent
-    for name, src in (("mx_blocks", root / "mx_blocks.cpp"), ("nv_chain", root / "mma" / "nv_chain.cpp")):
+    # codec_kernels too: the block quantizers encode through it (its own cache tests: test_codec_compiled)
+    for name, src in (("mx_blocks", root / "mx_blocks.cpp"), ("nv_chain", root / "mma" / "nv_chain.cpp"),
+                      ("codec_kernels", root / "codec_kernels.cpp")):
         subprocess.run([*shlex.split(REAL_CXX), "-O2", "-shared", "-fPIC", "-std=c++17", "-ffp-contract=off",
                         str(src), "-o", str(out / f"{name}.so")], check=True)
     empty = out / "empty.cpp"

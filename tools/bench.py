@@ -23,6 +23,7 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 import fmtsim
@@ -119,6 +120,129 @@ def bench_codec(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]
         t_ours = best(lambda: fmtsim.encode(x64, fmt, profile="ml_dtypes"), repeat)
         t_ml = best(lambda: x64.astype(f.ml_dtype), repeat)
         rows.append(row(f"encode f64->{fmt} rne (exact)", t_ours, t_ml, n, "ml_dtypes astype (rounds twice)"))
+    return rows
+
+
+_CPFLOAT_HARNESS = r"""
+#include <string.h>
+#include "cpfloat_binary32.h"
+/* one optstruct per format; round: cpfloat's CPFLOAT_RND_* */
+int fmtsim_bench_cpfloat(float *X, const float *A, size_t n, int round, const char *fmt) {
+  static optstruct *o = NULL;
+  if (o == NULL) o = init_optstruct();
+  strncpy(o->format, fmt, sizeof(o->format) - 1);
+  o->format[sizeof(o->format) - 1] = 0;
+  if (cpfloat_populate_optstruct_from_format(o) != 0) return -1;
+  o->round = round;
+  o->saturation = CPFLOAT_SAT_USE;
+  return cpfloatf(X, A, n, o);
+}
+"""
+
+
+def _cpfloat() -> tuple[Callable[..., int] | None, str]:
+    """cpfloat's cpfloatf, compiled here against the user's copy (CPFLOAT_PATH: the folder holding
+    cpfloat_binary32.h; cpfloat is LGPL and fmtsim carries none of it), single-threaded; or the reason."""
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+
+    inc = os.environ.get("CPFLOAT_PATH")
+    if not inc:
+        return None, "set CPFLOAT_PATH to cpfloat's src/ folder to compare"
+    head = Path(inc) / "cpfloat_binary32.h"
+    if not head.is_file():
+        head = Path(inc) / "src" / "cpfloat_binary32.h"
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not head.is_file() or cc is None:
+        return None, f"no cpfloat_binary32.h under {inc}" if cc else "no C compiler"
+    tmp = Path(tempfile.mkdtemp(prefix="fmtsim-bench-cpfloat-"))
+    (tmp / "h.c").write_text(_CPFLOAT_HARNESS)
+    r = subprocess.run([cc, "-O3", "-march=native", "-shared", "-fPIC", f"-I{head.parent}", "-o", str(tmp / "h.so"),
+                        str(tmp / "h.c"), "-lm"], capture_output=True, text=True)
+    if r.returncode:
+        return None, f"cpfloat did not compile: {r.stderr.strip()[:200]}"
+    lib = ctypes.CDLL(str(tmp / "h.so"))
+    fn = lib.fmtsim_bench_cpfloat
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p]
+    fn.restype = ctypes.c_int
+    return fn, str(head.parent)
+
+
+def bench_element(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]]:
+    """One thread each: fmtsim's compiled element encode against torch's ``.to`` (torch set to one
+    thread) on the same array, a memory copy of that array as the floor, and stochastic rounding
+    against cpfloat (CPFLOAT_PATH) and qtorch where present. Ratios: median (min-max) over
+    interleaved repetitions."""
+    rows: list[list[str]] = []
+    ns = lambda t: f"{np.median(t) / n * 1e9:.2f}"  # noqa: E731
+    try:
+        import torch  # type: ignore[import-not-found]
+
+        torch.set_num_threads(1)
+    except ImportError:
+        torch = None
+    engine = "compiled" if rounding._KERNELS.unavailable_reason() is None else "numpy (no compiler)"
+    for fmt, tname in (("e4m3", "float8_e4m3fn"), ("e5m2", "float8_e5m2")):
+        x = spread(fmt, n, rng)
+        dst = np.empty_like(x)
+        fns: dict[str, Callable[[], object]] = {"fmtsim": lambda: fmtsim.encode(x, fmt, profile="torch"),
+                                                "memcpy": lambda: np.copyto(dst, x)}
+        if torch is not None:
+            xt, tt = torch.from_numpy(x), getattr(torch, tname)
+            assert np.array_equal(fmtsim.encode(x, fmt, profile="torch"), xt.to(tt).view(torch.uint8).numpy())
+            fns["torch"] = lambda: xt.to(tt)
+        fns["fmtsim"]()
+        t = paired(fns, repeat)
+        rows.append([f"encode f32->{fmt} ({engine})", ns(t["fmtsim"]), "torch .to, 1 thread",
+                     ns(t["torch"]) if "torch" in t else "-",
+                     ratio_spread(t["torch"], t["fmtsim"]) if "torch" in t else "-", ns(t["memcpy"])])
+        xb = x.astype(ml_dtypes.bfloat16)
+        fb: dict[str, Callable[[], object]] = {"fmtsim": lambda: fmtsim.encode(xb, fmt, profile="torch")}
+        if torch is not None:
+            xbt = torch.from_numpy(xb.view(np.int16)).view(torch.bfloat16)
+            fb["torch"] = lambda: xbt.to(tt)
+        fb["fmtsim"]()
+        t = paired(fb, repeat)
+        rows.append([f"encode bf16->{fmt} ({engine})", ns(t["fmtsim"]), "torch .to, 1 thread",
+                     ns(t["torch"]) if "torch" in t else "-",
+                     ratio_spread(t["torch"], t["fmtsim"]) if "torch" in t else "-", "-"])
+    for fmt, tname in (("e4m3", "float8_e4m3fn"), ("e5m2", "float8_e5m2")):
+        codes = rng.integers(0, 256, n, dtype=np.uint8)
+        fd: dict[str, Callable[[], object]] = {"fmtsim": lambda: fmtsim.decode(codes, fmt)}
+        if torch is not None:
+            ct = torch.from_numpy(codes).view(getattr(torch, tname))
+            fd["torch"] = lambda: ct.to(torch.float32)
+        t = paired(fd, repeat)
+        rows.append([f"decode {fmt}->f32 ({engine})", ns(t["fmtsim"]), "torch .to, 1 thread",
+                     ns(t["torch"]) if "torch" in t else "-",
+                     ratio_spread(t["torch"], t["fmtsim"]) if "torch" in t else "-", "-"])
+    cp, where = _cpfloat()
+    try:
+        from qtorch.quant import float_quantize  # type: ignore[import-not-found]
+    except Exception:  # qtorch absent, or its extension does not build here
+        float_quantize = None
+    for fmt, man in (("e4m3", 3), ("e5m2", 2)):
+        f = fmtsim.get_format(fmt)
+        x = spread(fmt, n, rng)
+        x = np.clip(x, -float(f.max_finite), float(f.max_finite))
+        r = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+        fs: dict[str, Callable[[], object]] = {"fmtsim": lambda: fmtsim.encode(x, fmt, rounding="sr", rbits=r)}
+        out = np.empty_like(x)
+        if cp is not None:
+            fs["cpfloat"] = lambda: cp(out.ctypes.data, x.ctypes.data, n, 5, fmt.encode())
+        if float_quantize is not None:
+            xq = torch.from_numpy(x)
+            fs["qtorch"] = lambda: float_quantize(xq, 5 if fmt == "e5m2" else 4, man, rounding="stochastic")
+        fs["fmtsim"]()
+        t = paired(fs, repeat)
+        for peer, label in (("cpfloat", f"cpfloat SP ({where})"), ("qtorch", "qtorch float_quantize stochastic")):
+            if peer in t:
+                rows.append([f"sr f32->{fmt} (fmtsim: its own rbits; {engine})", ns(t["fmtsim"]), label,
+                             ns(t[peer]), ratio_spread(t[peer], t["fmtsim"]), "-"])
+        if not any(p in t for p in ("cpfloat", "qtorch")):
+            rows.append([f"sr f32->{fmt} ({engine})", ns(t["fmtsim"]), f"no peer: {where}", "-", "-", "-"])
     return rows
 
 
@@ -530,7 +654,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1 << 24)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=["codec", "tables", "memory", "block", "conformance", "checkpoint",
+    ap.add_argument("--only", choices=["codec", "element", "tables", "memory", "block", "conformance", "checkpoint",
                                        "dequantize", "mma", "mma-scale", "compare"],
                     nargs="*")
     ap.add_argument("--checkpoint-gb", type=float, default=2.0)
@@ -541,7 +665,7 @@ def main() -> int:
     from tabulate import tabulate
 
     rng = np.random.default_rng(0)
-    only = set(args.only or ["codec", "tables", "memory", "block", "conformance", "checkpoint", "dequantize",
+    only = set(args.only or ["codec", "element", "tables", "memory", "block", "conformance", "checkpoint", "dequantize",
                              "mma", "mma-scale", "compare"])
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}")
@@ -550,6 +674,11 @@ def main() -> int:
         print(tabulate(bench_codec(args.n, args.repeat, rng),
                        ["operation", "fmtsim ns/el", "peer ns/el", "peer/fmtsim", "peer"],
                        disable_numparse=True))
+        print()
+    if "element" in only:
+        print(tabulate(bench_element(args.n, args.repeat, rng),
+                       ["operation (one thread)", "fmtsim ns/el", "peer", "peer ns/el", "peer/fmtsim",
+                        "memcpy ns/el"], disable_numparse=True))
         print()
     if "tables" in only:
         print(tabulate(bench_tables(), ["table", "time"], disable_numparse=True))
