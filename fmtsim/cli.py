@@ -402,6 +402,16 @@ def _vector_files(level: int, seed: int, progress: bool = False) -> list[Any]:
                                        gemm_files()))
 
 
+def _not_built_in(name: str) -> bool:
+    """A format name gen's built-in vector set has no files for (a P3109 format, a spec string)."""
+    from .formats import FORMATS
+
+    try:
+        return get_format(name).name not in FORMATS
+    except ValueError:
+        return False  # not a format: the usual 'no vector file matches' says so
+
+
 def cmd_gen(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -413,7 +423,9 @@ def cmd_gen(args: argparse.Namespace) -> int:
         check_output_dir(Path(args.output))
         earlier_entries(Path(args.output), [])  # an earlier manifest there that cannot be merged
     policy_op = re.fullmatch(r"(f16|bf16|f32|f64)_to_(\w+)", args.op)
-    if args.rounding or args.overflow or args.profile:
+    # a format outside the built-in vector set (P3109's, a spec string): its default policy's files
+    own_format = bool(policy_op) and _not_built_in(policy_op.group(2))  # type: ignore[union-attr]
+    if args.rounding or args.overflow or args.profile or own_format:
         if not policy_op:
             raise UsageError("--rounding/--overflow/--profile need an OP like f32_to_e4m3")
         from .conformance.vectors import policy_files
@@ -427,7 +439,7 @@ def cmd_gen(args: argparse.Namespace) -> int:
         files = _vector_files(args.level, args.seed, progress=args.level >= 2 and not args.list)
         if policy_op:
             args.op = args.op + ".*"
-    if args.op != "all" and not (args.rounding or args.overflow or args.profile):
+    if args.op != "all" and not (args.rounding or args.overflow or args.profile or own_format):
         files = [f for f in files if fnmatch.fnmatchcase(f.name, args.op) or f.name.startswith(args.op + ".")]
         if not files:
             raise UsageError(f"no vector file matches {args.op!r}; try 'fmtsim gen all --list'")

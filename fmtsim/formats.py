@@ -47,7 +47,8 @@ from typing import Literal
 import ml_dtypes
 import numpy as np
 
-__all__ = ["Format", "FORMATS", "get_format", "format_names", "p3109", "P3109_WIDTHS"]
+__all__ = ["Format", "FORMATS", "get_format", "format_names", "p3109", "P3109_WIDTHS", "define_format",
+           "parse_format", "user_formats", "forget_format"]
 
 Kind = Literal["float", "int"]
 Specials = Literal["ieee", "fn", "fnuz", "top_inf", "none"]
@@ -352,6 +353,116 @@ def p3109_formats(widths: range = P3109_WIDTHS) -> list[Format]:
             for p in range(1, k if signed else k + 1) for extended in (True, False)]
 
 
+# ---- formats a user defines ---------------------------------------------------------
+
+_USER: dict[str, Format] = {}
+_SPEC = re.compile(r"(u?)e(\d+)m(\d+)(?:b(-?\d+))?(?:_(ieee|fn|fnuz|top_inf|none))?(_nosub)?")
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_SPECIALS: tuple[Specials, ...] = ("ieee", "fn", "fnuz", "top_inf", "none")
+
+
+def _user_record(name: str, exp_bits: int, man_bits: int, bias: int | None, signed: bool, specials: str,
+                 subnormals: bool, title: str) -> Format:
+    for what, v in (("exp_bits", exp_bits), ("man_bits", man_bits)) + ((("bias", bias),) if bias is not None else ()):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"format {name!r}: {what} must be an int, not {type(v).__name__}")
+    for what, v in (("signed", signed), ("subnormals", subnormals)):
+        if not isinstance(v, bool):
+            raise TypeError(f"format {name!r}: {what} must be True or False, not {type(v).__name__}")
+    if specials not in _SPECIALS:
+        raise ValueError(f"format {name!r}: unknown specials {specials!r}; choose one of: {', '.join(_SPECIALS)}")
+    if exp_bits < 1 or man_bits < 0:
+        raise ValueError(f"format {name!r}: exp_bits must be >= 1 and man_bits >= 0 (integers have formats of "
+                         f"their own), not {exp_bits} and {man_bits}")
+    bits = int(signed) + exp_bits + man_bits
+    if not 2 <= bits <= 8:
+        raise ValueError(f"format {name!r}: {bits} bits; fmtsim's codes are bytes, so a format has 2..8 bits")
+    if specials == "ieee" and (man_bits < 1 or exp_bits < 2):
+        raise ValueError(f"format {name!r}: specials='ieee' reserves the all-ones exponent for Inf and NaN; it "
+                         "needs exp_bits >= 2 and man_bits >= 1")
+    if specials == "fnuz" and not signed:
+        raise ValueError(f"format {name!r}: specials='fnuz' puts the NaN on the negative-zero code; it needs a sign")
+    if specials == "top_inf" and bits < 3:
+        raise ValueError(f"format {name!r}: specials='top_inf' needs at least 3 bits (a NaN, an Inf and a number)")
+    f = Format(name, "float", exp_bits, man_bits, (1 << (exp_bits - 1)) - 1 if bias is None else bias, signed=signed,
+               specials=specials, subnormals=subnormals,
+               title=title or f"user format: {_canonical_spec(exp_bits, man_bits, bias, signed, specials, subnormals)}",
+               source="defined by the user")
+    finite = [val for c in range(f.n_codes) if isinstance(val := f.code_value(c), Fraction)]
+    positive = [val for val in finite if val > 0]
+    if not positive:
+        raise ValueError(f"format {name!r} has no positive finite value")
+    # encode's tables read float32 patterns: every value, and every midpoint, must be a float32
+    if min(positive) / 2 < Fraction(2) ** -149 or max(positive) * 2 >= Fraction(2) ** 128:
+        raise ValueError(f"format {name!r}: values from {float(min(positive)):g} to {float(max(positive)):g}; "
+                         "half the smallest and twice the largest must lie in float32's range (bias too far)")
+    return f
+
+
+def _canonical_spec(exp_bits: int, man_bits: int, bias: int | None, signed: bool, specials: str,
+                    subnormals: bool) -> str:
+    b = (1 << (exp_bits - 1)) - 1 if bias is None else bias
+    return f"{'' if signed else 'u'}e{exp_bits}m{man_bits}b{b}_{specials}{'' if subnormals else '_nosub'}"
+
+
+def define_format(name: str, exp_bits: int, man_bits: int, *, bias: int | None = None, signed: bool = True,
+                  specials: str = "ieee", subnormals: bool = True, title: str = "") -> Format:
+    """A float format from its parameters, checked and registered under ``name`` (lower-case letters,
+    digits and '_'), so that every entry point that takes a format name takes it: encode, decode,
+    encode_with_flags, quantize, the block quantizers, the oracle, tables, vectors.
+
+    bias: default 2^(exp_bits-1) - 1 (IEEE's). specials: 'ieee' (Inf and NaNs on the all-ones exponent),
+    'fn' (only the all-ones code of each sign is NaN), 'fnuz' (the negative-zero code is the only NaN),
+    'top_inf' (one NaN, +-Inf at the top of each sign: P3109 Extended) or 'none'. subnormals=False
+    makes exponent field 0 a normal binade, as E8M0's (the format then has no zero).
+    Defining a name again with the same parameters returns the same format; with others, ValueError."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"format name must be lower-case letters, digits and '_', starting with a letter, "
+                         f"not {name!r}")
+    if name in _ALIASES or _P3109_NAME.fullmatch(name):
+        raise ValueError(f"format name {name!r} is taken by a built-in format")
+    f = _user_record(name, exp_bits, man_bits, bias, signed, specials, subnormals, title)
+    old = _USER.get(name)
+    if old is not None:
+        if (old.exp_bits, old.man_bits, old.bias, old.signed, old.specials, old.subnormals) != \
+                (f.exp_bits, f.man_bits, f.bias, f.signed, f.specials, f.subnormals):
+            raise ValueError(f"format {name!r} is already defined otherwise ({old.title}); forget_format it first")
+        return old
+    _USER[name] = f
+    return f
+
+
+def parse_format(spec: str) -> Format:
+    """A float format from one spec string, ``[u]e<E>m<M>[b<bias>][_<specials>][_nosub]`` (e.g.
+    'e3m4b5_fn', 'ue5m3_none', 'e4m3b11_fnuz'; specials default 'ieee', bias IEEE's), named by the
+    spec in full ('e3m4b5_fn'); the same spec gives the same format. get_format reads spec strings too."""
+    m = _SPEC.fullmatch(spec.strip().lower().replace("-", "_")) if isinstance(spec, str) else None
+    if m is None:
+        raise ValueError(f"not a format spec: {spec!r}; write [u]e<E>m<M>[b<bias>][_<specials>][_nosub], "
+                         "e.g. 'e3m4b5_fn' or 'ue5m3_none'")
+    signed, e, man = m[1] != "u", int(m[2]), int(m[3])
+    bias = int(m[4]) if m[4] is not None else None
+    specials, subnormals = m[5] or "ieee", m[6] is None
+    name = _canonical_spec(e, man, bias, signed, specials, subnormals)
+    if name in _USER:
+        return _USER[name]
+    f = _user_record(name, e, man, bias, signed, specials, subnormals, "")
+    _USER[name] = f
+    return f
+
+
+def user_formats() -> dict[str, Format]:
+    """The formats defined in this process (define_format, parse_format), by name."""
+    return dict(_USER)
+
+
+def forget_format(name: str) -> None:
+    """Unregister a user format (KeyError if there is none of that name)."""
+    if name not in _USER:
+        raise KeyError(f"no user format named {name!r}")
+    del _USER[name]
+
+
 def format_names() -> list[str]:
     return list(FORMATS)
 
@@ -371,5 +482,10 @@ def get_format(fmt: str | Format) -> Format:
     m = _P3109_NAME.fullmatch(key)
     if m:
         return p3109(int(m[1]), int(m[2]), m[3] == "s", m[4] == "e")
-    raise ValueError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}, and the IEEE P3109 "
-                     "formats binary{K}p{P}{s|u}{e|f} (K 3..8)")
+    if key in _USER:
+        return _USER[key]
+    if _SPEC.fullmatch(key):
+        return parse_format(key)
+    user = f", defined: {', '.join(_USER)}" if _USER else ""
+    raise ValueError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}{user}, the IEEE P3109 "
+                     "formats binary{K}p{P}{s|u}{e|f} (K 3..8), and spec strings [u]e<E>m<M>[b<bias>][_<specials>]")

@@ -75,6 +75,9 @@ SCHEMES: Mapping[str, str] = MappingProxyType({
     "mxint8": "mxint8",
 })
 _ALIASES = {"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e3m2"}
+# 'mx_<format>': OCP MX v1.0 6.3's conversion (shared exponent floor(log2 amax) - emax_elem, elements
+# scaled and rounded, saturating) with any float element format: P3109's, or one a user defines
+MX_STYLE = "mx_"
 SCALE_RULES = ("floor", "ceil", "even", "rceil")
 E8M0_NAN = 0xFF
 _UINT = {4: np.uint32, 8: np.uint64}
@@ -98,7 +101,7 @@ class MXTensor:
     @property
     def element_format(self) -> Format:
         """The element format of ``scheme`` (ValueError/TypeError for an unknown scheme)."""
-        return get_format(SCHEMES[_scheme(self.scheme)])
+        return _element(_scheme(self.scheme))
 
 
 def _scheme(name: str) -> str:
@@ -106,9 +109,23 @@ def _scheme(name: str) -> str:
         raise TypeError(f"scheme must be an MX scheme name ({', '.join(SCHEMES)}), not {type(name).__name__}")
     key = name.lower()
     key = _ALIASES.get(key, key)
-    if key not in SCHEMES:
-        raise ValueError(f"unknown MX scheme {name!r}; choose from {', '.join(SCHEMES)}")
-    return key
+    if key in SCHEMES:
+        return key
+    if key.startswith(MX_STYLE):  # OCP's algorithm with another element format (P3109, a user format)
+        try:
+            elem = get_format(key[len(MX_STYLE):])
+        except ValueError as e:
+            raise ValueError(f"MX-style scheme {name!r}: {e}") from None
+        if elem.kind != "float" or not elem.has_zero:
+            raise ValueError(f"MX-style scheme {name!r}: the element must be a float format with a zero")
+        return MX_STYLE + elem.name
+    raise ValueError(f"unknown MX scheme {name!r}; choose from {', '.join(SCHEMES)}, or 'mx_<format>' for OCP's "
+                     "block conversion with another float element format (e.g. 'mx_binary8p4se')")
+
+
+def _element(key: str) -> Format:
+    """The element format of a checked scheme name."""
+    return get_format(SCHEMES[key] if key in SCHEMES else key[len(MX_STYLE):])
 
 
 def _codes_from_exponent(e: np.ndarray, finite: np.ndarray) -> np.ndarray:
@@ -125,8 +142,9 @@ def scale_codes(amax: np.ndarray, elem: str | Format, rule: str = "floor") -> np
     widened exactly to float64; NaN/Inf give 0xFF). elem: an MX element format
     (e4m3, e5m2, e3m2, e2m3, e2m1, mxint8)."""
     f = get_format(elem)
-    if f.name not in SCHEMES.values():
-        raise ValueError(f"scale_codes: {f.name} is not an MX element format ({', '.join(SCHEMES.values())})")
+    if f.name not in SCHEMES.values() and f.kind != "float":
+        raise ValueError(f"scale_codes: {f.name} is not an MX element format ({', '.join(SCHEMES.values())}) "
+                         "or a float format")
     choice(rule, "scale_rule", SCALE_RULES)
     emax = f.emax
     mbits = f.precision - 1
@@ -295,7 +313,7 @@ def quantize(
     Bad arguments raise TypeError or ValueError naming them.
     """
     key = _scheme(scheme)
-    elem = get_format(SCHEMES[key])
+    elem = _element(key)
     axis = integer(axis, "axis")
     block_size = integer(block_size, "block_size", low=1)
     scale_rule = choice(scale_rule, "scale_rule", SCALE_RULES)
@@ -355,7 +373,7 @@ def check_tensor(q: MXTensor, what: str = "q") -> Blocks:
     blocks; TypeError/ValueError naming the field otherwise."""
     instance(q, MXTensor, what, "from mx.quantize or layout.from_gpt_oss")
     key = _scheme(q.scheme)
-    codes = integer_array(q.codes, f"{what}.codes", bits=get_format(SCHEMES[key]).bits)
+    codes = integer_array(q.codes, f"{what}.codes", bits=_element(key).bits)
     if codes.ndim == 0:
         raise ValueError(f"{what}.codes is 0-d; MX codes have at least one axis")
     axis = integer(q.axis, f"{what}.axis", low=-codes.ndim, high=codes.ndim - 1) % codes.ndim
