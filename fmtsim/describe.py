@@ -8,6 +8,8 @@ expansion is finite).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from fractions import Fraction
 
 from .formats import FORMATS, Format, get_format
@@ -97,9 +99,10 @@ def _short(v: Fraction | None) -> str:
     return exact_decimal(v)
 
 
-def format_rows() -> list[list[str]]:
+def format_rows(formats: Iterable[Format] | None = None) -> list[list[str]]:
+    """One row of properties per format (default: the built-in ones)."""
     rows = []
-    for f in FORMATS.values():
+    for f in FORMATS.values() if formats is None else formats:
         rows.append([
             f.name,
             str(f.bits),

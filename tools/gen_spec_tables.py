@@ -17,7 +17,7 @@ from tabulate import tabulate
 
 from fmtsim.describe import CODE_COLUMNS, FORMAT_COLUMNS, code_rows, format_rows
 from fmtsim.fileio import atomic_write
-from fmtsim.formats import FORMATS
+from fmtsim.formats import FORMATS, p3109_formats
 
 OUT = Path(__file__).resolve().parent.parent / "spec_tables"
 
@@ -46,6 +46,13 @@ def generate() -> dict[str, str]:
         source = f.source or "two's complement / binary integer"
         files[f"{name}.md"] = _md(f"{name}: {f.title}", CODE_COLUMNS, rows, f"{note} Source: {source}.")
         files[f"{name}.csv"] = _csv(CODE_COLUMNS, rows)
+    # IEEE P3109's 8-bit formats (interim report v4.0): every code as CSV, their properties as one page
+    p8 = p3109_formats(range(8, 9))
+    files["p3109/README.md"] = _md("IEEE P3109 Binary8 formats", FORMAT_COLUMNS, format_rows(p8),
+                                   f"{note} Source: IEEE P3109 interim report v4.0 (26 June 2026), 3.1-3.2, 4.7.6; "
+                                   "every code of each in its CSV. The 3- to 7-bit formats: `fmtsim table NAME`.")
+    for f in p8:
+        files[f"p3109/{f.name}.csv"] = _csv(CODE_COLUMNS, code_rows(f))
     return files
 
 
@@ -61,10 +68,11 @@ def main() -> int:
             if not path.exists() or path.read_text() != text:
                 stale.append(name)
             continue
-        OUT.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, text)
     if args.check:
-        extra = sorted(p.name for p in OUT.glob("*") if p.name not in files) if OUT.exists() else []
+        extra = sorted(name for p in OUT.rglob("*") if p.is_file()
+                       and (name := p.relative_to(OUT).as_posix()) not in files) if OUT.exists() else []
         for name in stale + extra:
             print(f"stale: spec_tables/{name}")
         return 1 if stale or extra else 0
