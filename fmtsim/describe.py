@@ -9,7 +9,6 @@ expansion is finite).
 from __future__ import annotations
 
 from collections.abc import Iterable
-
 from fractions import Fraction
 
 from .formats import FORMATS, Format, get_format
