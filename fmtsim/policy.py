@@ -234,6 +234,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
 from .formats import Format, get_format
@@ -648,7 +649,7 @@ class Resolved:
 
     def for_source(self, src: str) -> Resolved:
         """This policy for inputs of type ``src``: a per-source NaN mode applied."""
-        return replace(self, on_nan=self.on_nan.for_source(src))
+        return _for_source(self, src)
 
     def fixed_nan_code(self, negative: bool) -> int:
         """The code nan='fixed' writes for a NaN of this sign."""
@@ -659,6 +660,12 @@ class Resolved:
 
 
 Profile = Callable[[Format], Policy]
+
+
+@lru_cache(maxsize=4096)
+def _for_source(pol: Resolved, src: str) -> Resolved:
+    rule = pol.on_nan.for_source(src)
+    return pol if rule == pol.on_nan else replace(pol, on_nan=rule)
 
 
 def __getattr__(name: str) -> Any:
@@ -711,7 +718,25 @@ def resolve(
 
     ``profile``: a name in :data:`PROFILES`, a :class:`Policy` or a function
     Format -> Policy. The keywords are strings; each sub-rule checks its own against the format."""
-    f = get_format(fmt)
+    f = get_format(fmt)  # by the record, not its name: a user format defined anew is another one
+    try:
+        return _resolve_cached(f, rounding, overflow, nan, profile)
+    except TypeError as e:  # an unhashable argument: resolved afresh (and checked: it is probably wrong)
+        if "unhashable" not in str(e):
+            raise
+        return _resolve(f, rounding, overflow, nan, profile)
+
+
+@lru_cache(maxsize=4096)
+def _resolve_cached(f: Format, rounding: str | None, overflow: str | None, nan: str | None,
+                    profile: str | Policy | Profile | None) -> Resolved:
+    # the oracle resolves once per value: the same arguments give the same (immutable) policy; a
+    # profile function is taken to be what it is documented to be, a function of the format
+    return _resolve(f, rounding, overflow, nan, profile)
+
+
+def _resolve(f: Format, rounding: str | None, overflow: str | None, nan: str | None,
+             profile: str | Policy | Profile | None) -> Resolved:
     base = Policy("rne", "satfinite", None)
     if profile is not None:
         base = _profile_policy(profile, f)
