@@ -15,7 +15,7 @@ from fmtsim.conformance.divergences import Divergence
 from fmtsim.conformance.plugin import CAPABILITIES, Implementation, Request
 from fmtsim.policy import PROFILES
 
-BUILT_IN = {"fmtsim", "ml_dtypes", "torch", "torchao", "mmasim", "onnx", "gfloat"}
+BUILT_IN = {"fmtsim", "ml_dtypes", "torch", "torchao", "mmasim", "onnx", "gfloat", "pychop", "qtorch", "cpfloat"}
 
 
 def test_the_registry_holds_every_built_in_with_a_valid_claim():

@@ -119,7 +119,8 @@ def test_json_is_valid_and_lists_every_registered_implementation(capsys):
         assert [h["profile"] for h in item["held"]] == list(impl.profiles)
         assert (item["missing"] is None) == (impl.missing() is None)
     assert {"cpu", "toolchain", "build_cache"} <= set(data)
-    assert set(data["toolchain"]) == {"cxx", "nvcc", "cuda_headers", "cuda_wheels", "hip_headers", "llvm"}
+    assert set(data["toolchain"]) == {"cxx", "nvcc", "cuda_headers", "cuda_wheels", "hip_headers", "cpfloat_headers",
+                                      "llvm"}
 
 
 def test_the_text_table_fits_100_columns(capsys):

@@ -42,8 +42,8 @@ def test_every_module_installed():
         assert spec is not None and spec.origin is not None, f"{name} is missing from the installed package"
         assert Path(spec.origin).resolve().is_relative_to(PACKAGE), (name, spec.origin)
     assert (PACKAGE / "py.typed").is_file()
-    # the C++ sources the package compiles on the user's machine (shims, the compiled engine)
-    for src in sorted((ROOT / "fmtsim").rglob("*.cpp")):
+    # the C++ and C sources the package compiles on the user's machine (shims, the compiled engine)
+    for src in sorted([*(ROOT / "fmtsim").rglob("*.cpp"), *(ROOT / "fmtsim").rglob("*.c")]):
         assert (PACKAGE / src.relative_to(ROOT / "fmtsim")).is_file(), f"{src.name} is missing from the package"
 
 

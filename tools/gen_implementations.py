@@ -28,7 +28,7 @@ import fmtsim
 from fmtsim.conformance.adapters import Adapter
 from fmtsim.conformance.impls import registry
 from fmtsim.conformance.plugin import Implementation, Request
-from fmtsim.formats import get_format
+from fmtsim.formats import Format, get_format
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "implementations.md"
 
@@ -84,7 +84,9 @@ class Column:
         return f"{self.impl.name}[{','.join(p.options.values())}]" if p.options else self.impl.name
 
     def path_for(self, fmt: str) -> Adapter | None:
-        return next((p for p in self.paths if p.formats is None or fmt in p.formats), None)
+        """The entry point that runs ``fmt`` (the format itself, or a record of the implementation's
+        own standing in for it: qtorch's E4M3 for ``e4m3``)."""
+        return next((p for p in self.paths if p.covering(fmt) is not None), None)
 
 
 def columns() -> list[Column]:
@@ -95,6 +97,8 @@ def columns() -> list[Column]:
             continue
         groups: dict[tuple[str, tuple[tuple[str, str], ...], str], list[Adapter]] = {}
         for p in impl.encoders(req):
+            if p.rbits is not None or not any(p.covering(b.fmt) for b in BEHAVIOURS):
+                continue  # stochastic (its cells need random bits), or into none of the rows' formats (P3109)
             key = (p.profile, tuple(sorted(p.options.items())), p.name if p.formats is None or len(p.formats) > 1
                    else "")
             groups.setdefault(key, []).append(p)
@@ -102,7 +106,7 @@ def columns() -> list[Column]:
     return cols
 
 
-def _code(c: int, fmt: str) -> str:
+def _code(c: int, fmt: str | Format) -> str:
     f = get_format(fmt)
     cls = f.code_class(c)
     v = f.code_value(c)
@@ -127,20 +131,24 @@ def cell(col: Column, b: Behaviour) -> str:
     kw = {} if path is None else path.policy_for(fmt)
     if b.flags and path is not None and path.with_flags is None:
         return "not reported"
+    if path is not None and path.rbits is not None:
+        return "stochastic"
+    name = fmt if path is None else path.covering(fmt) or fmt
+    rec: str | Format = fmt if path is None else path.record(name)  # the implementation's own record, if any
     parts = []
     for v in b.inputs:
         x = np.array([v], np.float32)
         try:
             if b.flags:
-                code, fl = fmtsim.encode_with_flags(x, fmt, **kw)
+                code, fl = fmtsim.encode_with_flags(x, rec, **kw)
                 bits = int(fl[0]) & (path.flag_bits if path is not None else 0xFF)
-                text = _code(int(code[0]), fmt) + ": " + ("|".join(n for m, n in _FLAG_NAMES if bits & m) or "none")
+                text = _code(int(code[0]), rec) + ": " + ("|".join(n for m, n in _FLAG_NAMES if bits & m) or "none")
             else:
-                text = _code(int(fmtsim.encode(x, fmt, **kw)[0]), fmt)
+                text = _code(int(fmtsim.encode(x, rec, **kw)[0]), rec)
         except ValueError:
             text = "raises"
         if path is not None:
-            hit = [n for n, m in path.known(fmt, "float32", x).items() if m.any()]
+            hit = [n for n, m in path.known(name, "float32", x).items() if m.any()]
             if hit:
                 text += f" [divergence: {', '.join(hit)}]"
         parts.append(text)
@@ -158,7 +166,9 @@ def render() -> str:
            "model (every float16/bfloat16 pattern, random and boundary float32, float64 where taken, "
            "every code decoded). `[divergence: NAME]` marks an input inside one of the entry point's "
            "named divergences (its bugs): there the implementation may differ from the profile, see below. "
-           "`no cast` means the implementation has no conversion into that format.", ""]
+           "`no cast` means the implementation has no conversion into that format. Entry points into none of "
+           "these formats (pychop's P3109 ones) and stochastic ones (whose codes depend on random bits) have no "
+           "column; they are named with their implementation below.", ""]
     out.append("## Behaviours")
     out.append("")
     header = ["behaviour"] + [c.label for c in cols]
@@ -204,7 +214,9 @@ def render() -> str:
             line += f" Install: `{impl.install}`."
         out.append(line)
         for d in impl.divergences:
-            out.append(f"  - `{d.name}` ({', '.join(d.formats)}; from {', '.join(d.sources)}): {d.description}")
+            fmts = ", ".join(d.formats) if len(d.formats) <= 8 else \
+                f"{len(d.formats)} formats: {', '.join(d.formats[:3])}, ..., {d.formats[-1]}"
+            out.append(f"  - `{d.name}` ({fmts}; from {', '.join(d.sources)}): {d.description}")
     out.append("")
     return "\n".join(out)
 

@@ -16,6 +16,11 @@ Name it on the command line as ``module:function`` or ``path/to/file.py:function
     fmtsim conform --impl fmtsim my_kernels.py:encode_e4m3
 
 Inputs that the claimed profile refuses (NaN into FP4/FP6 under "ocp") are left out.
+
+An emulation library (pychop, qtorch, cpfloat) returns values, not codes: :func:`codes_of` turns
+its values into the codes of the format it emulates (-1 for a value that is no code of it), and a
+format of its own that fmtsim has no record of is a :class:`~fmtsim.formats.Format` the adapter
+carries in ``records`` and names in ``formats``.
 """
 
 from __future__ import annotations
@@ -29,13 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from ..codec import encode, encode_with_flags
-from ..formats import get_format
+from ..codec import decode, encode, encode_with_flags
+from ..formats import Format, get_format
 from ..policy import PROFILES, resolve
 from ..profiles import Variant
 from .divergences import Divergence, explain, explain_among
 
-__all__ = ["Adapter", "load_adapter"]
+__all__ = ["Adapter", "codes_of", "load_adapter"]
 
 
 @dataclass
@@ -62,6 +67,29 @@ class Adapter:
     # (profile read off Y)"; both set by the runner from fmtsim.profiles.select
     variant: Variant | None = None
     unverified: str = ""
+    # the implementation's own formats that fmtsim has no record of (qtorch's E4M3, which uses every
+    # exponent and reaches 480), each named in ``formats`` by its record's name; a record whose
+    # ``aliases`` name a format of fmtsim's stands in for that one (``--formats e4m3`` runs it, and
+    # so does a run of every format)
+    records: tuple[Format, ...] = ()
+    # a stochastic entry point: the random integers it is given for inputs ``x`` (a function of x
+    # alone, so that fmtsim is given the same ones as ``rbits``); None for a deterministic one
+    rbits: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def record(self, fmt: str) -> Format:
+        """The format ``fmt`` names for this entry point: one of its ``records``, else fmtsim's."""
+        for rec in self.records:
+            if rec.name == fmt:
+                return rec
+        return get_format(fmt)
+
+    def covering(self, fmt: str) -> str | None:
+        """The name of the format this entry point runs when ``fmt`` is asked for: ``fmt`` itself
+        when it takes it, else the name of one of its records standing in for ``fmt``; None when
+        it has neither."""
+        if self.formats is None or fmt in self.formats:
+            return fmt
+        return next((rec.name for rec in self.records if fmt in rec.aliases and rec.name in self.formats), None)
 
     def policy_for(self, fmt: str) -> dict[str, Any]:
         """The encode keywords this path is held to for ``fmt`` (the profile, or the variant of
@@ -71,16 +99,23 @@ class Adapter:
     def expected(self, x: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
         """(mask of inputs the profile accepts, fmtsim's codes for them)."""
         kw = self.policy_for(fmt)
-        pol = resolve(fmt, **kw)
+        rec = self.record(fmt)
+        pol = resolve(rec, **kw)
         keep = np.ones(x.shape, bool)
         if pol.on_nan.mode == "raise":
             with np.errstate(invalid="ignore"):
                 keep = ~np.isnan(x.astype(np.float64))
-        return keep, np.asarray(encode(x[keep], fmt, **kw), dtype=np.uint8).reshape(-1)
+        if self.rbits is not None:
+            kw = {**kw, "rbits": self.rbits(x[keep])}
+        with np.errstate(invalid="ignore"):  # widening a signalling NaN quiets it: still a NaN
+            return keep, np.asarray(encode(x[keep], rec, **kw), dtype=np.uint8).reshape(-1)
 
     def expected_flags(self, x: np.ndarray, fmt: str) -> np.ndarray:
         """fmtsim's flags (only the bits this entry point reports) for inputs the profile accepts."""
-        _, flags = encode_with_flags(x, fmt, **self.policy_for(fmt))
+        kw = self.policy_for(fmt)
+        if self.rbits is not None:
+            kw = {**kw, "rbits": self.rbits(x)}
+        _, flags = encode_with_flags(x, self.record(fmt), **kw)
         return np.asarray(flags, dtype=np.uint8).reshape(-1) & self.flag_bits
 
     def known(self, fmt: str, source: str, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -88,8 +123,23 @@ class Adapter:
         if self.divergences is None:
             return {}
         if isinstance(self.divergences, str):
-            return explain(self.divergences, fmt, source, x)
-        return explain_among(self.divergences, fmt, source, x)
+            return explain(self.divergences, self.record(fmt), source, x)
+        return explain_among(self.divergences, self.record(fmt), source, x)
+
+
+def codes_of(values: Any, fmt: str | Format) -> np.ndarray:
+    """The codes of ``fmt`` whose values are ``values`` (an emulation library's output), int64;
+    -1 where a value is no code of ``fmt`` (beyond its range, between two of its values, an Inf
+    or NaN it lacks, a -0 it lacks). A NaN is the format's NaN with the value's sign (fmtsim's
+    ``nan='signed'`` code): an emulator's NaN payload is its host type's, not the format's."""
+    f = get_format(fmt)
+    with np.errstate(invalid="ignore", over="ignore"):  # widening a signalling NaN quiets it: still a NaN
+        v = np.ascontiguousarray(np.asarray(values, dtype=np.float64)).reshape(-1)
+        c = np.asarray(encode(v, f, rounding="rtz", overflow="nonsat", nan="signed" if f.has_nan else "zero"),
+                       dtype=np.uint8).reshape(-1)
+    back = decode(c, f, np.float64)
+    same = (back.view(np.uint64) == v.view(np.uint64)) | (np.isnan(back) & np.isnan(v))
+    return np.where(same, c.astype(np.int64), -1)
 
 
 def load_adapter(spec: str) -> Adapter:

@@ -4,7 +4,7 @@ For every registered implementation: the version it would run (or why it cannot 
 ``missing()``) and the profile variant it is held to (:func:`fmtsim.profiles.select` on that
 version and the code path the implementation reports), verified or not. For the machine: the
 CPU's instruction sets that pick kernels (x86: AVX2, AVX-512 F/BW/BF16/FP16, AMX; Arm: NEON,
-SVE, BF16), the C++ compiler, CUDA (nvcc, headers, NVIDIA's pip wheels), HIP headers, every
+SVE, BF16), the C++ compiler, CUDA (nvcc, headers, NVIDIA's pip wheels), HIP and CPFloat headers, every
 llvm-config and the one apfloat uses, and the build cache. Where nothing says, the answer is
 "unknown", never a guess.
 
@@ -261,7 +261,7 @@ def _nvcc_release(nvcc: str) -> str | None:
 
 def toolchain() -> dict[str, Any]:
     """The compilers and headers the shims are built with, as found by the code that builds them."""
-    from .impls import apfloat, cuda, hip
+    from .impls import apfloat, cpfloat, cuda, hip
     from .shim_build import find_compiler
 
     cxx = find_compiler()
@@ -278,6 +278,9 @@ def toolchain() -> dict[str, Any]:
     inc, hip_origin = hip.find_include_dir()
     out["hip_headers"] = {"dir": str(inc) if inc else None, "from": hip_origin or None,
                           "version": hip.header_version(inc) if inc else None}
+    cp_inc, cp_origin = cpfloat.find_include_dir()
+    out["cpfloat_headers"] = {"dir": str(cp_inc) if cp_inc else None, "from": cp_origin or None,
+                              "version": cpfloat.header_version(cp_inc) if cp_inc else None}
     chosen, why = apfloat.find_llvm_config()
     named = os.environ.get("FMTSIM_LLVM_CONFIG") or None
     configs, seen = [], set()
@@ -401,6 +404,11 @@ def render(env: dict[str, Any]) -> str:
     kv.append(["HIP headers", f"{hh['dir']} (from {hh['from']}): "
                + (f"HIP {hh['version']}" if hh["version"] else "version unknown (no hip/hip_version.h)")
                if hh["dir"] else "not found ($ROCM_PATH, $HIP_PATH, /opt/rocm)"])
+    cp = tc["cpfloat_headers"]
+    kv.append(["CPFloat headers", f"{cp['dir']} (from {cp['from']}): "
+               + (f"CPFloat {cp['version']}" if cp["version"] else "version unknown (no license.spdx beside them)")
+               if cp["dir"] else "not found ($CPFLOAT_INCLUDE, $CPFLOAT_PATH, $CPATH, /usr/local/include, "
+               "/usr/include)"])
     llvm = tc["llvm"]
     cfgs = [f"{c['path']}: LLVM {c['version'] or 'unknown'}"
             + (" (apfloat uses this)" if c["used_by_apfloat"] else "") for c in llvm["configs"]]

@@ -101,11 +101,12 @@ def encode_rows(adapter: Adapter, names: tuple[str, ...], big: bool) -> list[Row
     """Every coverage model's inputs of the source dtypes ``adapter`` takes, encoded by it,
     against fmtsim under the profile (and options) it claims; one Row per (format, model)."""
     rows: list[Row] = []
-    for name in names:
-        if adapter.formats is not None and name not in adapter.formats:
+    for asked in names:
+        name = adapter.covering(asked)  # the format itself, or a record of the implementation's standing in
+        if name is None:
             continue
         by_model: dict[str, Row] = {}
-        for model, src, x in iter_models(name, big=big):
+        for model, src, x in iter_models(adapter.record(name), big=big):
             if src not in adapter.sources:
                 continue
             row = by_model.setdefault(model, Row(adapter.name, name, model))
@@ -154,7 +155,7 @@ def _rule_of(adapter: Adapter, fmt: str, src: str, xs: np.ndarray, want: np.ndar
     if not any(n == src for _, n in SOURCE_TAGS.values()):
         return None
     try:
-        clf = encode_classifier(resolve(fmt, **adapter.policy_for(fmt)), src, who=adapter.name)
+        clf = encode_classifier(resolve(adapter.record(fmt), **adapter.policy_for(fmt)), src, who=adapter.name)
     except ValueError:
         return None
 
@@ -226,6 +227,24 @@ def hold_to_variants(impl: Implementation, encoders: list[Adapter]) -> None:
             enc.unverified = f"unverified version {version} (profile read off {sel.variant.provenance.describe()})"
 
 
+def _canonical(name: str, unknown: dict[str, ValueError]) -> str:
+    """fmtsim's name of the format ``name``; a name fmtsim does not know is kept (and remembered
+    in ``unknown`` with the error): it may name one of an implementation's own records."""
+    try:
+        return get_format(name).name
+    except ValueError as e:
+        unknown[name] = e
+        return name
+
+
+def _entry_points(impl: Implementation, req: Request) -> list[Adapter]:
+    """The encode entry points of ``impl`` (none where they cannot even be listed)."""
+    try:
+        return impl.encoders(req) if "encode" in impl.capabilities else []
+    except Exception:
+        return []
+
+
 def rows_for(impl: Implementation, req: Request) -> list[Row]:
     """Every row of every capability ``impl`` declares, for the request."""
     rows: list[Row] = []
@@ -239,10 +258,20 @@ def rows_for(impl: Implementation, req: Request) -> list[Row]:
             enc.profile = req.profile
     else:
         hold_to_variants(impl, encoders)
-    for name in req.names:  # grouped by format: decodes first, then each entry point's encodes
+    names = list(req.names)
+    if not req.formats_given:  # every format too that only some entry point has (P3109, its own records)
+        covered = {e.covering(n) for e in encoders for n in names}  # records standing in for one asked
+        for fmts in [d.formats for d in decoders] + [e.formats or () for e in encoders]:
+            names.extend(n for n in fmts if n not in names and n not in covered)
+    done: set[tuple[int, str]] = set()  # (entry point, format): a record standing in runs once
+    for name in names:  # grouped by format: decodes first, then each entry point's encodes
         for dec in decoders:
             rows.extend(decode_rows(dec, (name,)))
-        for enc in encoders:
+        for i, enc in enumerate(encoders):
+            ran = enc.covering(name)
+            if ran is None or (i, ran) in done:
+                continue
+            done.add((i, ran))
             for row in encode_rows(enc, (name,), req.big):
                 row.unverified = enc.unverified
                 rows.append(row)
@@ -275,12 +304,19 @@ def run(impls: tuple[str, ...] = DEFAULT_IMPLEMENTATIONS, formats: list[str] | N
     from ..mx import SCHEMES
 
     blocks = set(SCHEMES) | {"nvfp4"}
+    unknown: dict[str, ValueError] = {}  # names fmtsim does not know: an implementation's own records?
     if formats:
-        names = tuple(get_format(n).name for n in formats if n not in blocks and n not in UNITS)
+        names = tuple(_canonical(n, unknown) for n in formats if n not in blocks and n not in UNITS)
         req = Request(names, tuple(n for n in formats if n in blocks), tuple(n for n in formats if n in UNITS),
                       True, big, profile, vectors)
     else:
         req = Request(tuple(FORMATS), None, None, False, big, profile, vectors)
+    if unknown:
+        own = {rec.name for spec in impls if ":" not in spec
+               for enc in _entry_points(get_implementation(spec), req) for rec in enc.records}
+        for name, err in unknown.items():
+            if name not in own:
+                raise err
     chosen: list[Implementation] = []
     for spec in impls:
         if ":" in spec:

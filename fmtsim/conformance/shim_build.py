@@ -160,8 +160,11 @@ def _lacks(lib: str, cxx: str, lacking: list[str]) -> str:
 def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tuple[str, ...] = (),
           what: str = "shim", source: bytes | None = None, compile_flags: tuple[str, ...] = (),
           link_flags: tuple[str, ...] = (), identity_text: str = "", announce: bool = False,
-          remember_failure: bool = False, symbols: tuple[str, ...] = ()) -> ctypes.CDLL:
+          remember_failure: bool = False, symbols: tuple[str, ...] = (), language: str = "c++") -> ctypes.CDLL:
     """The shim ``shims/<shim>.cpp`` (or ``source``) compiled against ``include_dirs`` and loaded.
+
+    ``language`` "c": the shim is C, ``shims/<shim>.c``, compiled by the same compiler driver as C11
+    (``-x c``; g++ and clang++ compile C so): for C-only headers (cpfloat's) that C++ refuses.
 
     ``identity``: the header files whose change must trigger a rebuild; ``identity_text``: more
     of the same (a toolchain's version); ``compile_flags`` go before the source, ``link_flags``
@@ -181,9 +184,13 @@ def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tu
     except ShimUnavailable as e:
         raise ShimUnavailable(f"{what}: {e}", quiet=e.quiet) from None
     cxx = shlex.join(cmd)
+    if language not in ("c++", "c"):
+        raise ValueError(f"{what}: language must be 'c++' or 'c', not {language!r}")
     if source is None:
-        source = resources.files("fmtsim.conformance.shims").joinpath(f"{shim}.cpp").read_bytes()
-    flags = ["-O2", "-shared", "-fPIC", "-std=c++17", *[f"-D{d}" for d in defines],
+        suffix = ".c" if language == "c" else ".cpp"
+        source = resources.files("fmtsim.conformance.shims").joinpath(f"{shim}{suffix}").read_bytes()
+    std = ["-x", "c", "-std=c11"] if language == "c" else ["-std=c++17"]
+    flags = ["-O2", "-shared", "-fPIC", *std, *[f"-D{d}" for d in defines],
              *[f"-I{d}" for d in include_dirs], *compile_flags]
     h = hashlib.sha256(source)
     h.update("\0".join([*cmd, *flags, *link_flags, identity_text]).encode())
@@ -235,7 +242,7 @@ def build(shim: str, include_dirs: list[Path], identity: list[Path], defines: tu
 
     try:
         with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-            src = Path(tmp) / f"{shim}.cpp"
+            src = Path(tmp) / f"{shim}{'.c' if language == 'c' else '.cpp'}"
             src.write_bytes(source)
             tmp_lib = Path(tmp) / lib.name
             try:

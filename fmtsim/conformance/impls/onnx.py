@@ -47,7 +47,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         ("float32",),
         "The ONNX reference Cast to FLOAT8E8M0 (onnx 1.23) reads only the exponent bits: 0 "
         "becomes 0x00 and a finite negative x the code of |x| (the onnx_sat profile: NaN 0xFF, "
-        "fmtsim's former E8M0 rule, as ml_dtypes does); and a float32 subnormal, whose "
+        "as ml_dtypes does); and a float32 subnormal, whose "
         "exponent field is 0, rounds up to 0x01 even at or below 2^-127 (fmtsim: 0x00).",
         _onnx_e8m0,
     ),
