@@ -7,12 +7,15 @@ shape (numpy scalars for 0-d inputs, as numpy ufuncs do).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache, lru_cache
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
+from . import argcheck
 from .arrays import as_numpy
 from .formats import Format, get_format
 from .policy import Policy, Profile, Resolved, resolve
@@ -194,6 +197,7 @@ def encode(
     nan: str | None = None,
     rbits: Any = None,
     profile: str | Policy | Profile | None = None,
+    threads: int | None = None,
 ) -> Any:
     """Encode numbers into ``fmt`` codes (np.uint8), each rounded once from its exact value.
 
@@ -210,12 +214,24 @@ def encode(
              the finer choices (NaN codes per sign and source, overflow before
              rounding, Inf inputs, E8M0 specials, an intermediate type); explicit
              keywords win over it.
+    threads: split a large array into up to this many contiguous ranges converted on threads of
+             this process (default 1); the codes are the same for any value (each element is
+             converted on its own).
 
     Returns uint8 codes of x's shape (a numpy scalar for 0-d input). UE4M3
     codes fit in 7 bits; FP4/FP6/int4 codes in 4 or 6 bits.
     """
+    nthreads = _check_threads(threads)
     arr, flat, src, pol, r = _prepare(x, fmt, rounding, overflow, nan, rbits, profile)
     out = np.empty(flat.size, dtype=np.uint8)
+    _in_parts(flat.size, nthreads, lambda a, b: _encode_part(flat[a:b], src, pol, None if r is None else r[a:b],
+                                                             out[a:b]))
+    return _finish(out, arr.shape)
+
+
+def _encode_part(flat: np.ndarray, src: str, pol: Resolved, r: np.ndarray | None, out: np.ndarray) -> None:
+    """encode's work on one contiguous range (every step is element by element, so any split of the
+    input gives the same codes)."""
     if pol.rounding == "sr":
         assert r is not None
         if sr_compiled(pol, src) and flat.size:
@@ -236,7 +252,31 @@ def encode(
             encode_fast(flat, pol, out)
     if _reads_payload(pol):
         _reread_nan_payloads(flat, src, pol, out)
-    return _finish(out, arr.shape)
+
+
+# a thread's share of an array is at least this many elements: below it, starting a thread costs
+# more than the conversion it takes over
+_MIN_PART = 1 << 18
+
+
+def _check_threads(threads: Any) -> int:
+    if threads is None:
+        return 1
+    return argcheck.integer(threads, "threads", low=1)
+
+
+def _in_parts(n: int, threads: int, work: Callable[[int, int], None]) -> None:
+    """work(a, b) over [0, n) split into at most ``threads`` contiguous ranges run on threads of this
+    process (the compiled kernels and numpy's loops release the GIL); in the calling thread alone
+    where one range suffices. The first error a range raises is raised here."""
+    parts = max(1, min(threads, n // _MIN_PART))
+    if parts == 1:
+        work(0, n)
+        return
+    edges = [n * k // parts // 64 * 64 for k in range(parts)] + [n]  # ranges start on a cache line
+    with ThreadPoolExecutor(max_workers=parts, thread_name_prefix="fmtsim") as pool:
+        for f in [pool.submit(work, a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]:
+            f.result()
 
 
 def encode_with_flags(
@@ -248,6 +288,7 @@ def encode_with_flags(
     nan: str | None = None,
     rbits: Any = None,
     profile: str | Policy | Profile | None = None,
+    threads: int | None = None,
 ) -> tuple[Any, Any]:
     """Like :func:`encode`, also returning per-element exception flags (np.uint8).
 
@@ -256,9 +297,17 @@ def encode_with_flags(
     (a NaN turned into a number, or an input with no meaning in the format
     turned into NaN), 32 saturated (clamped to the format's range).
     """
+    nthreads = _check_threads(threads)
     arr, flat, src, pol, r = _prepare(x, fmt, rounding, overflow, nan, rbits, profile)
     out = np.empty(flat.size, dtype=np.uint8)
     flags = np.empty(flat.size, dtype=np.uint8)
+    _in_parts(flat.size, nthreads, lambda a, b: _flags_part(flat[a:b], src, pol, None if r is None else r[a:b],
+                                                            out[a:b], flags[a:b]))
+    return _finish(out, arr.shape), _finish(flags, arr.shape)
+
+
+def _flags_part(flat: np.ndarray, src: str, pol: Resolved, r: np.ndarray | None, out: np.ndarray,
+                flags: np.ndarray) -> None:
     for i in range(0, flat.size, CHUNK):
         with np.errstate(invalid="ignore"):  # widening signalling NaNs quiets them: fine
             wide = flat[i : i + CHUNK].astype(np.float64)
@@ -268,7 +317,6 @@ def encode_with_flags(
         flags[i : i + CHUNK] = f
     if _reads_payload(pol) or pol.flags.nan == "signaling":
         _reread_nan_payloads(flat, src, pol, out, flags)
-    return _finish(out, arr.shape), _finish(flags, arr.shape)
 
 
 _DECODE_DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32, np.float64)
@@ -288,7 +336,8 @@ def _decode_table(fmt: Format, dtype: np.dtype) -> np.ndarray:
     return t
 
 
-def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool = False) -> Any:
+def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool = False,
+           threads: int | None = None) -> Any:
     """Values of integer ``codes`` in ``fmt``, exactly, as ``dtype``.
 
     dtype: float32 (default) or float64 are exact for every format; float16 and
@@ -296,9 +345,10 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
     otherwise); either byte order ('>f4' too). NaN codes decode to a quiet NaN carrying the code's sign bit.
     Codes outside 0 .. 2^bits - 1 (e.g. 0x1F for FP4, or UE4M3 codes with bit 7
     set) raise ValueError naming the first bad index, unless ``mask=True``, which
-    keeps only the low ``bits`` bits of each code.
+    keeps only the low ``bits`` bits of each code. threads: as for :func:`encode`.
     """
     f = get_format(fmt)
+    nthreads = _check_threads(threads)
     try:
         dt = np.dtype(np.float32 if dtype is None else dtype)  # None: the default, not numpy's float64
     except (TypeError, ValueError, SyntaxError):  # numpy parses some strings (',') as Python and fails so
@@ -328,13 +378,18 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
             )
     out = np.empty(flat.size, dtype=native)
     if native == np.float32 and flat.dtype == np.uint8 and flat.size and decode_compiled():
-        decode_u8(flat, _decode_table_256(f), out)  # the same table, read by the compiled lookup
-        return _finish(out if native == dt else out.astype(dt), c.shape)
-    # codes are in range (checked or masked above): mode="wrap" only skips numpy's
-    # bounds-error path, which costs a third of the time
-    for i in range(0, flat.size, CHUNK):
-        np.take(table, flat[i : i + CHUNK], out=out[i : i + CHUNK], mode="wrap")
+        table256 = _decode_table_256(f)  # the same table, read by the compiled lookup
+        _in_parts(flat.size, nthreads, lambda a, b: decode_u8(flat[a:b], table256, out[a:b]))
+    else:
+        _in_parts(flat.size, nthreads, lambda a, b: _take_part(table, flat[a:b], out[a:b]))
     return _finish(out if native == dt else out.astype(dt), c.shape)
+
+
+def _take_part(table: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
+    # codes are in range (checked or masked): mode="wrap" only skips numpy's bounds-error path,
+    # which costs a third of the time
+    for i in range(0, codes.size, CHUNK):
+        np.take(table, codes[i : i + CHUNK], out=out[i : i + CHUNK], mode="wrap")
 
 
 @lru_cache(maxsize=64)
@@ -366,7 +421,7 @@ def quantize(x: Any, fmt: str | Format, *, dtype: Any = None, **kwargs: Any) -> 
             ok = False
         if not ok:
             raise TypeError(f"quantize: dtype must be float16, bfloat16, float32 or float64, not {dtype!r}")
-    return decode(encode(arr, fmt, **kwargs), fmt, dtype)
+    return decode(encode(arr, fmt, **kwargs), fmt, dtype, threads=kwargs.get("threads"))
 
 
-_ENCODE_KEYWORDS = frozenset({"rounding", "overflow", "nan", "rbits", "profile"})
+_ENCODE_KEYWORDS = frozenset({"rounding", "overflow", "nan", "rbits", "profile", "threads"})

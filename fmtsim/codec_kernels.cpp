@@ -11,6 +11,8 @@
 //
 // Stochastic rounding (fmtsim_sr_f32): see its comment.
 
+#include <algorithm>
+#include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +21,8 @@
 #endif
 
 namespace {
+
+inline uint32_t pick(uint32_t c, uint32_t x, uint32_t y) { return y ^ ((x ^ y) & (0u - c)); }  // c ? x : y, c 0 or 1
 
 inline uint32_t odd_index(uint32_t v, uint32_t mask, int32_t shift) { return (v | ((v & mask) + mask)) >> shift; }
 
@@ -47,6 +51,80 @@ void fmtsim_encode_f32(int64_t n, const uint32_t* u, const uint8_t* table, int32
         }
     }
     for (; i < n; ++i) out[i] = table[odd_index(u[i], mask, shift)];
+}
+
+// Round to nearest even by arithmetic, for a signed float format whose codes are sign, exponent
+// field and trailing significand (FP8/FP6/FP4, FNUZ, signed P3109): no table read, so the loop
+// vectorises whole. Its caller (rounding.arith_params) reads the parameters off the policy's table
+// and runs this kernel, both variants, on every round-to-odd index before using it; both it and
+// the table give a code that depends on the input only through that index, so the check covers
+// every float32 input. p: [rebias, drop, half_m1, min_normal, sub_base, max_mag, sign_code,
+// zero+, zero-, over+, over-, inf+, inf-, nan+, nan-, magic] (each kind of result's code per sign).
+//
+// A result below the smallest normal is the significand shifted to the smallest subnormal's
+// weight, rounded to nearest even. The fast variant lets the FPU do that rounding: |x| + magic,
+// magic = 2^(emin - man + 23), has its ulp at that weight, so the sum's low bits are the code
+// (the trick c10's and most half-precision converters use). It needs the FP environment's
+// round-to-nearest, which this kernel reads on every call; under another rounding mode (set by
+// fesetround) the integer variant runs. Neither depends on flush-to-zero or denormals-are-zero:
+// a float32 subnormal is far below half of every format's smallest subnormal here, so it gives 0
+// either way.
+}  // extern "C"
+
+namespace {
+
+template <bool kFpuRounds>
+void encode_f32_rne(int64_t n, const uint32_t* __restrict__ u, const uint32_t* __restrict__ p,
+                    uint8_t* __restrict__ out) {
+    const uint32_t rebias = p[0], drop = p[1], half_m1 = p[2], min_normal = p[3], max_mag = p[5], sign_code = p[6];
+    const int32_t sub_base = int32_t(p[4]);
+    const uint32_t zero_p = p[7], zero_n = p[8], over_p = p[9], over_n = p[10], inf_p = p[11], inf_n = p[12],
+                   nan_p = p[13], nan_n = p[14], magic_bits = p[15];
+    float magic;
+    std::memcpy(&magic, &magic_bits, 4);
+    for (int64_t i = 0; i < n; ++i) {
+        const uint32_t v = u[i];
+        const uint32_t a = v & 0x7FFFFFFFu;
+        const uint32_t neg = v >> 31;
+        // normal: rebias the exponent field, then drop the low bits with a half ulp (less one, plus
+        // the kept lsb: ties to even); a carry out of the significand steps the exponent, as it should
+        const uint32_t t = a - rebias;
+        const uint32_t normal = (t + half_m1 + ((t >> drop) & 1u)) >> drop;
+        uint32_t sub;
+        if (kFpuRounds) {
+            float af;
+            std::memcpy(&af, &a, 4);
+            const float sum = af + magic;
+            std::memcpy(&sub, &sum, 4);
+            sub -= magic_bits;
+        } else {  // the significand (implicit bit included) shifted by the same rule, at least 1 bit
+            const uint32_t e = a >> 23;
+            const uint32_t sig = (a & 0x7FFFFFu) | (uint32_t(e != 0) << 23);
+            const int32_t sh = std::min(std::max(sub_base - int32_t(e | uint32_t(e == 0)), int32_t(1)), int32_t(31));
+            sub = (sig + ((1u << (sh - 1)) - 1u) + ((sig >> sh) & 1u)) >> sh;
+        }
+        // selects as masks: the compiler keeps them in vector registers (a ?: chain became branches)
+        const uint32_t mag = pick(a < min_normal, sub, normal);
+        uint32_t code = mag | (sign_code & (0u - neg));
+        code = pick(mag == 0, pick(neg, zero_n, zero_p), code);
+        code = pick(mag > max_mag, pick(neg, over_n, over_p), code);
+        code = pick(a >= 0x7F800000u, pick(a == 0x7F800000u, pick(neg, inf_n, inf_p), pick(neg, nan_n, nan_p)), code);
+        out[i] = uint8_t(code);
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// integer_subnormals: 1 runs the integer variant whatever the rounding mode (the caller's check
+// runs both)
+void fmtsim_encode_f32_rne(int64_t n, const uint32_t* u, const uint32_t* p, int32_t integer_subnormals, uint8_t* out) {
+    if (!integer_subnormals && std::fegetround() == FE_TONEAREST) {
+        encode_f32_rne<true>(n, u, p, out);
+    } else {
+        encode_f32_rne<false>(n, u, p, out);
+    }
 }
 
 void fmtsim_encode_16(int64_t n, const uint16_t* u, const uint8_t* table, uint8_t* out) {

@@ -737,16 +737,61 @@ def _bind_kernels(lib: ctypes.CDLL) -> dict[str, Any]:
     sr32, sr64 = lib.fmtsim_sr_f32_r32, lib.fmtsim_sr_f32_r64
     f32.argtypes, f16.argtypes = [i64, p, p, i32, p], [i64, p, p, p]
     sr32.argtypes = sr64.argtypes = [i64, p, p, i32, p, i64, p, p, i32, i32, i32, i32, i32, p, p]
-    dec = lib.fmtsim_decode_u8
-    dec.argtypes = [i64, p, p, p]
-    f32.restype = f16.restype = sr32.restype = sr64.restype = dec.restype = None
-    return {"f32": f32, "16": f16, "sr32": sr32, "sr64": sr64, "decode": dec}
+    dec, rne = lib.fmtsim_decode_u8, lib.fmtsim_encode_f32_rne
+    dec.argtypes, rne.argtypes = [i64, p, p, p], [i64, p, p, i32, p]
+    f32.restype = f16.restype = sr32.restype = sr64.restype = dec.restype = rne.restype = None
+    return {"f32": f32, "16": f16, "sr32": sr32, "sr64": sr64, "decode": dec, "rne": rne}
 
 
 _KERNELS = Library("fmtsim", "codec_kernels", "the element encode and decode kernels",
                    ("fmtsim_encode_f32", "fmtsim_encode_16", "fmtsim_sr_f32_r32", "fmtsim_sr_f32_r64",
-                    "fmtsim_decode_u8"),
+                    "fmtsim_decode_u8", "fmtsim_encode_f32_rne"),
                    _bind_kernels)
+
+
+@lru_cache(maxsize=256)
+def arith_params(pol: Resolved) -> np.ndarray | None:
+    """The parameters of codec_kernels.cpp's fmtsim_encode_f32_rne for this policy, or None where that
+    kernel does not give the table's codes (then the table lookup runs).
+
+    Offered to signed float formats with subnormals under 'rne'; every parameter but the layout's is
+    read off the policy's own table (the code of a zero, of an overflow, of Inf and of NaN, per sign),
+    and the kernel is then run on one input of every round-to-odd index and compared with the table.
+    Both the kernel and the table give a code that depends on the input only through that index (the
+    kernel's round bit sits above the table's shift for every input whose rounding is not to zero), so
+    agreement there is agreement on all 2^32 float32 inputs; anything the policy does that the kernel
+    does not (overflow before rounding, a NaN code that varies with the payload) shows as a mismatch.
+    """
+    fmt = pol.fmt
+    if not (pol.rounding == "rne" and fmt.kind == "float" and fmt.signed and fmt.subnormals
+            and 0 <= 127 - fmt.bias and fmt.man_bits <= 22 and _KERNELS.unavailable_reason() is None):
+        return None
+    table, s = table_f32(pol)
+    if table.size > 1 << 20:  # the check below would cost more than it saves
+        return None
+    vals = fmt.values
+    finite = np.flatnonzero(np.isfinite(vals[: fmt.sign_mask]))
+    if finite.size == 0:
+        return None
+    drop = 23 - fmt.man_bits
+
+    def at(bits: int) -> int:
+        return int(table[(bits | ((bits & ((1 << s) - 1)) + (1 << s) - 1)) >> s])
+
+    emin = 1 - fmt.bias
+    magic = np.array([2.0 ** (emin - fmt.man_bits + 23)], dtype=np.float32).view(np.uint32)[0]
+    p = np.array([(127 - fmt.bias) << 23, drop, (1 << (drop - 1)) - 1, (127 + emin) << 23,
+                  151 - fmt.bias - fmt.man_bits, int(finite.max()), fmt.sign_mask,
+                  at(0), at(0x80000000), at(0x7F7FFFFF), at(0xFF7FFFFF), at(0x7F800000), at(0xFF800000),
+                  at(0x7FFFFFFF), at(0xFFFFFFFF), magic], dtype=np.uint32)
+    reps = (np.arange(table.size, dtype=np.uint64) << np.uint64(s)).astype(np.uint32)
+    got = np.empty(reps.size, dtype=np.uint8)
+    for integer_subnormals in (0, 1):  # the kernel picks a variant by the FP rounding mode: both must agree
+        _KERNELS.entry()["rne"](reps.size, reps.ctypes.data, p.ctypes.data, integer_subnormals, got.ctypes.data)
+        if not np.array_equal(got, table):
+            return None
+    p.flags.writeable = False
+    return p
 _SR_RULE_CODES = {"truncated": 0, "offset": 1, "nearest": 2, "equal": 3}
 
 
@@ -867,8 +912,12 @@ def encode_fast(x: np.ndarray, pol: Resolved, out: np.ndarray, engine: str = "au
             np.take(table, u16[i : i + CHUNK], out=out[i : i + CHUNK], mode="wrap")
         return out
     table, s = table_f32(pol)
+    arith = arith_params(pol) if compiled else None
     if x.dtype == np.float32 and compiled:
-        _KERNELS.entry()["f32"](n, x.ctypes.data, table.ctypes.data, s, out.ctypes.data)
+        if arith is not None:
+            _KERNELS.entry()["rne"](n, x.ctypes.data, arith.ctypes.data, 0, out.ctypes.data)
+        else:
+            _KERNELS.entry()["f32"](n, x.ctypes.data, table.ctypes.data, s, out.ctypes.data)
         return out
     tmp = np.empty(min(n, CHUNK), dtype=np.uint32)
     idx = np.empty(min(n, CHUNK), dtype=np.uint32)
@@ -884,6 +933,9 @@ def encode_fast(x: np.ndarray, pol: Resolved, out: np.ndarray, engine: str = "au
         for i in range(0, n, CHUNK):
             m = min(CHUNK, n - i)
             odd_f64_to_f32_bits(x[i : i + m], out=u32[:m])
+            if arith is not None:
+                _KERNELS.entry()["rne"](m, u32.ctypes.data, arith.ctypes.data, 0, out[i:].ctypes.data)
+                continue
             if compiled:
                 _KERNELS.entry()["f32"](m, u32.ctypes.data, table.ctypes.data, s, out[i:].ctypes.data)
                 continue

@@ -54,6 +54,65 @@ def test_encode_lookups_equal_numpy(name, rng):
             assert np.array_equal(fast, slow), (name, profile, kw, x.dtype)
 
 
+ARITH_FORMATS = ["e5m2", "e4m3", "e4m3fnuz", "e2m1", "e3m2", "binary8p4se", "binary8p1sf"]
+
+
+def test_arithmetic_encode_serves_the_signed_float_formats():
+    """fmtsim_encode_f32_rne (no table read) runs where its parameters reproduce the table, and only
+    there: signed float formats with subnormals under rne, both overflow rules; not the unsigned,
+    integer or E8M0 formats, nor another rounding."""
+    _available()
+    for name in ARITH_FORMATS:
+        for overflow in ("satfinite", "nonsat"):
+            assert rounding.arith_params(resolve(name, "rne", overflow)) is not None, (name, overflow)
+    for name, mode in (("ue4m3", "rne"), ("e8m0", "rne"), ("int8", "rne"), ("binary8p4ue", "rne"),
+                       ("e4m3", "rtz"), ("e4m3", "rna")):
+        assert rounding.arith_params(resolve(name, mode)) is None, (name, mode)
+
+
+@pytest.mark.parametrize("name", ARITH_FORMATS)
+def test_arithmetic_encode_both_variants_equal_the_table(name, rng):
+    """Both variants of the arithmetic kernel (the FPU's rounding of subnormals, and the integer one
+    that runs under another FP rounding mode) give the table lookup's code at every round-to-odd
+    index, with its lower end and with random low bits."""
+    _available()
+    for overflow in ("satfinite", "nonsat"):
+        pol = resolve(name, "rne", overflow).for_source("float32")
+        params = rounding.arith_params(pol)
+        table, s = rounding.table_f32(pol)
+        x = _every_index(pol, rng).view(np.uint32)
+        want = np.empty(x.size, np.uint8)
+        rounding._KERNELS.entry()["f32"](x.size, x.ctypes.data, table.ctypes.data, s, want.ctypes.data)
+        for integer_subnormals in (0, 1):
+            got = np.empty(x.size, np.uint8)
+            rounding._KERNELS.entry()["rne"](x.size, x.ctypes.data, params.ctypes.data, integer_subnormals,
+                                             got.ctypes.data)
+            assert np.array_equal(got, want), (name, overflow, integer_subnormals)
+
+
+def test_arithmetic_encode_under_another_fp_rounding_mode(rng):
+    """A caller that changed the FP environment's rounding mode (fesetround) gets the same codes: the
+    kernel reads the mode on every call and runs its integer variant then."""
+    _available()
+    import ctypes
+    import ctypes.util
+    import platform
+
+    name = ctypes.util.find_library("m")
+    libm = ctypes.CDLL(name) if name else None
+    if libm is None or not hasattr(libm, "fesetround") or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("needs the C library's fesetround and x86's FE_* values")
+    x = (rng.standard_normal(100_000) * 2.0**-14).astype(np.float32)  # mostly E5M2 subnormals
+    want = fmtsim.encode(x, "e5m2")
+    for mode in (0x400, 0x800, 0xC00):  # FE_DOWNWARD, FE_UPWARD, FE_TOWARDZERO on x86
+        assert libm.fesetround(mode) == 0
+        try:
+            got = fmtsim.encode(x, "e5m2")
+        finally:
+            libm.fesetround(0)
+        assert np.array_equal(got, want), hex(mode)
+
+
 SR_FORMATS = ["e4m3", "e5m2", "e2m1", "e3m2", "ue4m3", "int4", "mxint8", "uint4", "e4m3fnuz", "binary8p4se",
               "binary8p3ue", "e3m4"]
 

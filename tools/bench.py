@@ -22,6 +22,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -243,6 +244,37 @@ def bench_element(n: int, repeat: int, rng: np.random.Generator) -> list[list[st
                              ns(t[peer]), ratio_spread(t[peer], t["fmtsim"]), "-"])
         if not any(p in t for p in ("cpfloat", "qtorch")):
             rows.append([f"sr f32->{fmt} ({engine})", ns(t["fmtsim"]), f"no peer: {where}", "-", "-", "-"])
+    rows.extend(_threaded_rows(n, repeat, rng, torch, engine, ns))
+    return rows
+
+
+def _threaded_rows(n: int, repeat: int, rng: np.random.Generator, torch: Any, engine: str,
+                   ns: Callable[[list[float]], str]) -> list[list[str]]:
+    """threads=<cores> (the same codes as one thread, asserted) against one thread of fmtsim, and
+    torch on as many threads."""
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        return []
+    rows = []
+    x = spread("e4m3", n, rng)
+    r = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    for label, kw in (("encode f32->e4m3", {}), ("sr f32->e4m3", {"rounding": "sr", "rbits": r})):
+        assert np.array_equal(fmtsim.encode(x, "e4m3", threads=cores, **kw), fmtsim.encode(x, "e4m3", **kw))
+        fns: dict[str, Callable[[], object]] = {"one": lambda: fmtsim.encode(x, "e4m3", **kw),
+                                                "many": lambda: fmtsim.encode(x, "e4m3", threads=cores, **kw)}
+        t = paired(fns, repeat)
+        rows.append([f"{label}, threads={cores} ({engine})", ns(t["many"]), "fmtsim, 1 thread", ns(t["one"]),
+                     ratio_spread(t["one"], t["many"]), "-"])
+    if torch is not None:
+        xt = torch.from_numpy(x)
+        torch.set_num_threads(cores)
+        try:
+            t = paired({"many": lambda: fmtsim.encode(x, "e4m3", profile="torch", threads=cores),
+                        "torch": lambda: xt.to(torch.float8_e4m3fn)}, repeat)
+        finally:
+            torch.set_num_threads(1)
+        rows.append([f"encode f32->e4m3, threads={cores} ({engine})", ns(t["many"]), f"torch .to, {cores} threads",
+                     ns(t["torch"]), ratio_spread(t["torch"], t["many"]), "-"])
     return rows
 
 

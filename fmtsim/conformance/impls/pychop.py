@@ -302,19 +302,20 @@ def _float_point_encoder(rmode: int) -> Callable[[np.ndarray, str], np.ndarray]:
     return encode_
 
 
-def _float_point_policy(rmode: int) -> tuple[str, dict[str, str]]:
+def _float_point_policy(rmode: int) -> tuple[str, str | None]:
+    """(profile, rounding): the stochastic rmodes are profiles of their own (their rule and bits)."""
     if rmode == 5:
-        return "pychop_float_point_sr", {}
+        return "pychop_float_point_sr", None
     if rmode == 6:
-        return "pychop_float_point_sr_equal", {}
-    return "pychop_float_point", {"rounding": FLOAT_POINT_MODES[rmode]}
+        return "pychop_float_point_sr_equal", None
+    return "pychop_float_point", FLOAT_POINT_MODES[rmode]
 
 
 def _float_point_ours(x: np.ndarray, fmt: Format, rmode: int) -> np.ndarray:
-    profile, options = _float_point_policy(rmode)
+    profile, mode = _float_point_policy(rmode)
     rbits = random_bits(x, FLOAT_POINT_SR_BITS) if rmode in (5, 6) else None
     with np.errstate(invalid="ignore"):  # widening a signalling NaN quiets it
-        return np.asarray(encode(x, fmt, profile=profile, rbits=rbits, **options), np.int64)
+        return np.asarray(encode(x, fmt, rounding=mode, profile=profile, rbits=rbits), np.int64)
 
 
 def _fp_negative_zero(rmode: int) -> Callable[[np.ndarray, Format], np.ndarray]:
@@ -612,11 +613,12 @@ class Pychop(Implementation):
                                divergences=tuple(_chop_divergence(rmode, k) for k in _CHOP_ORDER),
                                options={"rounding": mode}))
         for rmode in (*FLOAT_POINT_MODES, 5, 6):
-            profile, options = _float_point_policy(rmode)
+            profile, fp_mode = _float_point_policy(rmode)
             out.append(Adapter(f"pychop.Chop_[rmode={rmode}]", _float_point_encoder(rmode), profile=profile,
                                formats=tuple(FLOAT_POINT_FORMATS),
                                sources=ALL_SOURCES if rmode == 1 else CHOP_QUICK_SOURCES,
-                               divergences=_float_point_divergences(rmode), options=options,
+                               divergences=_float_point_divergences(rmode),
+                               options={} if fp_mode is None else {"rounding": fp_mode},
                                rbits=(lambda x: random_bits(x, FLOAT_POINT_SR_BITS)) if rmode in (5, 6) else None))
         for sat, sat_name in P3109_SATURATIONS.items():
             for rounding, mode in _P3109_FMTSIM.items():
