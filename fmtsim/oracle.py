@@ -200,7 +200,10 @@ def encode_one(
     if v == "-0":
         return _encode_neg_zero(f, pol)
     assert isinstance(v, Fraction)
-    return _encode_number(v, f, pol, rbits, src)
+    code, fl = _encode_number(v, f, pol, rbits, src)
+    if v < 0 and pol.on_input.neg_underflow == "positive" and f.has_neg_zero and code == f.sign_mask:
+        return 0, fl  # the zero a negative rounded to, written as +0; its flags stay
+    return code, fl
 
 
 _INEXACT, _UNDERFLOW, _OVERFLOW, _INVALID, _SATURATED = 1, 2, 4, 16, 32
@@ -319,7 +322,7 @@ def _encode_number(v: Fraction, f: Format, pol: Resolved, rbits: int, src: str) 
     hi_val, hi_code = finite[-1]
     if v < 0 and not f.signed:
         if pol.on_overflow.unsigned_negative == "nan":  # rounded by its magnitude, as a negative rounds
-            mirrored: RoundingMode = {"rup": "rdn", "rdn": "rup", "rnm": "rna"}.get(  # type: ignore[assignment]
+            mirrored: RoundingMode = {"rup": "rdn", "rdn": "rup", "rnm": "rna", "rnp": "rnz"}.get(  # type: ignore[assignment]
                 pol.rounding, pol.rounding)
             code, fl = _encode_number(-v, f, replace(pol, rounding=mirrored), rbits, src)
             if code != _zero_code(f, symmetric):
@@ -382,14 +385,14 @@ def _pick_neighbour(v: Fraction, down: tuple[Fraction, int | None], up: tuple[Fr
     tz_parity = tz_code & 1 if tz_code is not None else 1 - (end_code & 1)
     if mode == "rto":
         return toward_zero if tz_parity == 1 else away
-    if mode in ("rne", "rna", "rnz", "rnm"):
+    if mode in ("rne", "rna", "rnz", "rnm", "rnp"):
         dz = abs(v - toward_zero[0])
         da = abs(away[0] - v)
         if dz != da:
             return toward_zero if dz < da else away
-        if mode == "rna" or (mode == "rnm" and v < 0):
+        if mode == "rna" or (mode == "rnm" and v < 0) or (mode == "rnp" and v > 0):
             return away
-        if mode in ("rnz", "rnm"):
+        if mode in ("rnz", "rnm", "rnp"):
             return toward_zero
         return toward_zero if tz_parity == 0 else away
     if mode == "sr":
@@ -515,9 +518,9 @@ def _tiny(v: Fraction, f: Format, pol: Resolved, result: Fraction) -> bool:
         r = lo if (lo / ulp) % 2 == 1 else hi
     elif a - lo != hi - a:
         r = lo if a - lo < hi - a else hi
-    elif mode == "rna" or (mode == "rnm" and negative):
+    elif mode == "rna" or (mode == "rnm" and negative) or (mode == "rnp" and not negative):
         r = hi
-    elif mode in ("rnz", "rnm"):
+    elif mode in ("rnz", "rnm", "rnp"):
         r = lo
     else:
         r = lo if (lo / ulp) % 2 == 0 else hi

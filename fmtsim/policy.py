@@ -19,6 +19,8 @@ Rounding modes (all exact, applied once to the input's exact value):
     rdn  toward -Inf
     rnz  nearest, ties toward zero (cpfloat's and pychop's mode 0 variant)
     rnm  nearest, ties toward -Inf (a tie of a positive goes down, of a negative away from zero)
+    rnp  nearest, ties toward +Inf (a tie of a positive goes away from zero, of a negative toward
+         it: pychop's Chop rmode 8)
     rto  to odd: an inexact result is the neighbour whose code is odd (code LSB 1; IEEE P3109
          ToOdd: for P = 1 the code is the biased exponent). Past max finite it is max finite where
          max finite's code is odd, else overflow (P3109 4.7.5: unsigned Extended formats, whose
@@ -178,6 +180,11 @@ names):
     neg_zero_input
                   an exact -0.0 input: 'keep' (default: -0 where the format has one) or
                   'positive' (+0; TransformerEngine's reference FP4 cast).
+    neg_underflow a negative nonzero input whose result is zero: 'keep' (default: -0 where the
+                  format has one, as IEEE 754 rounds) or 'positive' (+0: emulators that compute
+                  a small result as (x + c) - c, or write a literal 0; qtorch, pychop's Chop_,
+                  CPFloat's directed modes). With neg_zero_input='positive' every zero result
+                  is +0. The flags are the rounding's (inexact, underflow) either way.
     intermediate  None, or 'float16' / 'bfloat16' / 'float32': the input is first rounded
                   to nearest-even into that IEEE type (overflow to Inf), then converted
                   (double rounding: OpenVINO's float32 -> float16 -> FP8). Sources no wider
@@ -275,7 +282,7 @@ __all__ = [
 
 # Every choice is a Literal type (mypy catches a misspelt mode in code) and, for callers that pass
 # strings, a tuple of its names checked at run time (the tuples are the Literals' arguments).
-RoundingMode = Literal["rne", "rna", "rtz", "rup", "rdn", "rnz", "rnm", "rto", "sr"]
+RoundingMode = Literal["rne", "rna", "rtz", "rup", "rdn", "rnz", "rnm", "rnp", "rto", "sr"]
 SrRule = Literal["truncated", "offset", "nearest", "equal"]
 OverflowMode = Literal["satfinite", "nonsat", "satsym"]
 NanMode = Literal["signed", "canonical", "all_ones", "signed_all_ones", "raise", "max", "zero", "zero_sign_flipped",
@@ -291,6 +298,7 @@ E8M0Inf = Literal["nan", "max"]
 E8M0Tiny = Literal["min", "nan"]
 E8M0Encoding = Literal["unsigned", "signed_exponent"]
 NegZeroInput = Literal["keep", "positive"]
+NegUnderflow = Literal["keep", "positive"]
 IntermediateType = Literal["float16", "bfloat16", "float32"]
 IntermediateCarry = Literal["exact", "doubles_subnormal"]
 Tininess = Literal["before", "after", "result"]
@@ -308,7 +316,8 @@ NAN_MODES: tuple[NanMode, ...] = get_args(NanMode)
 ROUNDING_MODE_TEXT = {"rne": "round to nearest, ties to the even code (the default)",
                       "rna": "round to nearest, ties away from zero", "rtz": "toward zero", "rup": "toward +Inf",
                       "rdn": "toward -Inf", "rnz": "round to nearest, ties toward zero",
-                      "rnm": "round to nearest, ties toward -Inf", "rto": "to odd (the neighbour with an odd code)",
+                      "rnm": "round to nearest, ties toward -Inf", "rnp": "round to nearest, ties toward +Inf",
+                      "rto": "to odd (the neighbour with an odd code)",
                       "sr": "stochastic: your random bits (rbits=, --rbits) decide"}
 OVERFLOW_MODE_TEXT = {"satfinite": "beyond the largest finite: +-max, Inf inputs too (the default)",
                       "nonsat": "beyond the largest finite: Inf, or NaN where the format has no Inf",
@@ -343,6 +352,9 @@ E8M0_ENCODINGS: tuple[E8M0Encoding, ...] = get_args(E8M0Encoding)
 # an exact -0.0 input: its code keeps the sign where the format has a -0 ('keep'), or is +0 ('positive',
 # TransformerEngine's reference FP4 cast)
 NEG_ZERO_INPUTS: tuple[NegZeroInput, ...] = get_args(NegZeroInput)
+# a negative nonzero input that rounds to zero: -0 where the format has one ('keep', IEEE 754), or +0
+# ('positive': qtorch, pychop's Chop_, CPFloat's directed modes)
+NEG_UNDERFLOWS: tuple[NegUnderflow, ...] = get_args(NegUnderflow)
 # NaN modes once named after the implementation that does them: what each is called now
 RENAMED_NAN_MODES = {"ml_dtypes": "zero_sign_flipped", "torchao": "payload_rounded",
                      "te": "zero, with neg_zero_input='positive'"}
@@ -398,6 +410,7 @@ class Policy:
     intermediate_carry: IntermediateCarry | None = None
     e8m0_encoding: E8M0Encoding | None = None
     neg_zero_input: NegZeroInput | None = None
+    neg_underflow: NegUnderflow | None = None
     unsigned_negative: UnsignedNegative | None = None
     sr_rule: SrRule | None = None
     sr_bits: int | None = None
@@ -539,10 +552,12 @@ class NanRule:
 
 @dataclass(frozen=True)
 class InputRule:
-    """What +-Inf inputs (``inf``) and an exact -0.0 input (``neg_zero``) become."""
+    """What +-Inf inputs (``inf``), an exact -0.0 input (``neg_zero``) and a negative input whose
+    result is zero (``neg_underflow``) become."""
 
     inf: InfMode = "overflow"
     neg_zero: NegZeroInput = "keep"
+    neg_underflow: NegUnderflow = "keep"
 
     def check(self, fmt: Format) -> None:
         _check_choice("inf mode", self.inf, INF_MODES)
@@ -551,6 +566,7 @@ class InputRule:
         if self.inf == "zero" and not fmt.has_zero:
             raise ValueError(f"{fmt.name} has no zero; inf='zero' is impossible")
         _check_choice("neg_zero_input", self.neg_zero, NEG_ZERO_INPUTS)
+        _check_choice("neg_underflow", self.neg_underflow, NEG_UNDERFLOWS)
 
 
 @dataclass(frozen=True)
@@ -753,7 +769,7 @@ def _resolve(f: Format, rounding: str | None, overflow: str | None, nan: str | N
     on_overflow = OverflowRule(o, base.overflow_check or "after", base.overflow_nan, base.unsigned_negative or "zero")
     sat = on_overflow.saturating
     on_nan = _nan_rule(f, base, nan)
-    on_input = InputRule(base.inf or "overflow", base.neg_zero_input or "keep")
+    on_input = InputRule(base.inf or "overflow", base.neg_zero_input or "keep", base.neg_underflow or "keep")
     e8m0 = E8M0Rule(base.e8m0_negative or ("min" if sat else "nan"), base.e8m0_zero or ("min" if sat else "nan"),
                     base.e8m0_inf or ("max" if sat else "nan"), base.e8m0_tiny or "min",
                     base.e8m0_encoding or "unsigned")
@@ -768,7 +784,7 @@ def _resolve(f: Format, rounding: str | None, overflow: str | None, nan: str | N
     via.check()
     flags.check()
     stochastic.check(r)
-    if r in ("rnz", "rnm", "rto") and f.name == "e8m0" and e8m0.encoding != "unsigned":
+    if r in ("rnz", "rnm", "rnp", "rto") and f.name == "e8m0" and e8m0.encoding != "unsigned":
         raise ValueError(f"e8m0_encoding={e8m0.encoding!r} is modelled for rne, rna, rtz, rup and rdn, not {r}")
     return Resolved(f, r, on_overflow, on_nan, on_input, e8m0, via, flags, stochastic)
 

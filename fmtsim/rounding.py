@@ -313,6 +313,8 @@ def _direction(rounding: str, negative: bool) -> str:
         return "up" if negative else "down"
     if rounding == "rnm":  # ties toward -Inf: away from zero for negatives
         return "na" if negative else "nz"
+    if rounding == "rnp":  # ties toward +Inf: away from zero for positives
+        return "nz" if negative else "na"
     return {"rne": "ne", "rna": "na", "rnz": "nz", "rto": "odd", "sr": "sr"}[rounding]
 
 
@@ -429,6 +431,8 @@ def encode_f64(
     _encode_nans(x, pol, codes, flags)
     if pol.on_input.neg_zero == "positive":  # an exact -0.0 input written as +0
         codes[(x == 0) & np.signbit(x)] = 0
+    if pol.on_input.neg_underflow == "positive":
+        _positive_underflow_zeros(x, fmt, codes)
     if fmt.name == "e8m0":  # no sign, zero or Inf: each has its policy
         _e8m0_specials(x, negative_in, pol, codes, flags)
     if flags is not None:
@@ -439,6 +443,12 @@ def encode_f64(
         if pre_inexact is not None:
             flags |= np.where(pre_inexact, FLAG_INEXACT, 0).astype(np.uint8)
     return codes.astype(np.uint8), flags
+
+
+def _positive_underflow_zeros(x: np.ndarray, fmt: Format, codes: np.ndarray) -> None:
+    """neg_underflow='positive': a negative nonzero input whose code is -0 gets +0's code (0)."""
+    if fmt.has_neg_zero:
+        codes[(codes == fmt.sign_mask) & (x < 0)] = 0
 
 
 def _nans_as_inf(x: np.ndarray, pol: Resolved) -> tuple[np.ndarray, np.ndarray | None]:
@@ -865,6 +875,8 @@ def encode_sr_f32(x: np.ndarray, pol: Resolved, rbits: np.ndarray, out: np.ndarr
     left = np.flatnonzero(rest)
     if left.size:
         out[left] = encode_f64(x[left].astype(np.float64), pol, rbits=r[left], src="float32")[0]
+    if pol.on_input.neg_underflow == "positive":  # the kernel's tables hold the -0 of a negative side
+        _positive_underflow_zeros(x, pol.fmt, out)
 
 
 def odd_f64_to_f32_bits(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -150,8 +150,9 @@ def test_pychop_rounding_modes_are_the_ones_named():
     got = {r: np.asarray(LightChop_(4, 3, r, chunk_size=1 << 62).quantize(x)).tolist() for r in (1, 7, 8)}
     assert got[1] == [1.0, -1.0, 1.25, -1.25]  # ties to even
     assert got[7] == [1.0, -1.125, 1.125, -1.25]  # ties toward -Inf (fmtsim's rnm)
-    assert got[8] == [1.125, -1.0, 1.25, -1.125]  # ties toward +Inf (fmtsim has no such mode)
+    assert got[8] == [1.125, -1.0, 1.25, -1.125]  # ties toward +Inf (fmtsim's rnp)
     assert fmtsim.encode(x, "e4m3ieee", rounding="rnm").tolist() == fmtsim.encode(got[7], "e4m3ieee").tolist()
+    assert fmtsim.encode(x, "e4m3ieee", rounding="rnp").tolist() == fmtsim.encode(got[8], "e4m3ieee").tolist()
 
 
 def test_pychop_stochastic_modes_are_reproduced_from_the_bits_given():

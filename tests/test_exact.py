@@ -17,7 +17,7 @@ from .conftest import ALL_FORMATS, slow_unless
 
 MODES = ["rne", "rna", "rtz", "rup", "rdn"]
 # the table test covers the modes beyond IEEE 754's too (ties toward zero / -Inf, to odd: monotone too)
-TABLE_MODES = [*MODES, "rnz", "rnm", "rto"]
+TABLE_MODES = [*MODES, "rnz", "rnm", "rnp", "rto"]
 
 
 def overflow_modes(name):
@@ -200,6 +200,37 @@ def test_an_exact_negative_zero_input_can_be_written_as_plus_zero(name):
     keep = fmtsim.encode(xs, name, nan="zero")
     neg_zero = fmtsim.get_format(name).sign_mask
     assert got_c[0] == 0 and keep[0] == neg_zero and got_c[2] == keep[2] == neg_zero
+
+
+@pytest.mark.parametrize("name", ["e2m1", "e4m3", "e5m2", "binary8p3se", "e4m3fnuz"])
+def test_a_negative_underflow_can_be_written_as_plus_zero(name, rng):
+    """neg_underflow='positive' (qtorch, pychop's Chop_, CPFloat's directed modes): a negative nonzero
+    input whose result is zero gets +0, in the fast path, the compiled stochastic rounding and the
+    oracle alike, with the rounding's flags; -0.0 itself stays the neg_zero_input rule's."""
+    from fmtsim.policy import Policy
+
+    f = fmtsim.get_format(name)
+    tiny = float(f.min_positive)
+    xs = np.array([-0.0, 0.0, -tiny / 4, -tiny / 2, -tiny * 0.75, -tiny, tiny / 4, -1.0], np.float32)
+    for mode in ("rne", "rtz", "rup", "rnp"):
+        pol = Policy(rounding=mode, neg_underflow="positive")
+        got_c, got_f = fmtsim.encode_with_flags(xs, name, profile=pol, nan="zero")
+        want = [encode_one(float(x), name, profile=pol, nan="zero", src="float32") for x in xs]
+        assert got_c.tolist() == [c for c, _ in want] and got_f.tolist() == [fl for _, fl in want], mode
+        assert np.array_equal(fmtsim.encode(xs, name, profile=pol, nan="zero"), got_c)
+        keep = fmtsim.encode(xs, name, rounding=mode, nan="zero")
+        if f.has_neg_zero:
+            assert got_c[0] == keep[0] == f.sign_mask  # -0.0 is neg_zero_input's
+            assert got_c[2] == 0 and keep[2] == f.sign_mask  # -tiny/4 rounds to zero: +0 here, -0 by default
+        assert np.array_equal(got_c[5:], keep[5:])  # nonzero results are untouched
+    r = rng.integers(0, 1 << 32, 1000, dtype=np.uint64).astype(np.uint32)
+    x = (-rng.random(1000) * tiny * 2).astype(np.float32)
+    pol = Policy(rounding="sr", neg_underflow="positive")
+    got = fmtsim.encode(x, name, profile=pol, rbits=r, nan="zero")
+    want = [encode_one(float(v), name, profile=pol, nan="zero", rbits=int(k), src="float32")[0]
+            for v, k in zip(x, r, strict=True)]
+    assert got.tolist() == want
+    assert not f.has_neg_zero or f.sign_mask not in got.tolist()
 
 
 def test_nan_modes_named_after_implementations_say_their_new_names():

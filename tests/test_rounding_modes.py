@@ -1,4 +1,4 @@
-"""The rounding modes beyond IEEE 754's five: ties toward zero (rnz), ties toward -Inf (rnm), round
+"""The rounding modes beyond IEEE 754's five: ties toward zero (rnz), ties toward -Inf (rnm) and +Inf (rnp), round
 to odd (rto), and the stochastic rules with a chosen number of random bits. Expected codes are worked
 out by hand from the definitions (IEEE P3109 interim report v4.0, 4.7.4 and 4.7.5, for ToOdd and
 StochasticA/B/C) on E4M3/E5M2 values from OFP8's tables; fast path and Fraction twin are held
@@ -21,6 +21,7 @@ TIE_ODD_BELOW = 1.1875  # between 0x39 (odd) and 0x3A
     ("rna", [0x39, 0x3A, 0xB9, 0xBA]),
     ("rnz", [0x38, 0x39, 0xB8, 0xB9]),
     ("rnm", [0x38, 0x39, 0xB9, 0xBA]),  # a positive tie goes down, a negative one away from zero
+    ("rnp", [0x39, 0x3A, 0xB8, 0xB9]),  # a positive tie goes away from zero, a negative one toward it
 ])
 def test_ties(mode, want):
     x = np.float32([TIE_EVEN_BELOW, TIE_ODD_BELOW, -TIE_EVEN_BELOW, -TIE_ODD_BELOW])
@@ -79,9 +80,21 @@ def test_stochastic_policy_is_checked():
         fmtsim.encode(np.float32([1]), "e4m3", profile=Policy(rounding="sr", sr_rule="fair"), rbits=np.uint32([0]))
 
 
-@pytest.mark.parametrize("mode", ["rnz", "rnm", "rto"])
+@pytest.mark.parametrize("mode", ["rnz", "rnm", "rnp", "rto"])
 def test_new_modes_from_the_command_line(mode, capsys):
     from fmtsim.cli import main
 
     assert main(["encode", "e4m3", "1.1875", "--rounding", mode]) == 0
     assert "0x39" in capsys.readouterr().out  # 1.1875: the tie's lower neighbour, and the odd one
+
+
+def test_rnp_on_the_subnormal_ties_and_past_max():
+    # E4M3's smallest subnormal 2^-9 = 0x01: the tie at 2^-10 goes up for +, to -0 for -; the tie at
+    # 1.5 * 2^-9 to 0x02 for + and to 0x81 for -. 464 (the tie past max 448) goes up to NaN without
+    # saturation for +, and for - toward zero, to -448 (0xFE)
+    x = np.float32([2.0**-10, -(2.0**-10), 1.5 * 2.0**-9, -1.5 * 2.0**-9, 464, -464])
+    want = [0x01, 0x80, 0x02, 0x81, 0x7F, 0xFE]
+    assert fmtsim.encode(x, "e4m3", rounding="rnp", overflow="nonsat").tolist() == want
+    assert [encode_one(float(v), "e4m3", "rnp", "nonsat")[0] for v in x] == want
+    codes, flags = fmtsim.encode_with_flags(x, "e4m3", rounding="rnp", overflow="nonsat")
+    assert flags.tolist() == [encode_one(float(v), "e4m3", "rnp", "nonsat")[1] for v in x]

@@ -20,16 +20,19 @@ fmtsim holds it to, each with the options used (every other option is CPFloat's 
 Rounding: CPFloat's round-to-nearest ties to even (``CPFLOAT_RND_NE``, the default), ties away
 (``NA``), ties to zero (``NZ``), toward +Inf (``TP``), -Inf (``TN``), zero (``TZ``) and to odd
 (``OD``) are fmtsim's rne, rna, rnz, rup, rdn, rtz and rto; each entry point names its mode
-(``rounding=``) beside this profile. Overflow follows IEEE 754 7.4 (a mode rounding toward the
-finite side gives ±max), ``nonsat`` where the format has Inf, ``satfinite`` under saturation and
-for the q43 record; a NaN input is the format's NaN with its sign (``nan='signed'``), where the
-format has one. The stochastic modes (``SP``, ``SE``) draw from CPFloat's own generator and are not
-held (conformance/impls/cpfloat.py says why).
+(``rounding=``) beside this profile. Under TP and TN an underflow's zero is written without its
+sign: the input -0.0 gives +0, and under TP so does a negative that rounds to zero (profile
+``cpfloat_directed``: ``neg_zero_input`` and ``neg_underflow`` 'positive'; IEEE 754 keeps -0).
+Overflow follows IEEE 754 7.4 (a mode rounding toward the finite side gives ±max), ``nonsat`` where
+the format has Inf, ``satfinite`` under saturation and for the q43 record; a NaN input is the
+format's NaN with its sign (``nan='signed'``), where the format has one. The stochastic modes
+(``SP``, ``SE``) draw from CPFloat's own generator and are not held (conformance/impls/cpfloat.py
+says why).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..formats import Format
 from ..policy import Policy
@@ -77,8 +80,16 @@ def _cpfloat(fmt: Format) -> Policy:
     return Policy("rne", "satfinite", "signed" if fmt.has_nan else "raise")
 
 
+def _cpfloat_directed(fmt: Format) -> Policy:
+    # TP/TN write an underflow's zero as +0: the input -0.0, and under TP a negative that rounds to zero
+    return replace(_cpfloat(fmt), rounding="rup", neg_zero_input="positive", neg_underflow="positive")
+
+
 VARIANTS = (
     Variant("cpfloat", Provenance("CPFloat cpfloatf/cpfloat through fmtsim's C shim (license.spdx 0.6.0, commit "
                                   "3583976)", version="0.6.0", date="2026-12-04"),
             otherwise=_cpfloat),
+    Variant("cpfloat_directed", Provenance("CPFloat cpfloatf/cpfloat under CPFLOAT_RND_TP / CPFLOAT_RND_TN (0.6.0, "
+                                           "commit 3583976)", version="0.6.0", date="2026-12-04"),
+            otherwise=_cpfloat_directed),
 )

@@ -13,9 +13,8 @@ pychop/np/lightchop.py and checked on every float16 pattern and 2^18 random floa
     rmode 4  rtz     toward zero
     rmode 7  rnm     documented "ties to zero"; it rounds the magnitude with floor for a positive
                      and floor + 1 for a negative: ties toward -Inf (fmtsim's rnm)
-    rmode 8  rna     documented "ties away"; the same mirror image makes it ties toward +Inf, which
-                     fmtsim has no mode for: held to rna, the negative ties are the named divergence
-                     ``pychop.chop_negative_ties_toward_zero``
+    rmode 8  rnp     documented "ties away"; the same mirror image makes it ties toward +Inf (fmtsim's
+                     rnp)
     rmode 9  rto     to odd
     rmode 5, 6, 10   stochastic (proportional, equal) and CADNA random directed rounding: random
                      numbers from a per-instance generator no value can be passed to; not held
@@ -27,8 +26,8 @@ A NaN input gives +NaN whatever its sign (``nan='positive'``), Inf gives Inf (``
 t and emax (emin = 1 - emax): the presets ``q43`` (t 4, emax 7: ``e4m3ieee``) and ``q52`` (t 3, emax
 15: ``e5m2``), and ``Customs(t=5, emax=3)`` for ``e3m4``. Its modes 1-4 are rne, rup, rdn and rtz
 (IEEE 754 overflow: ±max toward the finite side); a NaN keeps its sign (``nan='signed'``), and it
-writes every zero result as +0 (the input -0.0 is ``neg_zero_input='positive'``; a negative that
-rounds to zero is the named divergence ``pychop.float_point_negative_zero``). Its stochastic modes
+writes every zero result as +0 (``neg_zero_input='positive'`` for the input -0.0 and
+``neg_underflow='positive'`` for a negative that rounds to zero). Its stochastic modes
 take ``randfunc``, the uniform random numbers, so they are held too: mode 5 (proportional) is
 up exactly when its random number u <= v (v the distance to the neighbour toward zero, in ulps);
 given u = (2^N - R) / 2^N that is fmtsim's ``sr`` with ``sr_rule='truncated'``, ``sr_bits=N`` and R
@@ -56,7 +55,7 @@ from . import Provenance, Variant
 #: ``Chop(exp_bits, sig_bits)``'s formats fmtsim holds, by fmtsim's name
 CHOP_FORMATS: dict[str, tuple[int, int]] = {"e4m3ieee": (4, 3), "e5m2": (5, 2), "e3m4": (3, 4)}
 #: its deterministic rmodes -> fmtsim's rounding mode
-CHOP_MODES: dict[int, str] = {1: "rne", 2: "rup", 3: "rdn", 4: "rtz", 7: "rnm", 8: "rna", 9: "rto"}
+CHOP_MODES: dict[int, str] = {1: "rne", 2: "rup", 3: "rdn", 4: "rtz", 7: "rnm", 8: "rnp", 9: "rto"}
 #: ``Chop_``'s (float_point) formats: the preset (or "" for Customs) and its (t, emax)
 FLOAT_POINT_FORMATS: dict[str, tuple[str, int, int]] = {"e4m3ieee": ("q43", 4, 7), "e5m2": ("q52", 3, 15),
                                                         "e3m4": ("", 5, 3)}
@@ -83,16 +82,18 @@ def _chop(fmt: Format) -> Policy:
 
 
 def _float_point(fmt: Format) -> Policy:
-    return Policy("rne", "nonsat", "signed" if fmt.has_nan else "raise", neg_zero_input="positive")
+    return Policy("rne", "nonsat", "signed" if fmt.has_nan else "raise", neg_zero_input="positive",
+                  neg_underflow="positive")
 
 
 def _float_point_sr(fmt: Format) -> Policy:
     return Policy("sr", "satfinite", "signed" if fmt.has_nan else "raise", inf="infinite", neg_zero_input="positive",
-                  sr_rule="truncated", sr_bits=FLOAT_POINT_SR_BITS)
+                  neg_underflow="positive", sr_rule="truncated", sr_bits=FLOAT_POINT_SR_BITS)
 
 
 def _float_point_sr_equal(fmt: Format) -> Policy:
-    return Policy("sr", "nonsat", "signed" if fmt.has_nan else "raise", neg_zero_input="positive", sr_rule="equal")
+    return Policy("sr", "nonsat", "signed" if fmt.has_nan else "raise", neg_zero_input="positive",
+                  neg_underflow="positive", sr_rule="equal")
 
 
 VARIANTS = (

@@ -17,9 +17,8 @@ random float32 patterns (for qtorch_e4m3 and E2M1, on every float32 pattern):
   (``clip_exponent``), ±Inf too: satfinite.
 - a NaN input is clamped the same way: ±max with the NaN's sign (``nan='signed_max'``).
 - every zero result is +0: a subnormal result is computed as (x + s·2^emin) - s·2^emin with s the
-  input's sign, and x - x is +0 in float arithmetic. fmtsim's ``neg_zero_input='positive'``
-  covers the input -0.0; a negative input that rounds to zero has no policy field (fmtsim keeps
-  its -0): the named divergence ``qtorch.negative_underflow_positive_zero``.
+  input's sign, and x - x is +0 in float arithmetic: ``neg_underflow='positive'`` (a negative input
+  that rounds to zero) with ``neg_zero_input='positive'`` (the input -0.0).
 """
 
 from __future__ import annotations
@@ -43,7 +42,8 @@ RECORDS = (QTORCH_E4M3, QTORCH_E5M2)
 
 def _nearest(fmt: Format) -> Policy:
     # E8M0 (no sign, no mantissa) is no shape qtorch has; its NaN can only be 0xFF
-    return Policy("rna", "satfinite", "signed" if fmt.name == "e8m0" else "signed_max", neg_zero_input="positive")
+    return Policy("rna", "satfinite", "signed" if fmt.name == "e8m0" else "signed_max", neg_zero_input="positive",
+                  neg_underflow="positive")
 
 
 VARIANTS = (

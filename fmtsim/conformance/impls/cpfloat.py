@@ -180,19 +180,6 @@ def _nan_rounded(mode: str) -> Callable[[np.ndarray, Format], np.ndarray]:
     return expected
 
 
-def _underflow_sign(mode: str) -> Callable[[np.ndarray, Format], np.ndarray]:
-    """rup: a negative input (or -0.0) below the smallest subnormal gives +0; rdn: -0.0 gives +0."""
-    def expected(x: np.ndarray, fmt: Format) -> np.ndarray:
-        a = _host(x)
-        with np.errstate(invalid="ignore"):
-            if mode == "rdn":
-                return (a == 0) & np.signbit(a)
-            t = TARGETS[fmt.name]
-            tiny = 2.0 ** (t.emin - t.precision + 1)
-            return np.signbit(a) & (np.abs(a.astype(np.float64)) < tiny)
-    return expected
-
-
 def _overflow_nan(mode: str) -> Callable[[np.ndarray, Format], np.ndarray]:
     """The inputs CPFloat's q43 preset sends to NaN under ``mode`` (none under rtz and rto)."""
     def expected(x: np.ndarray, fmt: Format) -> np.ndarray:
@@ -220,9 +207,6 @@ _NAN_TEXT = ("a NaN input's bit pattern is rounded like a number's, by adding to
              "gives +0), and where the mask clears every payload bit left it is ±Inf (float16 0x7C01, widened "
              "0x7F802000, gives +Inf into E5M2); fmtsim writes the NaN. Under rtz and rto only the clearing can "
              "happen, under rup/rdn the carry for the sign that rounds away.")
-_SIGN_TEXT = ("CPFloat's directed modes write the zero of an underflow without its sign: under rup a negative "
-              "input below the smallest subnormal (and -0.0) gives +0, under rdn -0.0 gives +0 (positive underflows "
-              "are +0 either way); IEEE 754 and fmtsim keep -0.")
 _OVERFLOW_TEXT = ("not a bug: the q43 preset's 256 bit patterns are all finite (max 480) and its overflow, with "
                   "infinities off, is a NaN, a 257th value that no byte code holds; these are the inputs CPFloat "
                   "sends to that NaN (rne, rna: |x| >= 496; rnz: |x| > 496; rup: x > 480, +Inf; rdn: x < -480, "
@@ -235,9 +219,6 @@ def divergences_for(mode: str) -> tuple[Divergence, ...]:
     out = [Divergence("cpfloat.nan_payload_rounded", label, _WITH_NAN, SOURCES, _NAN_TEXT, _nan_rounded(mode)),
            Divergence("cpfloat.e4m3_overflow_nan_has_no_code", label, ("cpfloat_e4m3",), SOURCES, _OVERFLOW_TEXT,
                       _overflow_nan(mode))]
-    if mode in ("rup", "rdn"):
-        out.append(Divergence("cpfloat.directed_underflow_positive_zero", label, FORMATS, SOURCES, _SIGN_TEXT,
-                              _underflow_sign(mode)))
     return tuple(out)
 
 
@@ -253,7 +234,7 @@ class Cpfloat(Implementation):
     install = ("CPFloat's headers (a checkout of github.com/north-numerical-computing/cpfloat named by CPFLOAT_PATH, "
                "or CPFLOAT_INCLUDE) and a C or C++ compiler")
     capabilities = ("encode",)
-    profiles = ("cpfloat",)
+    profiles = ("cpfloat", "cpfloat_directed")
     checked_with = "CPFloat 0.6.0 (commit 3583976)"
     divergences = DIVERGENCES
 
@@ -272,7 +253,8 @@ class Cpfloat(Implementation):
         return header_version(inc) if inc is not None else None
 
     def encoders(self, req: Request) -> list[Adapter]:
-        return [Adapter(f"cpfloat[{mode}]", _encoder(mode), profile="cpfloat", formats=FORMATS, sources=SOURCES,
+        return [Adapter(f"cpfloat[{mode}]", _encoder(mode), profile="cpfloat_directed" if mode in ("rup", "rdn")
+                        else "cpfloat", formats=FORMATS, sources=SOURCES,
                         divergences=divergences_for(mode), options={"rounding": mode}, records=RECORDS)
                 for mode in MODES]
 

@@ -185,12 +185,11 @@ def _chop_model(x: np.ndarray, fmt_name: str, rmode: int) -> tuple[np.ndarray, d
             "log2": finite & (read != true_exp),
             "tie": finite & (rmode in (7, 8)) & half & (scaled - floor != 0.5),
             "odd": finite & (rmode == 9) & (scaled == np.floor(scaled)),
-            "negative_tie": finite & (rmode == 8) & (sign < 0) & (scaled - floor == 0.5),
         }
     return out, regions
 
 
-_CHOP_ORDER = ("top", "overflow", "cancel", "log2", "tie", "odd", "negative_tie")
+_CHOP_ORDER = ("top", "overflow", "cancel", "log2", "tie", "odd")
 _CHOP_TEXT = {
     "top": ("chop_top_exponent", "LightChop_ treats the exponent field 2^e - 1 (all ones, kept for Inf and NaN) as "
             "neither a number's nor an overflow: an input in [2^(emax+1), 2^(emax+2)) gives 0.0, and one whose "
@@ -213,9 +212,6 @@ _CHOP_TEXT = {
             "the nearest neighbour."),
     "odd": ("chop_to_odd_moves_exact_values", "rmode 9 moves a value already on the grid whose last significand "
             "bit is 0 to an odd neighbour (1.0 gives 1.125 into E4M3); round to odd changes only inexact values."),
-    "negative_tie": ("chop_negative_ties_toward_zero", "rmode 8, documented as ties away from zero, rounds the "
-                     "magnitude of a negative tie down: ties toward +Inf, which fmtsim has no rounding mode for; "
-                     "held to rna, the negative ties differ."),
 }
 
 
@@ -316,15 +312,6 @@ def _float_point_ours(x: np.ndarray, fmt: Format, rmode: int) -> np.ndarray:
     rbits = random_bits(x, FLOAT_POINT_SR_BITS) if rmode in (5, 6) else None
     with np.errstate(invalid="ignore"):  # widening a signalling NaN quiets it
         return np.asarray(encode(x, fmt, rounding=mode, profile=profile, rbits=rbits), np.int64)
-
-
-def _fp_negative_zero(rmode: int) -> Callable[[np.ndarray, Format], np.ndarray]:
-    def expected(x: np.ndarray, fmt: Format) -> np.ndarray:
-        a = _host(x)
-        with np.errstate(invalid="ignore"):
-            negative = (a < 0) & (_float_point_ours(x, fmt, rmode) == fmt.sign_mask)
-        return negative & ~_fp_tiny(rmode)(x, fmt) & ~_fp_below_subnormals(rmode)(x, fmt)
-    return expected
 
 
 def _fp_uniform(x: np.ndarray, rmode: int) -> np.ndarray:
@@ -430,11 +417,6 @@ def _float_point_divergences(rmode: int) -> tuple[Divergence, ...]:
                    "the stochastic modes every such input is flushed to 0, where the random bits would round it up "
                    "to the smallest subnormal.",
                    _fp_below_subnormals(rmode)),
-        Divergence("pychop.float_point_negative_zero", label, formats, ALL_SOURCES,
-                   "Chop_ writes every zero result as +0 (x[small] = 0); fmtsim keeps the -0 of a negative input that "
-                   "rounds to zero (the input -0.0 is the profile's, neg_zero_input='positive'). fmtsim has no rule "
-                   "for a +0 whatever the sign.",
-                   _fp_negative_zero(rmode)),
     )
 
 
@@ -585,7 +567,7 @@ def _unique(divs: Any) -> tuple[Divergence, ...]:
 # one record per name, for the documentation and the registry (each entry point holds its own, whose
 # predicate is its mode's)
 DIVERGENCES: tuple[Divergence, ...] = _unique(
-    [_chop_divergence(8 if k == "negative_tie" else 9 if k == "odd" else 7, k) for k in _CHOP_ORDER]
+    [_chop_divergence(9 if k == "odd" else 7, k) for k in _CHOP_ORDER]
     + list(_float_point_divergences(5)) + list(_p3109_divergences("to_odd", "none")))
 
 

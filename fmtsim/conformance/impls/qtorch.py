@@ -82,12 +82,6 @@ def _exact(x: np.ndarray, fmt: Format) -> np.ndarray:
     return decode(encode(_float32(x), fmt, profile="qtorch"), fmt, np.float64)
 
 
-def _negative_underflow(x: np.ndarray, fmt: Format) -> np.ndarray:
-    x32, low, value = _subnormal_path(x, fmt)
-    with np.errstate(invalid="ignore"):
-        return low & (x32 < 0) & (value == 0)
-
-
 def _double_rounding(x: np.ndarray, fmt: Format) -> np.ndarray:
     x32, low, value = _subnormal_path(x, fmt)
     with np.errstate(invalid="ignore"):
@@ -103,13 +97,6 @@ def _nan_carry(x: np.ndarray, fmt: Format) -> np.ndarray:
 
 ALL = tuple(FORMATS)
 DIVERGENCES: tuple[Divergence, ...] = (
-    Divergence(
-        "qtorch.negative_underflow_positive_zero", "qtorch", ALL, SOURCES,
-        "a negative input that rounds to zero gives +0 (fmtsim: -0, the format has one): qtorch computes a "
-        "subnormal result as (x + s) - s with s = -2^emin, and -2^emin + 2^emin is +0 in float arithmetic; "
-        "the input -0.0 itself is the profile's (neg_zero_input='positive'). Every negative input with "
-        "|x| < 2^(emin - man - 1), half the smallest subnormal (fewer by the double rounding below).",
-        _negative_underflow),
     Divergence(
         "qtorch.subnormal_double_rounding", "qtorch", ALL, SOURCES,
         "for |x| < 2^emin qtorch first adds ±2^emin in float32 (rounding x to float32's precision at 2^emin, "
