@@ -201,7 +201,22 @@ def encode_one(
         return _encode_neg_zero(f, pol)
     assert isinstance(v, Fraction)
     code, fl = _encode_number(v, f, pol, rbits, src)
-    if v < 0 and pol.on_input.neg_underflow == "positive" and f.has_neg_zero and code == f.sign_mask:
+    return _underflow_rule(v, f, pol, code, fl)
+
+
+def _underflow_rule(v: Fraction, f: Format, pol: Resolved, code: int, fl: int) -> tuple[int, int]:
+    """subnormal_flush, then neg_underflow, for the finite nonzero value v rounded to ``code``."""
+    rule = pol.on_underflow
+    if rule.flush != "none" and v != 0 and (v > 0 or f.signed):
+        assert f.min_normal is not None
+        if rule.flush == "inputs":
+            flushed = abs(v) < f.min_normal
+        else:
+            got = value_of(code, f)
+            flushed = isinstance(got, Fraction) and 0 < abs(got) < f.min_normal
+        if flushed:
+            code, fl = (f.sign_mask if v < 0 and f.has_neg_zero else 0), _INEXACT | _UNDERFLOW
+    if v < 0 and rule.negative_zero == "positive" and f.has_neg_zero and code == f.sign_mask:
         return 0, fl  # the zero a negative rounded to, written as +0; its flags stay
     return code, fl
 

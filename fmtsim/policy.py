@@ -185,6 +185,13 @@ names):
                   a small result as (x + c) - c, or write a literal 0; qtorch, pychop's Chop_,
                   CPFloat's directed modes). With neg_zero_input='positive' every zero result
                   is +0. The flags are the rounding's (inexact, underflow) either way.
+    subnormal_flush
+                  'none' (default), 'inputs' (a finite nonzero input below the format's smallest
+                  normal gives a zero of its sign, whatever the rounding mode: pychop's
+                  subnormal=False) or 'results' (a result that would be subnormal gives a zero of
+                  its sign; one that rounds up to the smallest normal stays: flush-to-zero
+                  hardware). A flushed element's flags are inexact and underflow. Float formats
+                  with subnormals only; the zero then follows neg_underflow.
     intermediate  None, or 'float16' / 'bfloat16' / 'float32': the input is first rounded
                   to nearest-even into that IEEE type (overflow to Inf), then converted
                   (double rounding: OpenVINO's float32 -> float16 -> FP8). Sources no wider
@@ -229,12 +236,13 @@ What :func:`resolve` returns, a :class:`Resolved`, is the format, the rounding m
 frozen sub-rule per concern, each checked against the format when it is built:
 ``on_overflow`` (:class:`OverflowRule`: mode, ``when`` the test is made, the NaN it writes),
 ``on_nan`` (:class:`NanRule`: the modes by sign, source type and signalling, the fixed code),
-``on_input`` (:class:`InputRule`: Inf and -0.0 inputs), ``e8m0`` (:class:`E8M0Rule`), ``via``
-(:class:`IntermediateRule`: the type rounded through first and its carry rule) and ``flags``
-(:class:`FlagRule`, tininess included). Every value is typed as a ``Literal`` (``RoundingMode``,
-``NanMode``, ...), so a misspelt mode in code is a type error; callers' strings are checked at
-run time by the same names. The source types' facts (field widths, quiet bit) are
-:class:`fmtsim.sources.SourceType` records.
+``on_input`` (:class:`InputRule`: Inf and -0.0 inputs), ``on_underflow`` (:class:`UnderflowRule`:
+subnormal flushing and the sign of an underflow's zero), ``e8m0`` (:class:`E8M0Rule`), ``via``
+(:class:`IntermediateRule`: the type rounded through first and its carry rule), ``flags``
+(:class:`FlagRule`, tininess included) and ``stochastic`` (:class:`StochasticRule`). Every value is
+typed as a ``Literal`` (``RoundingMode``, ``NanMode``, ...), so a misspelt mode in code is a type
+error; callers' strings are checked at run time by the same names. The source types' facts (field
+widths, quiet bit) are :class:`fmtsim.sources.SourceType` records.
 """
 
 from __future__ import annotations
@@ -271,6 +279,7 @@ __all__ = [
     "OverflowRule",
     "NanRule",
     "InputRule",
+    "UnderflowRule",
     "E8M0Rule",
     "IntermediateRule",
     "FlagRule",
@@ -299,6 +308,7 @@ E8M0Tiny = Literal["min", "nan"]
 E8M0Encoding = Literal["unsigned", "signed_exponent"]
 NegZeroInput = Literal["keep", "positive"]
 NegUnderflow = Literal["keep", "positive"]
+SubnormalFlush = Literal["none", "inputs", "results"]
 IntermediateType = Literal["float16", "bfloat16", "float32"]
 IntermediateCarry = Literal["exact", "doubles_subnormal"]
 Tininess = Literal["before", "after", "result"]
@@ -355,6 +365,9 @@ NEG_ZERO_INPUTS: tuple[NegZeroInput, ...] = get_args(NegZeroInput)
 # a negative nonzero input that rounds to zero: -0 where the format has one ('keep', IEEE 754), or +0
 # ('positive': qtorch, pychop's Chop_, CPFloat's directed modes)
 NEG_UNDERFLOWS: tuple[NegUnderflow, ...] = get_args(NegUnderflow)
+# subnormals flushed to a zero of the input's sign: none (default), every input below the smallest
+# normal ('inputs': pychop's subnormal=False), or every subnormal result ('results': FTZ hardware)
+SUBNORMAL_FLUSHES: tuple[SubnormalFlush, ...] = get_args(SubnormalFlush)
 # NaN modes once named after the implementation that does them: what each is called now
 RENAMED_NAN_MODES = {"ml_dtypes": "zero_sign_flipped", "torchao": "payload_rounded",
                      "te": "zero, with neg_zero_input='positive'"}
@@ -411,6 +424,7 @@ class Policy:
     e8m0_encoding: E8M0Encoding | None = None
     neg_zero_input: NegZeroInput | None = None
     neg_underflow: NegUnderflow | None = None
+    subnormal_flush: SubnormalFlush | None = None
     unsigned_negative: UnsignedNegative | None = None
     sr_rule: SrRule | None = None
     sr_bits: int | None = None
@@ -552,12 +566,10 @@ class NanRule:
 
 @dataclass(frozen=True)
 class InputRule:
-    """What +-Inf inputs (``inf``), an exact -0.0 input (``neg_zero``) and a negative input whose
-    result is zero (``neg_underflow``) become."""
+    """What +-Inf inputs (``inf``) and an exact -0.0 input (``neg_zero``) become."""
 
     inf: InfMode = "overflow"
     neg_zero: NegZeroInput = "keep"
-    neg_underflow: NegUnderflow = "keep"
 
     def check(self, fmt: Format) -> None:
         _check_choice("inf mode", self.inf, INF_MODES)
@@ -566,7 +578,21 @@ class InputRule:
         if self.inf == "zero" and not fmt.has_zero:
             raise ValueError(f"{fmt.name} has no zero; inf='zero' is impossible")
         _check_choice("neg_zero_input", self.neg_zero, NEG_ZERO_INPUTS)
-        _check_choice("neg_underflow", self.neg_underflow, NEG_UNDERFLOWS)
+
+
+@dataclass(frozen=True)
+class UnderflowRule:
+    """Results below the smallest normal: whether subnormals are flushed (``flush``) and the sign of
+    the zero a negative input rounds or is flushed to (``negative_zero``)."""
+
+    flush: SubnormalFlush = "none"
+    negative_zero: NegUnderflow = "keep"
+
+    def check(self, fmt: Format) -> None:
+        _check_choice("subnormal_flush", self.flush, SUBNORMAL_FLUSHES)
+        _check_choice("neg_underflow", self.negative_zero, NEG_UNDERFLOWS)
+        if self.flush != "none" and not (fmt.kind == "float" and fmt.subnormals and fmt.man_bits > 0):
+            raise ValueError(f"{fmt.name} has no subnormals: subnormal_flush={self.flush!r} does not apply")
 
 
 @dataclass(frozen=True)
@@ -658,6 +684,7 @@ class Resolved:
     via: IntermediateRule = IntermediateRule()
     flags: FlagRule = FlagRule()
     stochastic: StochasticRule = StochasticRule()
+    on_underflow: UnderflowRule = UnderflowRule()
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -769,7 +796,8 @@ def _resolve(f: Format, rounding: str | None, overflow: str | None, nan: str | N
     on_overflow = OverflowRule(o, base.overflow_check or "after", base.overflow_nan, base.unsigned_negative or "zero")
     sat = on_overflow.saturating
     on_nan = _nan_rule(f, base, nan)
-    on_input = InputRule(base.inf or "overflow", base.neg_zero_input or "keep", base.neg_underflow or "keep")
+    on_input = InputRule(base.inf or "overflow", base.neg_zero_input or "keep")
+    on_underflow = UnderflowRule(base.subnormal_flush or "none", base.neg_underflow or "keep")
     e8m0 = E8M0Rule(base.e8m0_negative or ("min" if sat else "nan"), base.e8m0_zero or ("min" if sat else "nan"),
                     base.e8m0_inf or ("max" if sat else "nan"), base.e8m0_tiny or "min",
                     base.e8m0_encoding or "unsigned")
@@ -779,6 +807,7 @@ def _resolve(f: Format, rounding: str | None, overflow: str | None, nan: str | N
     on_overflow.check(f)
     on_nan.check(f)
     on_input.check(f)
+    on_underflow.check(f)
     e8m0.check(f, r)
     stochastic = StochasticRule(base.sr_rule or "truncated", base.sr_bits)
     via.check()
@@ -786,7 +815,7 @@ def _resolve(f: Format, rounding: str | None, overflow: str | None, nan: str | N
     stochastic.check(r)
     if r in ("rnz", "rnm", "rnp", "rto") and f.name == "e8m0" and e8m0.encoding != "unsigned":
         raise ValueError(f"e8m0_encoding={e8m0.encoding!r} is modelled for rne, rna, rtz, rup and rdn, not {r}")
-    return Resolved(f, r, on_overflow, on_nan, on_input, e8m0, via, flags, stochastic)
+    return Resolved(f, r, on_overflow, on_nan, on_input, e8m0, via, flags, stochastic, on_underflow)
 
 
 #: every field name of a Policy, in order (for tools that print or build policies)

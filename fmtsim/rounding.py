@@ -46,7 +46,7 @@ import numpy as np
 
 from .formats import Format
 from .native import Library
-from .policy import Resolved, StochasticRule
+from .policy import Resolved, StochasticRule, UnderflowRule
 from .sources import SOURCE_TYPES, source_type
 
 __all__ = [
@@ -431,8 +431,7 @@ def encode_f64(
     _encode_nans(x, pol, codes, flags)
     if pol.on_input.neg_zero == "positive":  # an exact -0.0 input written as +0
         codes[(x == 0) & np.signbit(x)] = 0
-    if pol.on_input.neg_underflow == "positive":
-        _positive_underflow_zeros(x, fmt, codes)
+    _underflow_rule(x, pol, codes, flags)
     if fmt.name == "e8m0":  # no sign, zero or Inf: each has its policy
         _e8m0_specials(x, negative_in, pol, codes, flags)
     if flags is not None:
@@ -445,9 +444,24 @@ def encode_f64(
     return codes.astype(np.uint8), flags
 
 
-def _positive_underflow_zeros(x: np.ndarray, fmt: Format, codes: np.ndarray) -> None:
-    """neg_underflow='positive': a negative nonzero input whose code is -0 gets +0's code (0)."""
-    if fmt.has_neg_zero:
+def _underflow_rule(x: np.ndarray, pol: Resolved, codes: np.ndarray, flags: np.ndarray | None) -> None:
+    """subnormal_flush, then neg_underflow, on the codes of finite inputs (pol.on_underflow)."""
+    fmt, rule = pol.fmt, pol.on_underflow
+    if rule.flush != "none":
+        assert fmt.min_normal is not None  # UnderflowRule.check: a float format with subnormals
+        with np.errstate(invalid="ignore"):
+            finite = np.isfinite(x) & (x != 0) & (fmt.signed | ~np.signbit(x))
+            if rule.flush == "inputs":
+                flushed = finite & (np.abs(x) < float(fmt.min_normal))
+            else:
+                got = np.abs(fmt.values[codes])
+                flushed = finite & (got > 0) & (got < float(fmt.min_normal))
+        negative = np.signbit(x) & fmt.has_neg_zero
+        codes[flushed] = np.where(negative[flushed], fmt.sign_mask, 0)
+        if flags is not None:
+            flags[flushed] = FLAG_INEXACT | FLAG_UNDERFLOW
+    if rule.negative_zero == "positive" and fmt.has_neg_zero:
+        # a negative nonzero input whose code is -0 gets +0's (0)
         codes[(codes == fmt.sign_mask) & (x < 0)] = 0
 
 
@@ -875,8 +889,10 @@ def encode_sr_f32(x: np.ndarray, pol: Resolved, rbits: np.ndarray, out: np.ndarr
     left = np.flatnonzero(rest)
     if left.size:
         out[left] = encode_f64(x[left].astype(np.float64), pol, rbits=r[left], src="float32")[0]
-    if pol.on_input.neg_underflow == "positive":  # the kernel's tables hold the -0 of a negative side
-        _positive_underflow_zeros(x, pol.fmt, out)
+    if pol.on_underflow != UnderflowRule():  # the kernel's tables hold every subnormal and a negative side's -0
+        codes = out.astype(np.int64)
+        _underflow_rule(x.astype(np.float64), pol, codes, None)
+        out[:] = codes
 
 
 def odd_f64_to_f32_bits(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -155,6 +155,22 @@ def test_pychop_rounding_modes_are_the_ones_named():
     assert fmtsim.encode(x, "e4m3ieee", rounding="rnp").tolist() == fmtsim.encode(got[8], "e4m3ieee").tolist()
 
 
+def test_pychop_subnormal_false_flushes_every_input_below_the_smallest_normal():
+    """LightChop_(..., subnormal=False) gives a zero of the input's sign for every input below the
+    smallest normal (2^-6 in the IEEE-style E4M3), whatever the mode, even one that rounds to nearest
+    up to 2^-6: fmtsim's subnormal_flush='inputs' (profile pychop_chop_ftz)."""
+    _present("pychop")
+    from pychop.np import LightChop_
+
+    mn = 2.0**-6
+    x = np.array([mn, mn * 0.9999, mn * 0.75, 2.0**-9, -mn * 0.75, -(2.0**-9)], np.float64)
+    for rmode, mode in ((1, "rne"), (2, "rup"), (3, "rdn"), (4, "rtz")):
+        got = np.asarray(LightChop_(4, 3, rmode, subnormal=False, chunk_size=1 << 62).quantize(x))
+        assert got[0] == mn and (got[1:] == 0).all() and np.signbit(got[4:]).all() and not np.signbit(got[1:4]).any()
+        want = fmtsim.encode(x, "e4m3ieee", profile="pychop_chop_ftz", rounding=mode)
+        assert want.tolist() == fmtsim.encode(got, "e4m3ieee").tolist() == [0x08, 0, 0, 0, 0x80, 0x80]
+
+
 def test_pychop_stochastic_modes_are_reproduced_from_the_bits_given():
     """Chop_'s rmode 5 with randfunc, and p3109_encode's stochastic_a with srbits: the same codes as
     fmtsim's sr from the same random bits, on values that are not on the grid."""
@@ -269,7 +285,7 @@ def test_pychop_float_point_nan_sign_follows_the_position_not_the_value():
 @pytest.mark.slow
 def test_pychops_arithmetic_is_reproduced_bit_for_bit():
     """The divergence predicates of Chop reproduce LightChop_'s float arithmetic: the reproduction gives
-    pychop's own values on every model input, every mode and format."""
+    pychop's own values on every model input, every mode and format, with subnormals and without."""
     _present("pychop")
     from fmtsim.conformance.impls import pychop as peer
     from fmtsim.profiles.pychop import CHOP_FORMATS, CHOP_MODES
@@ -277,8 +293,9 @@ def test_pychops_arithmetic_is_reproduced_bit_for_bit():
     for fmt in CHOP_FORMATS:
         for model, src, x in iter_models(fmt, big=True):
             for rmode in CHOP_MODES:
-                theirs = peer._chop_values(x, fmt, rmode).astype(np.float64)
-                ours, _ = peer._chop_model(x, fmt, rmode)
-                ours = np.asarray(ours, np.float64)
-                same = (theirs.view(np.uint64) == ours.view(np.uint64)) | (np.isnan(theirs) & np.isnan(ours))
-                assert same.all(), (fmt, model, src, rmode, x[~same][:3])
+                for subnormal in (True, False):
+                    theirs = peer._chop_values(x, fmt, rmode, subnormal).astype(np.float64)
+                    ours, _ = peer._chop_model(x, fmt, rmode, subnormal)
+                    ours = np.asarray(ours, np.float64)
+                    same = (theirs.view(np.uint64) == ours.view(np.uint64)) | (np.isnan(theirs) & np.isnan(ours))
+                    assert same.all(), (fmt, model, src, rmode, subnormal, x[~same][:3])

@@ -233,6 +233,40 @@ def test_a_negative_underflow_can_be_written_as_plus_zero(name, rng):
     assert not f.has_neg_zero or f.sign_mask not in got.tolist()
 
 
+@pytest.mark.parametrize("name", ["e2m1", "e4m3", "e5m2", "e2m3", "binary8p3se", "e4m3fnuz"])
+def test_subnormals_flushed_on_input_or_on_result(name, rng):
+    """subnormal_flush='inputs' (pychop's subnormal=False) and 'results' (flush-to-zero hardware): the
+    fast path, the flags and the compiled stochastic rounding equal the oracle on the subnormal range,
+    its edges and beyond; the flushed zero keeps the input's sign unless neg_underflow says +0."""
+    from fmtsim.policy import Policy
+
+    f = fmtsim.get_format(name)
+    mn = float(f.min_normal)
+    edge = np.array([mn, mn * (1 - 2**-12), mn * 0.75, float(f.min_positive), float(f.min_positive) / 2, 1.0, 0.0])
+    xs = np.concatenate([edge, -edge, rng.random(60) * mn * 1.2, -rng.random(60) * mn * 1.2]).astype(np.float32)
+    for flush in ("inputs", "results"):
+        for mode, neg in (("rne", "keep"), ("rup", "keep"), ("rdn", "positive"), ("rtz", "keep")):
+            pol = Policy(rounding=mode, subnormal_flush=flush, neg_underflow=neg)
+            got_c, got_f = fmtsim.encode_with_flags(xs, name, profile=pol, nan="zero")
+            want = [encode_one(float(x), name, profile=pol, nan="zero", src="float32") for x in xs]
+            assert got_c.tolist() == [c for c, _ in want] and got_f.tolist() == [fl for _, fl in want], (flush, mode)
+            assert np.array_equal(fmtsim.encode(xs, name, profile=pol, nan="zero"), got_c)
+            values = np.abs(f.values[got_c])
+            assert not ((values > 0) & (values < mn)).any()  # no subnormal survives either rule
+            if flush == "inputs":
+                assert (values[np.abs(xs) < mn] == 0).all()  # whatever the mode, even rup / rdn
+        pol = Policy(rounding="sr", subnormal_flush=flush)
+        r = rng.integers(0, 1 << 32, xs.size, dtype=np.uint64).astype(np.uint32)
+        got = fmtsim.encode(xs, name, profile=pol, rbits=r, nan="zero")
+        assert got.tolist() == [encode_one(float(x), name, profile=pol, nan="zero", rbits=int(k), src="float32")[0]
+                                for x, k in zip(xs, r, strict=True)], flush
+    for other in ("int8", "e8m0"):
+        with pytest.raises(ValueError, match="has no subnormals"):
+            fmtsim.encode(np.float32([1.0]), other, profile=Policy(subnormal_flush="inputs"))
+    with pytest.raises(ValueError, match="unknown subnormal_flush"):
+        fmtsim.encode(np.float32([1.0]), "e4m3", profile=Policy(subnormal_flush="daz"))
+
+
 def test_nan_modes_named_after_implementations_say_their_new_names():
     for old, new in (("ml_dtypes", "zero_sign_flipped"), ("torchao", "payload_rounded"), ("te", "neg_zero_input")):
         with pytest.raises(ValueError, match=f"nan={old!r} is now .*{new}"):

@@ -20,7 +20,9 @@ pychop/np/lightchop.py and checked on every float16 pattern and 2^18 random floa
                      numbers from a per-instance generator no value can be passed to; not held
 
 A NaN input gives +NaN whatever its sign (``nan='positive'``), Inf gives Inf (``nonsat``), the input
--0.0 gives +0 (``neg_zero_input='positive'``; a negative that rounds to zero keeps its -0).
+-0.0 gives +0 (``neg_zero_input='positive'``; a negative that rounds to zero keeps its -0). With
+``subnormal=False`` every input below the smallest normal gives a zero of its sign, whatever the
+mode (``subnormal_flush='inputs'``, profile ``pychop_chop_ftz``).
 
 ``Chop_(prec, rmode, customs=Customs(t, emax))`` (float_point) describes a target by its precision
 t and emax (emin = 1 - emax): the presets ``q43`` (t 4, emax 7: ``e4m3ieee``) and ``q52`` (t 3, emax
@@ -81,6 +83,11 @@ def _chop(fmt: Format) -> Policy:
     return Policy("rne", "nonsat", "positive" if fmt.has_nan else "raise", neg_zero_input="positive")
 
 
+def _chop_ftz(fmt: Format) -> Policy:
+    return Policy("rne", "nonsat", "positive" if fmt.has_nan else "raise", neg_zero_input="positive",
+                  subnormal_flush="inputs")
+
+
 def _float_point(fmt: Format) -> Policy:
     return Policy("rne", "nonsat", "signed" if fmt.has_nan else "raise", neg_zero_input="positive",
                   neg_underflow="positive")
@@ -98,6 +105,7 @@ def _float_point_sr_equal(fmt: Format) -> Policy:
 
 VARIANTS = (
     Variant("pychop_chop", _PROVENANCE, otherwise=_chop),
+    Variant("pychop_chop_ftz", _PROVENANCE, otherwise=_chop_ftz),
     Variant("pychop_float_point", _PROVENANCE, otherwise=_float_point),
     Variant("pychop_float_point_sr", _PROVENANCE, otherwise=_float_point_sr),
     Variant("pychop_float_point_sr_equal", _PROVENANCE, otherwise=_float_point_sr_equal),

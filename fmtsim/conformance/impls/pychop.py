@@ -113,26 +113,28 @@ def _memo(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 # ---- Chop (LightChop_): the entry point and a reproduction of its float arithmetic ----
 
-def _chop_values(x: np.ndarray, fmt: str, rmode: int) -> np.ndarray:
+def _chop_values(x: np.ndarray, fmt: str, rmode: int, subnormal: bool = True) -> np.ndarray:
     from pychop.np import LightChop_
 
     e, m = CHOP_FORMATS[fmt]
     with np.errstate(all="ignore"):
-        return np.asarray(LightChop_(e, m, rmode, subnormal=True, chunk_size=_NO_DASK).quantize(_host(x)))
+        return np.asarray(LightChop_(e, m, rmode, subnormal=subnormal, chunk_size=_NO_DASK).quantize(_host(x)))
 
 
-def _chop_encoder(rmode: int) -> Callable[[np.ndarray, str], np.ndarray]:
+def _chop_encoder(rmode: int, subnormal: bool = True) -> Callable[[np.ndarray, str], np.ndarray]:
     def encode_(x: np.ndarray, fmt: str) -> np.ndarray:
-        return codes_of(_chop_values(x, fmt, rmode), fmt)
+        return codes_of(_chop_values(x, fmt, rmode, subnormal), fmt)
     return encode_
 
 
 @_memo
-def _chop_model(x: np.ndarray, fmt_name: str, rmode: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _chop_model(x: np.ndarray, fmt_name: str, rmode: int,
+                subnormal: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """pychop's value for each input, computed as LightChop_ computes it (in the host array's float
     type: the exponent as floor(log2(max(|x|, 1e-38))), the significand scaled by 2^-exponent, a
-    subnormal as a significand below 1 in the lowest binade), and the masks of where its steps go
-    wrong, for the divergences."""
+    subnormal as a significand below 1 in the lowest binade, or with ``subnormal=False`` a significand
+    0 at exponent 0, which the normal path turns into a zero of the input's sign), and the masks of
+    where its steps go wrong, for the divergences."""
     e, m = CHOP_FORMATS[fmt_name]
     a = _host(x)
     exp_max, bias = 2**e - 1, 2 ** (e - 1) - 1
@@ -144,8 +146,8 @@ def _chop_model(x: np.ndarray, fmt_name: str, rmode: int) -> tuple[np.ndarray, d
         read = np.floor(np.log2(np.maximum(mag, 1e-38)))
         sig = mag * (2.0**-read)
         low = read < min_exp
-        sig = np.where(low, mag * (1.0 / 2.0**min_exp), sig)
-        expo = np.where(low, min_exp, read) + bias
+        sig = np.where(low, mag * (1.0 / 2.0**min_exp) if subnormal else 0.0, sig)
+        expo = np.where(low, min_exp if subnormal else 0, read) + bias
         overflow = expo > exp_max
         top = expo == exp_max
         expo = np.clip(expo, 0, exp_max)
@@ -215,20 +217,25 @@ _CHOP_TEXT = {
 }
 
 
-def _chop_divergence(rmode: int, key: str) -> Divergence:
+def _chop_label(rmode: int, subnormal: bool) -> str:
+    return f"pychop.Chop[rmode={rmode}]" if subnormal else f"pychop.Chop[rmode={rmode},subnormal=False]"
+
+
+def _chop_divergence(rmode: int, key: str, subnormal: bool = True) -> Divergence:
     name, text = _CHOP_TEXT[key]
     mode = CHOP_MODES[rmode]
     before = _CHOP_ORDER[:_CHOP_ORDER.index(key)]
+    profile = "pychop_chop" if subnormal else "pychop_chop_ftz"
 
     def expected(x: np.ndarray, fmt: Format) -> np.ndarray:
-        values, regions = _chop_model(x, fmt.name, rmode)
+        values, regions = _chop_model(x, fmt.name, rmode, subnormal)
         theirs = codes_of(values, fmt)
-        ours = np.asarray(encode(x, fmt, profile="pychop_chop", rounding=mode), np.int64)
+        ours = np.asarray(encode(x, fmt, profile=profile, rounding=mode), np.int64)
         mask = regions[key] & (theirs != ours)
         for k in before:
             mask &= ~regions[k]
         return mask
-    return Divergence(f"pychop.{name}", f"pychop.Chop[rmode={rmode}]", tuple(CHOP_FORMATS), ALL_SOURCES, text,
+    return Divergence(f"pychop.{name}", _chop_label(rmode, subnormal), tuple(CHOP_FORMATS), ALL_SOURCES, text,
                       expected)
 
 
@@ -578,7 +585,8 @@ class Pychop(Implementation):
     requires = ("pychop",)
     install = "pip install pychop==0.6.2"
     capabilities = ("decode", "encode")
-    profiles = ("pychop_chop", "pychop_float_point", "pychop_float_point_sr", "pychop_float_point_sr_equal",
+    profiles = ("pychop_chop", "pychop_chop_ftz", "pychop_float_point", "pychop_float_point_sr",
+                "pychop_float_point_sr_equal",
                 *(f"pychop_p3109_{s.lower()}" for s in P3109_SATURATIONS.values()),
                 *(f"pychop_p3109_{m}" for m in P3109_STOCHASTIC))
     divergences = DIVERGENCES
@@ -589,11 +597,14 @@ class Pychop(Implementation):
 
     def encoders(self, req: Request) -> list[Adapter]:
         out = []
-        for rmode, mode in CHOP_MODES.items():
-            out.append(Adapter(f"pychop.Chop[rmode={rmode}]", _chop_encoder(rmode), profile="pychop_chop",
-                               formats=tuple(CHOP_FORMATS), sources=ALL_SOURCES if rmode == 1 else CHOP_QUICK_SOURCES,
-                               divergences=tuple(_chop_divergence(rmode, k) for k in _CHOP_ORDER),
-                               options={"rounding": mode}))
+        for subnormal in (True, False):  # subnormal=False: every input below the smallest normal flushed
+            for rmode, mode in CHOP_MODES.items():
+                every = rmode == 1 and subnormal
+                out.append(Adapter(_chop_label(rmode, subnormal), _chop_encoder(rmode, subnormal),
+                                   profile="pychop_chop" if subnormal else "pychop_chop_ftz",
+                                   formats=tuple(CHOP_FORMATS), sources=ALL_SOURCES if every else CHOP_QUICK_SOURCES,
+                                   divergences=tuple(_chop_divergence(rmode, k, subnormal) for k in _CHOP_ORDER),
+                                   options={"rounding": mode}))
         for rmode in (*FLOAT_POINT_MODES, 5, 6):
             profile, fp_mode = _float_point_policy(rmode)
             out.append(Adapter(f"pychop.Chop_[rmode={rmode}]", _float_point_encoder(rmode), profile=profile,
