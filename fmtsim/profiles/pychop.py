@@ -84,8 +84,10 @@ def _chop(fmt: Format) -> Policy:
 
 
 def _chop_ftz(fmt: Format) -> Policy:
+    # (a format without subnormals, which none of Chop's is, has nothing to flush)
+    flushes = fmt.kind == "float" and fmt.subnormals and fmt.man_bits > 0
     return Policy("rne", "nonsat", "positive" if fmt.has_nan else "raise", neg_zero_input="positive",
-                  subnormal_flush="inputs")
+                  subnormal_flush="inputs" if flushes else None)
 
 
 def _float_point(fmt: Format) -> Policy:
