@@ -29,7 +29,7 @@ from .describe import (
     FORMAT_COLUMNS,
     code_bits,
     code_rows,
-    exact_decimal,
+    exact_text,
     format_rows,
     hex_value,
 )
@@ -141,7 +141,7 @@ def parse_code(text: str, f: Format) -> int:
 def _value_text(f: Format, code: int) -> str:
     if f.kind == "float" and f.code_class(code) == "zero" and code & f.sign_mask:
         return "-0"
-    return exact_decimal(f.code_value(code))
+    return exact_text(f.code_value(code))
 
 
 def _neighbours(f: Format, v: Fraction) -> tuple[int | None, int | None]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import argcheck
 from .arrays import as_numpy
-from .formats import Format, get_format
+from .formats import Format, get_format, power_text
 from .policy import Policy, Profile, Resolved, resolve
 from .rounding import (
     CHUNK,
@@ -26,6 +26,7 @@ from .rounding import (
     encode_f64,
     encode_fast,
     encode_sr_f32,
+    magnitude_keys,
     nan_input_flags,
     payload_nan_codes,
     sr_compiled,
@@ -199,7 +200,8 @@ def encode(
     profile: str | Policy | Profile | None = None,
     threads: int | None = None,
 ) -> Any:
-    """Encode numbers into ``fmt`` codes (np.uint8), each rounded once from its exact value.
+    """Encode numbers into ``fmt`` codes (np.uint8; np.uint16 for formats wider than a byte, such as
+    Binary16p11se), each rounded once from its exact value.
 
     x: float16, bfloat16, float32 or float64 array (or Python float / numpy scalar;
        other ml_dtypes floats and exactly-representable integers are widened exactly).
@@ -218,12 +220,12 @@ def encode(
              this process (default 1); the codes are the same for any value (each element is
              converted on its own).
 
-    Returns uint8 codes of x's shape (a numpy scalar for 0-d input). UE4M3
+    Returns codes of x's shape (a numpy scalar for 0-d input), as ``fmt.code_dtype``. UE4M3
     codes fit in 7 bits; FP4/FP6/int4 codes in 4 or 6 bits.
     """
     nthreads = _check_threads(threads)
     arr, flat, src, pol, r = _prepare(x, fmt, rounding, overflow, nan, rbits, profile)
-    out = np.empty(flat.size, dtype=np.uint8)
+    out = np.empty(flat.size, dtype=pol.fmt.code_dtype)
     _in_parts(flat.size, nthreads, lambda a, b: _encode_part(flat[a:b], src, pol, None if r is None else r[a:b],
                                                              out[a:b]))
     return _finish(out, arr.shape)
@@ -299,7 +301,7 @@ def encode_with_flags(
     """
     nthreads = _check_threads(threads)
     arr, flat, src, pol, r = _prepare(x, fmt, rounding, overflow, nan, rbits, profile)
-    out = np.empty(flat.size, dtype=np.uint8)
+    out = np.empty(flat.size, dtype=pol.fmt.code_dtype)
     flags = np.empty(flat.size, dtype=np.uint8)
     _in_parts(flat.size, nthreads, lambda a, b: _flags_part(flat[a:b], src, pol, None if r is None else r[a:b],
                                                             out[a:b], flags[a:b]))
@@ -324,25 +326,46 @@ _DECODE_DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32, np.float64)
 
 @cache
 def _decode_table(fmt: Format, dtype: np.dtype) -> np.ndarray:
+    """Every code's value as ``dtype``: ValueError unless each is exact there (a format whose values
+    go beyond float64 gets :func:`_partial_decode_table` instead)."""
     vals = fmt.values
     with np.errstate(over="ignore"):
         t = vals.astype(dtype)
     finite = np.isfinite(vals)
     if not np.array_equal(t[finite].astype(np.float64), vals[finite]):
-        raise ValueError(
-            f"{fmt.name}: not every value is representable in {dtype}; decode to float32 or float64"
-        )
+        wide = "float64" if dtype == np.float32 or not np.array_equal(
+            vals[finite].astype(np.float32).astype(np.float64), vals[finite]) else "float32 or float64"
+        raise ValueError(f"{fmt.name}: not every value is representable in {dtype}; decode to {wide}")
     t.flags.writeable = False
     return t
+
+
+@cache
+def _partial_decode_table(fmt: Format, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """For a format with values beyond float64 (wide P3109 formats): each code's value as ``dtype``
+    where it is one exactly, and the mask of the codes where it is not (their slots hold 0)."""
+    p = fmt.parts
+    keys, exact = magnitude_keys(fmt)
+    mag = np.where(exact | ~p.finite, keys, 0.0)
+    v = np.where(p.negative, -mag, mag)
+    with np.errstate(over="ignore"):
+        t = v.astype(dtype)
+    fits = ~p.finite | (exact & (t.astype(np.float64) == v))
+    t[~fits] = 0
+    for a in (t, fits):
+        a.flags.writeable = False
+    return t, ~fits
 
 
 def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool = False,
            threads: int | None = None) -> Any:
     """Values of integer ``codes`` in ``fmt``, exactly, as ``dtype``.
 
-    dtype: float32 (default) or float64 are exact for every format; float16 and
-    bfloat16 are accepted where every value of the format fits (ValueError
-    otherwise); either byte order ('>f4' too). NaN codes decode to a quiet NaN carrying the code's sign bit.
+    dtype: float32 (default), float64, float16 or bfloat16, accepted where every value of the
+    format is one (float32 holds every byte format; ValueError names the type that holds them);
+    either byte order ('>f4' too). A format whose values go beyond float64 (wide P3109 formats
+    such as Binary16p1se, up to 2^16382) decodes every code that is a value of ``dtype`` and
+    refuses, naming the first, any code that is not. NaN codes decode to a quiet NaN carrying the code's sign bit.
     Codes outside 0 .. 2^bits - 1 (e.g. 0x1F for FP4, or UE4M3 codes with bit 7
     set) raise ValueError naming the first bad index, unless ``mask=True``, which
     keeps only the low ``bits`` bits of each code. threads: as for :func:`encode`.
@@ -363,7 +386,11 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
         )
     if not isinstance(mask, (bool, np.bool_)):
         raise TypeError(f"decode: mask must be True or False, not {type(mask).__name__}")
-    table = _decode_table(f, native)
+    unfit = None
+    if f.fits_float64:
+        table = _decode_table(f, native)
+    else:
+        table, unfit = _partial_decode_table(f, native)
     flat = np.ascontiguousarray(c).reshape(-1)
     n = f.n_codes
     if mask:
@@ -376,8 +403,15 @@ def decode(codes: Any, fmt: str | Format, dtype: Any = np.float32, *, mask: bool
                 f"{f.name}: code {int(flat[bad])} at {_where(c.shape, bad)} is outside "
                 f"0..{n - 1:#x}; pass mask=True to keep only the low {f.bits} bits"
             )
+    if unfit is not None and flat.size and unfit[flat].any():
+        bad = int(np.argmax(unfit[flat]))
+        code = int(flat[bad])
+        worth = power_text(f.code_value(code))  # type: ignore[arg-type]  # a finite code: a Fraction
+        raise ValueError(f"{f.name}: code {code:#x} at {_where(c.shape, bad)} is worth {worth}, not a {native} "
+                         f"(this format's values reach {power_text(f.max_finite)}); decode to "
+                         "float64 where it is one, or read Format.code_value for the exact value")
     out = np.empty(flat.size, dtype=native)
-    if native == np.float32 and flat.dtype == np.uint8 and flat.size and decode_compiled():
+    if native == np.float32 and flat.dtype == np.uint8 and f.n_codes <= 256 and flat.size and decode_compiled():
         table256 = _decode_table_256(f)  # the same table, read by the compiled lookup
         _in_parts(flat.size, nthreads, lambda a, b: decode_u8(flat[a:b], table256, out[a:b]))
     else:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fractions import Fraction
 
-from .formats import FORMATS, Format, get_format
+from .formats import FORMATS, Format, get_format, power_text
 
-__all__ = ["exact_decimal", "hex_value", "code_bits", "code_rows", "format_rows",
+__all__ = ["exact_decimal", "exact_text", "hex_value", "code_bits", "code_rows", "format_rows",
            "CODE_COLUMNS", "FORMAT_COLUMNS"]
 
 CODE_COLUMNS = ["code", "bits", "class", "hex_value", "value"]
@@ -41,15 +41,31 @@ def exact_decimal(v: Fraction | float) -> str:
 
 
 def hex_value(v: Fraction | float) -> str:
-    """C99 hex float, shortest form ('0x1.8p+2'); 'nan'/'inf' for specials."""
+    """C99 hex float, shortest normalized form ('0x1.8p+2', '0x1p-16383'), exact for any dyadic
+    value (beyond float64's range too); 'nan'/'inf' for specials."""
     if isinstance(v, float):
         return exact_decimal(v)
-    h = float(v).hex()
-    if "." in h:
-        mant, exp = h.split("p")
-        mant = mant.rstrip("0").rstrip(".")
-        h = f"{mant}p{exp}"
-    return h
+    if v == 0:
+        return "0x0p+0"
+    n, k = abs(v.numerator), v.denominator.bit_length() - 1
+    assert v.denominator == 1 << k, "not a dyadic rational"
+    top = n.bit_length() - 1  # v = n * 2^-k = 1.f * 2^(top - k)
+    frac_bits = n - (1 << top)
+    digits = (top + 3) // 4
+    frac = format(frac_bits << (4 * digits - top), f"0{digits}x").rstrip("0") if digits else ""
+    return f"{'-' if v < 0 else ''}0x1{'.' + frac if frac else ''}p{top - k:+d}"
+
+
+def exact_text(v: Fraction | float) -> str:
+    """A value exactly, for people: its decimal expansion, or (beyond 2^+-1100, where that runs to
+    hundreds of digits: wide P3109 formats reach 2^16382) m*2^e."""
+    if isinstance(v, Fraction) and v != 0 and abs(_binary_exponent(v)) > 1100:
+        return power_text(v)
+    return exact_decimal(v)
+
+
+def _binary_exponent(v: Fraction) -> int:
+    return abs(v.numerator).bit_length() - v.denominator.bit_length()
 
 
 def code_bits(fmt: Format, code: int) -> str:
@@ -72,7 +88,7 @@ def _value_text(fmt: Format, code: int) -> tuple[str, str]:
     v = fmt.code_value(code)
     if fmt.code_class(code) == "zero" and code & fmt.sign_mask and fmt.kind == "float":
         return "-0x0p+0", "-0"
-    return hex_value(v), exact_decimal(v)
+    return hex_value(v), exact_text(v)
 
 
 def code_rows(fmt: str | Format) -> list[list[str]]:
@@ -95,7 +111,7 @@ def _short(v: Fraction | None) -> str:
         k = n.bit_length() - d.bit_length()
         if abs(k) > 10:
             return f"2^{k}"
-    return exact_decimal(v)
+    return exact_text(v)
 
 
 def format_rows(formats: Iterable[Format] | None = None) -> list[list[str]]:
@@ -112,8 +128,8 @@ def format_rows(formats: Iterable[Format] | None = None) -> list[list[str]]:
             _short(f.min_normal),
             _short(f.min_subnormal),
             str(f.emax),
-            " ".join(f"0x{c:02X}" for c in f.inf_codes) or "-",
-            " ".join(f"0x{c:02X}" for c in f.nan_codes) or "-",
+            " ".join(f"0x{c:0{(f.bits + 3) // 4}X}" for c in f.inf_codes) or "-",
+            " ".join(f"0x{c:0{(f.bits + 3) // 4}X}" for c in f.nan_codes) or "-",
             "yes" if f.has_neg_zero else "no",
             f.ml_dtypes_name or "-",
             f.title,

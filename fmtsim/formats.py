@@ -51,6 +51,48 @@ __all__ = ["Format", "FORMATS", "get_format", "format_names", "p3109", "P3109_WI
            "parse_format", "user_formats", "forget_format"]
 
 Kind = Literal["float", "int"]
+
+#: code classes in :attr:`Format.parts` (the names :meth:`Format.code_class` gives)
+CLASS_NAN, CLASS_INF, CLASS_ZERO, CLASS_SUBNORMAL, CLASS_NORMAL, CLASS_INT = range(6)
+CLASS_NAMES = ("nan", "inf", "zero", "subnormal", "normal", "int")
+
+
+@dataclass(frozen=True, eq=False)
+class CodeParts:
+    """Every code of a format as integers: class (CLASS_*), sign, and for finite codes the exact
+    value (-1)^negative * sig * 2^exp2 (integers: sig * 2^scale_exp). Wide formats' values need
+    no float to hold them."""
+
+    cls: np.ndarray  # int8
+    negative: np.ndarray  # bool: the sign bit (floats) or a negative value (integers)
+    sig: np.ndarray  # int64, >= 0
+    exp2: np.ndarray  # int64
+
+    @property
+    def finite(self) -> np.ndarray:
+        return self.cls >= CLASS_ZERO
+
+
+def _read_only_parts(cls: np.ndarray, negative: np.ndarray, sig: np.ndarray, exp2: np.ndarray) -> CodeParts:
+    arrays = (cls, np.asarray(negative, bool), sig.astype(np.int64), exp2.astype(np.int64))
+    for a in arrays:
+        a.flags.writeable = False
+    return CodeParts(*arrays)
+
+
+def power_text(v: Fraction) -> str:
+    """A value as a float where it is one, else as m*2^e (exactly)."""
+    if v == 0:
+        return "0"
+    try:
+        f = float(v)
+        if not math.isinf(f) and Fraction(f) == v:
+            return repr(f)
+    except OverflowError:
+        pass
+    e = _floor_log2(abs(v))
+    m = v / Fraction(2) ** e
+    return f"{m}*2^{e}" if m != 1 else f"2^{e}"
 Specials = Literal["ieee", "fn", "fnuz", "top_inf", "none"]
 
 
@@ -148,27 +190,79 @@ class Format:
             raise ValueError(f"{self.name}: code {code:#x} is outside 0..{self.n_codes - 1:#x}")
 
     # ---- derived tables -------------------------------------------------------------
+    @property
+    def code_dtype(self) -> np.dtype:
+        """The unsigned integer type codes are held in: uint8 up to 8 bits, uint16 up to 16."""
+        return np.dtype(np.uint8 if self.bits <= 8 else np.uint16)
+
+    @cached_property
+    def parts(self) -> CodeParts:
+        """Every code's class and exact value as integers, computed array-wide (the twin of
+        :meth:`code_class` and :meth:`code_value`, which a test holds equal code by code)."""
+        codes = np.arange(self.n_codes, dtype=np.int64)
+        if self.kind == "int":
+            v = codes - np.where(self.signed & (codes >= (1 << max(self.bits - 1, 0))), 1 << self.bits, 0)
+            cls = np.where(v == 0, CLASS_ZERO, CLASS_INT).astype(np.int8)
+            return _read_only_parts(cls, v < 0, np.abs(v), np.full(self.n_codes, self.scale_exp, np.int64))
+        man_mask, exp_mask = (1 << self.man_bits) - 1, (1 << self.exp_bits) - 1
+        e, m = (codes >> self.man_bits) & exp_mask, codes & man_mask
+        sub = (e == 0) & self.subnormals
+        cls = np.where(sub, np.where(m == 0, CLASS_ZERO, CLASS_SUBNORMAL), CLASS_NORMAL).astype(np.int8)
+        if self.specials == "fnuz":
+            cls[self.sign_mask] = CLASS_NAN
+        elif self.specials == "ieee":
+            cls[(e == exp_mask) & (m == 0)] = CLASS_INF
+            cls[(e == exp_mask) & (m != 0)] = CLASS_NAN
+        elif self.specials == "fn":
+            cls[(e == exp_mask) & (m == man_mask)] = CLASS_NAN
+        elif self.specials == "top_inf":
+            top = self.n_codes - 1 - self.sign_mask
+            inf = top if self.signed else top - 1
+            cls[(codes & ~self.sign_mask) == inf] = CLASS_INF
+            cls[self.sign_mask if self.signed else top] = CLASS_NAN
+        sig = np.where(sub, m, m + (1 << self.man_bits))
+        exp2 = np.where(sub, 1, e) - self.bias - self.man_bits
+        return _read_only_parts(cls, (codes & self.sign_mask) != 0, sig, exp2)
+
+    @cached_property
+    def fits_float64(self) -> bool:
+        """Is every finite value a float64? (Not so for wide P3109 formats such as Binary16p1se,
+        whose values reach 2^16382.)"""
+        return bool(self._float64_exact.all())
+
+    @cached_property
+    def _float64_exact(self) -> np.ndarray:
+        p = self.parts
+        with np.errstate(over="ignore", under="ignore"):
+            v = np.ldexp(p.sig.astype(np.float64), p.exp2)
+            back = np.ldexp(v, -p.exp2)
+        return ~p.finite | (np.isfinite(v) & (back == p.sig))
+
     @cached_property
     def values(self) -> np.ndarray:
-        """float64 value of every code (exact; NaN codes are NaN with the code's sign)."""
-        out = np.empty(self.n_codes, dtype=np.float64)
-        for c in range(self.n_codes):
-            v = self.code_value(c)
-            negative = self.kind == "float" and bool(c & self.sign_mask)
-            # keep the code's sign on NaN and on -0, which Fractions cannot carry
-            out[c] = math.copysign(abs(float(v)), -1.0 if negative else 1.0) if (
-                isinstance(v, float) and math.isnan(v) or v == 0
-            ) else float(v)
+        """float64 value of every code (exact; NaN codes are NaN with the code's sign). ValueError
+        for a format with values beyond float64 (see :attr:`fits_float64`): read :attr:`parts`,
+        or :meth:`code_value`, there."""
+        if not self.fits_float64:
+            raise ValueError(f"{self.name}: values from {power_text(self.min_positive)} to "
+                             f"{power_text(self.max_finite)} are not all float64s; read Format.parts or "
+                             "Format.code_value for exact values")
+        p = self.parts
+        with np.errstate(over="ignore", under="ignore"):
+            mag = np.ldexp(p.sig.astype(np.float64), p.exp2)
+        mag[p.cls == CLASS_NAN] = np.nan
+        mag[p.cls == CLASS_INF] = np.inf
+        out = np.where(p.negative, -mag, mag)  # floats: the sign bit, kept on -0 and on NaN
         out.flags.writeable = False
         return out
 
     @cached_property
     def nan_codes(self) -> tuple[int, ...]:
-        return tuple(c for c in range(self.n_codes) if self.code_class(c) == "nan")
+        return tuple(int(c) for c in np.flatnonzero(self.parts.cls == CLASS_NAN))
 
     @cached_property
     def inf_codes(self) -> tuple[int, ...]:
-        return tuple(c for c in range(self.n_codes) if self.code_class(c) == "inf")
+        return tuple(int(c) for c in np.flatnonzero(self.parts.cls == CLASS_INF))
 
     @property
     def has_nan(self) -> bool:
@@ -184,22 +278,36 @@ class Format:
 
     @property
     def has_zero(self) -> bool:
-        return any(self.code_class(c) == "zero" for c in range(self.n_codes))
+        return bool((self.parts.cls == CLASS_ZERO).any())
+
+    def _value_of(self, code: int) -> Fraction:
+        value = self.code_value(code)
+        assert isinstance(value, Fraction)
+        return value
 
     @cached_property
-    def _finite(self) -> list[Fraction]:
-        return sorted(
-            v for c in range(self.n_codes) if isinstance(v := self.code_value(c), Fraction)
-        )
-
-    @property
     def max_finite(self) -> Fraction:
-        return self._finite[-1]
+        return self._value_of(self._extreme_finite(True))
 
-    @property
+    @cached_property
     def min_finite(self) -> Fraction:
         """Most negative finite value (0 for unsigned integers, min value for E8M0)."""
-        return self._finite[0]
+        return self._value_of(self._extreme_finite(False))
+
+    def _extreme_finite(self, largest: bool) -> int:
+        """The code of the largest (or most negative) finite value: magnitudes grow with the code
+        within each sign, in sign-magnitude floats and in integers' value order alike."""
+        p = self.parts
+        if self.kind == "float":  # exact order without float64 range: (sign, exponent field, mantissa)
+            mag_order = np.where(p.finite, np.arange(self.n_codes) & ~self.sign_mask, -1)
+            if largest:
+                return int(np.argmax(np.where(p.finite & ~p.negative, mag_order, -1)))
+            if self.signed and (p.finite & p.negative & (p.cls != CLASS_ZERO)).any():
+                return int(np.argmax(np.where(p.finite & p.negative & (p.cls != CLASS_ZERO), mag_order, -1)))
+            return int(np.argmin(np.where(p.finite, mag_order, self.n_codes)))
+        v = np.where(p.negative, -p.sig, p.sig)
+        return int(np.argmax(np.where(p.finite, v, np.iinfo(np.int64).min))) if largest else \
+            int(np.argmin(np.where(p.finite, v, np.iinfo(np.int64).max)))
 
     @property
     def min_normal(self) -> Fraction | None:
@@ -216,9 +324,15 @@ class Format:
             return None
         return Fraction(2) ** (1 - self.bias - self.man_bits)
 
-    @property
+    @cached_property
     def min_positive(self) -> Fraction:
-        return min(v for v in self._finite if v > 0)
+        p = self.parts
+        positive = p.finite & ~p.negative & (p.sig > 0)
+        if not positive.any():
+            raise ValueError(f"{self.name} has no positive finite value")
+        if self.kind == "float":  # the smallest magnitude code of the positive side
+            return self._value_of(int(np.argmax(positive)))
+        return Fraction(int(p.sig[positive].min())) * Fraction(2) ** self.scale_exp
 
     @property
     def emax(self) -> int:
@@ -313,8 +427,9 @@ for _f in _RECORDS:
         _ALIASES[_name] = _f.name
 
 
-#: the bit widths K of the P3109 formats fmtsim builds (a code is a byte)
-P3109_WIDTHS = range(3, 9)
+#: the bit widths K of the P3109 formats fmtsim builds: those the working group publishes value
+#: tables for (codes wider than a byte are uint16)
+P3109_WIDTHS = range(3, 17)
 _P3109_NAME = re.compile(r"binary(\d+)p(\d+)([su])([ef])")
 _P3109_CACHE: dict[tuple[int, int, bool, bool], Format] = {}
 P3109_SOURCE = "IEEE P3109 interim report v4.0 (26 June 2026), 3.1-3.2, 4.7.6"
@@ -327,8 +442,8 @@ def p3109(k: int, p: int, signed: bool = True, extended: bool = True) -> Format:
             raise TypeError(f"P3109 {what} must be an int, not {type(v).__name__}")
     if k not in P3109_WIDTHS:
         if k > 2:
-            raise ValueError(f"P3109 Binary{k}: fmtsim builds K = 3..8 (every code is a byte); wider P3109 "
-                             "formats are not supported")
+            raise ValueError(f"P3109 Binary{k}: fmtsim builds K = 3..16 (codes are at most uint16, the widths the "
+                             "working group publishes value tables for); wider P3109 formats are not supported")
         raise ValueError(f"P3109 K must be greater than 2 (interim report 3.1), not {k}")
     top = k - 1 if signed else k
     if not 1 <= p <= top:
@@ -375,8 +490,9 @@ def _user_record(name: str, exp_bits: int, man_bits: int, bias: int | None, sign
         raise ValueError(f"format {name!r}: exp_bits must be >= 1 and man_bits >= 0 (integers have formats of "
                          f"their own), not {exp_bits} and {man_bits}")
     bits = int(signed) + exp_bits + man_bits
-    if not 2 <= bits <= 8:
-        raise ValueError(f"format {name!r}: {bits} bits; fmtsim's codes are bytes, so a format has 2..8 bits")
+    if not 2 <= bits <= 16:
+        raise ValueError(f"format {name!r}: {bits} bits; fmtsim's codes are uint8 or uint16, so a format has "
+                         "2..16 bits")
     if specials == "ieee" and (man_bits < 1 or exp_bits < 2):
         raise ValueError(f"format {name!r}: specials='ieee' reserves the all-ones exponent for Inf and NaN; it "
                          "needs exp_bits >= 2 and man_bits >= 1")
@@ -388,13 +504,14 @@ def _user_record(name: str, exp_bits: int, man_bits: int, bias: int | None, sign
                specials=specials, subnormals=subnormals,
                title=title or f"user format: {_canonical_spec(exp_bits, man_bits, bias, signed, specials, subnormals)}",
                source="defined by the user")
-    finite = [val for c in range(f.n_codes) if isinstance(val := f.code_value(c), Fraction)]
-    positive = [val for val in finite if val > 0]
-    if not positive:
+    p = f.parts
+    if not (p.finite & ~p.negative & (p.sig > 0)).any():
         raise ValueError(f"format {name!r} has no positive finite value")
-    # encode's tables read float32 patterns: every value, and every midpoint, must be a float32
-    if min(positive) / 2 < Fraction(2) ** -149 or max(positive) * 2 >= Fraction(2) ** 128:
-        raise ValueError(f"format {name!r}: values from {float(min(positive)):g} to {float(max(positive)):g}; "
+    # the encode tables of byte formats read float32 patterns: every value, and every midpoint, must be a
+    # float32 (wider formats are encoded from float64 by exact comparison, whatever their range)
+    low, high = f.min_positive, f.max_finite
+    if bits <= 8 and (low / 2 < Fraction(2) ** -149 or high * 2 >= Fraction(2) ** 128):
+        raise ValueError(f"format {name!r}: values from {power_text(low)} to {power_text(high)}; "
                          "half the smallest and twice the largest must lie in float32's range (bias too far)")
     return f
 

@@ -118,6 +118,9 @@ def _scheme(name: str) -> str:
             raise ValueError(f"MX-style scheme {name!r}: {e}") from None
         if elem.kind != "float" or not elem.has_zero:
             raise ValueError(f"MX-style scheme {name!r}: the element must be a float format with a zero")
+        if elem.bits > 8:  # MX blocks hold byte codes, and the block kernels read byte tables
+            raise ValueError(f"MX-style scheme {name!r}: {elem.name} has {elem.bits}-bit codes; MX-style blocks take "
+                             "element formats of at most 8 bits (OCP MX v1.0's are 4, 6 and 8)")
         return MX_STYLE + elem.name
     raise ValueError(f"unknown MX scheme {name!r}; choose from {', '.join(SCHEMES)}, or 'mx_<format>' for OCP's "
                      "block conversion with another float element format (e.g. 'mx_binary8p4se')")

@@ -44,7 +44,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .formats import Format
+from .formats import CLASS_INF, CLASS_NAN, Format
 from .native import Library
 from .policy import Resolved, StochasticRule, UnderflowRule
 from .sources import SOURCE_TYPES, source_type
@@ -79,11 +79,19 @@ CHUNK = 1 << 16  # elements per pass: keeps temporaries in cache and scratch mem
 class _Side:
     """The codes of one sign, ordered by magnitude, plus the next value beyond max.
 
-    ``mag[n + 1]`` is the value the format would have after its max if its
-    exponent were unbounded: rounding there means overflow.
+    ``mag[n + 1]`` is the value the format would have after its max if its exponent were unbounded:
+    rounding there means overflow. Magnitudes and midpoints are float64 *keys*: the smallest float64
+    at or above the exact value, with a mask saying where the key is the value itself. For a float64
+    ``a``, ``key <= a`` exactly when ``value <= a``, so searching the keys finds the same neighbours
+    as searching the exact values would; formats whose values all are float64s (every byte format)
+    have keys equal to their values. ``gap_exp[i]`` is log2 of the distance from entry i to i + 1.
     """
 
-    mag: np.ndarray  # float64, length n + 2
+    mag: np.ndarray  # float64 keys, length n + 2
+    mag_exact: np.ndarray  # bool, length n + 2
+    mid: np.ndarray  # float64 keys of the midpoints (mag[i] + mag[i + 1]) / 2, length n + 1
+    mid_exact: np.ndarray  # bool, length n + 1
+    gap_exp: np.ndarray  # int64, length n + 1
     codes: np.ndarray  # int64, length n + 1
     parity: np.ndarray  # int64 code LSBs, length n + 2 (last: the next value's)
     overflow_code: int  # what nonsat overflow, and an infinite input under nonsat, produce
@@ -93,38 +101,68 @@ class _Side:
         return len(self.codes) - 1
 
 
+def _ceil_keys(sig: np.ndarray, exp2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The smallest float64 at or above each sig * 2^exp2 (sig >= 0 integers), and whether it is exact."""
+    with np.errstate(over="ignore", under="ignore"):
+        v = np.ldexp(sig.astype(np.float64), exp2)
+        back = np.ldexp(v, -exp2)  # exact unless v overflowed (then Inf, never exact)
+    exact = np.isfinite(v) & (back == sig)
+    fell = np.isfinite(v) & (back < sig)  # ldexp rounded to nearest, below the value (or to 0)
+    v[fell] = np.nextafter(v[fell], np.inf)
+    return v, exact
+
+
+@cache
+def magnitude_keys(fmt: Format) -> tuple[np.ndarray, np.ndarray]:
+    """Every code's |value| as a float64 key (see :class:`_Side`; NaN codes NaN, Inf codes Inf) and
+    whether the key is the value itself."""
+    p = fmt.parts
+    keys, exact = _ceil_keys(p.sig, p.exp2)
+    keys[p.cls == CLASS_NAN] = np.nan
+    keys[p.cls == CLASS_INF] = np.inf
+    for a in (keys, exact):
+        a.flags.writeable = False
+    return keys, exact
+
+
 @cache
 def _sides(fmt: Format, symmetric: bool = False) -> tuple[_Side, _Side | None]:
-    vals = fmt.values
+    parts = fmt.parts
     codes = np.arange(fmt.n_codes)
-    finite = np.isfinite(vals)
-    negbit = (codes & fmt.sign_mask) != 0 if fmt.signed else np.zeros(fmt.n_codes, bool)
-    if fmt.kind == "int":
-        negbit = vals < 0
+    finite = parts.finite
+    negbit = parts.negative if fmt.signed or fmt.kind == "int" else np.zeros(fmt.n_codes, bool)
+    zero = finite & (parts.sig == 0)
     pos = finite & ~negbit
     neg = finite & negbit
     if fmt.kind == "int" and fmt.signed:
-        neg = neg | (vals == 0)  # zero is on both sides of a two's complement grid
+        neg = neg | zero  # zero is on both sides of a two's complement grid
     if not fmt.has_neg_zero and fmt.has_zero:
         # FNUZ: -0 and tiny negatives -> 0x00; unsigned formats clamp negatives to 0
-        neg = neg | (finite & (vals == 0))
-    if symmetric:
-        lowest = vals[finite].min()
-        neg &= vals != lowest
+        neg = neg | zero
+    if symmetric:  # the most negative integer is left out
+        neg &= codes != fmt._extreme_finite(False)
+    # magnitude order: the code without its sign for floats, the integer's magnitude for integers
+    order_key = parts.sig if fmt.kind == "int" else codes & ~fmt.sign_mask
 
     def make(mask: np.ndarray, negative: bool) -> _Side:
         c = codes[mask]
-        m = np.abs(vals[mask])
-        order = np.argsort(m, kind="stable")
-        c, m = c[order], m[order]
-        top = m[-1]
-        if fmt.kind == "int":
-            step = 2.0**fmt.scale_exp
-        elif top == 0:
-            step = float(fmt.min_positive)
-        else:  # one ulp of the top binade; frexp reads the exponent exactly
-            step = 2.0 ** (int(np.frexp(top)[1]) - 1 - fmt.man_bits)
-        ext = np.append(m, top + step)
+        order = np.argsort(order_key[mask], kind="stable")
+        c = c[order]
+        sig, exp2 = parts.sig[c], parts.exp2[c]
+        if sig[-1] == 0:  # only zero on this side: the next value up is the smallest positive
+            nxt = int(np.argmax(finite & ~negbit & (parts.sig > 0)))
+            sig_next, exp2_next = parts.sig[nxt], parts.exp2[nxt]
+        else:  # one step of the top binade (integers: one step)
+            sig_next, exp2_next = sig[-1] + 1, exp2[-1]
+        sig, exp2 = np.append(sig, sig_next), np.append(exp2, exp2_next)
+        mag, mag_exact = _ceil_keys(sig, exp2)
+        # midpoints and gaps of neighbours, at a common exponent (neighbours' exponents differ by 0 or 1)
+        low_exp = np.minimum(exp2[:-1], exp2[1:]) - 1
+        a, b = sig[:-1] << (exp2[:-1] - low_exp), sig[1:] << (exp2[1:] - low_exp)
+        mid, mid_exact = _ceil_keys(a + b, low_exp - 1)
+        gap = b - a
+        assert (gap > 0).all() and not (gap & (gap - 1)).any(), fmt.name  # a power of two
+        gap_exp = low_exp + np.log2(gap).astype(np.int64)
         par = np.append(c & 1, 1 - (c[-1] & 1))
         sign = fmt.sign_mask if negative else 0
         max_code = int(c[-1])
@@ -136,7 +174,10 @@ def _sides(fmt: Format, symmetric: bool = False) -> tuple[_Side, _Side | None]:
             ovf = _quiet_nan(fmt, negative)
         else:
             ovf = max_code
-        return _Side(ext, c.astype(np.int64), par.astype(np.int64), int(ovf))
+        arrays = (mag, mag_exact, mid, mid_exact, gap_exp)
+        for arr in arrays:
+            arr.flags.writeable = False
+        return _Side(*arrays, c.astype(np.int64), par.astype(np.int64), int(ovf))
 
     pos_side = make(pos, False)
     neg_side = make(neg, True) if neg.any() else None
@@ -339,16 +380,17 @@ def _round_side(
     i = np.searchsorted(v, a, side="right") - 1
     below = i < 0  # only E8M0 has a smallest value above zero
     ic = np.clip(i, 0, n + 1)
-    exact = ~below & (ic <= n) & (v[ic] == a)
+    exact = ~below & (ic <= n) & (v[ic] == a) & side.mag_exact[ic]
     if how == "down":
         idx = ic
     elif how == "up":
         idx = np.where(exact | below, ic, ic + 1)
     elif how in ("ne", "na", "nz"):
         hi = np.minimum(ic + 1, n + 1)
-        mid = (v[ic] + v[hi]) * 0.5
-        go_up = a > mid
-        tie = (a == mid) & (ic <= n)
+        im = np.minimum(ic, n)
+        mid, mid_exact = side.mid[im], side.mid_exact[im]
+        tie = (a == mid) & mid_exact & (ic <= n)
+        go_up = ((a > mid) | ((a == mid) & ~mid_exact)) & ~exact  # past the midpoint's key is past it
         if how == "na":
             go_up |= tie
         elif how == "ne":
@@ -359,18 +401,21 @@ def _round_side(
         idx = np.where(ic <= n, ic + up, n + 1)
     else:  # "sr"
         assert rbits is not None
-        idx = np.where((ic <= n) & ~below, ic + _stochastic_up(a, v, ic, n, rbits, src, stochastic), ic)
+        idx = np.where((ic <= n) & ~below, ic + _stochastic_up(a, side, ic, rbits, src, stochastic), ic)
     return idx, exact
 
 
-def _stochastic_up(a: np.ndarray, v: np.ndarray, ic: np.ndarray, n: int, rbits: np.ndarray, src: str,
+def _stochastic_up(a: np.ndarray, side: _Side, ic: np.ndarray, rbits: np.ndarray, src: str,
                    stochastic: StochasticRule) -> np.ndarray:
-    """Whether each magnitude, a fraction of the way from v[ic] to the next value, goes up under the
+    """Whether each magnitude, a fraction of the way from mag[ic] to the next value, goes up under the
     stochastic rule (policy.py: truncated, offset, nearest, equal) with its N random bits."""
-    hi = np.minimum(ic + 1, n + 1)
-    gap = v[hi] - v[ic]
-    # exact: a - v[ic] by Sterbenz (or v[ic] = 0), and the gap is a power of two
-    frac = np.where(ic <= n, (a - v[ic]) / np.where(gap > 0, gap, 1.0), 0.0)
+    n = side.n
+    im = np.minimum(ic, n)
+    gap_exp = side.gap_exp[im]
+    # exact: a - mag[ic] by Sterbenz (or mag[ic] = 0), and the gap is a power of two. An inexact a
+    # lies where the format's values are float64s: where they are not, every float64 is one of them.
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond max (ic = n + 1) the fraction is not read
+        frac = np.where(ic <= n, np.ldexp(a - side.mag[im], -gap_exp), 0.0)
     r = rbits.astype(np.uint64)
     if stochastic.rule == "equal":
         return (frac > 0) & (r & np.uint64(1) == 1)
@@ -378,8 +423,7 @@ def _stochastic_up(a: np.ndarray, v: np.ndarray, ic: np.ndarray, n: int, rbits: 
         st = SOURCE_TYPES[src]
         _, e_a = np.frexp(a)
         ulp_exp = np.maximum(e_a - 1, st.emin) - (st.precision - 1)
-        _, e_gap = np.frexp(np.where(gap > 0, gap, 1.0))
-        d = np.clip((e_gap - 1) - ulp_exp, 0, 32).astype(np.uint64)
+        d = np.clip(gap_exp - ulp_exp, 0, 32).astype(np.uint64)
         r = r & ((np.uint64(1) << d) - np.uint64(1))
     else:
         d = np.full(a.shape, stochastic.bits, dtype=np.uint64)
@@ -403,7 +447,7 @@ def encode_f64(
     src: str = "float64",
     want_flags: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Exact encode of float64 values (1-D); returns (uint8 codes, uint8 flags or None).
+    """Exact encode of float64 values (1-D); returns (codes as fmt.code_dtype, uint8 flags or None).
 
     NaN inputs under nan='raise' get a placeholder code: callers check first.
     ``src`` names the type the values came from; it matters only for ``sr``.
@@ -441,7 +485,7 @@ def encode_f64(
             flags[(x == 0) & np.signbit(x)] |= FLAG_INEXACT
         if pre_inexact is not None:
             flags |= np.where(pre_inexact, FLAG_INEXACT, 0).astype(np.uint8)
-    return codes.astype(np.uint8), flags
+    return codes.astype(fmt.code_dtype), flags
 
 
 def _underflow_rule(x: np.ndarray, pol: Resolved, codes: np.ndarray, flags: np.ndarray | None) -> None:
@@ -454,7 +498,7 @@ def _underflow_rule(x: np.ndarray, pol: Resolved, codes: np.ndarray, flags: np.n
             if rule.flush == "inputs":
                 flushed = finite & (np.abs(x) < float(fmt.min_normal))
             else:
-                got = np.abs(fmt.values[codes])
+                got = magnitude_keys(fmt)[0][codes]
                 flushed = finite & (got > 0) & (got < float(fmt.min_normal))
         negative = np.signbit(x) & fmt.has_neg_zero
         codes[flushed] = np.where(negative[flushed], fmt.sign_mask, 0)
@@ -787,7 +831,7 @@ def arith_params(pol: Resolved) -> np.ndarray | None:
     does not (overflow before rounding, a NaN code that varies with the payload) shows as a mismatch.
     """
     fmt = pol.fmt
-    if not (pol.rounding == "rne" and fmt.kind == "float" and fmt.signed and fmt.subnormals
+    if not (pol.rounding == "rne" and fmt.kind == "float" and fmt.signed and fmt.subnormals and fmt.bits <= 8
             and 0 <= 127 - fmt.bias and fmt.man_bits <= 22 and _KERNELS.unavailable_reason() is None):
         return None
     table, s = table_f32(pol)
@@ -870,7 +914,7 @@ def sr_compiled(pol: Resolved, src: str) -> bool:
     """Whether :func:`encode_sr_f32` serves this policy: float32 input, no intermediate type, a float or
     integer format other than E8M0 (whose inputs without a code are their own rules), and the kernels built."""
     return (pol.rounding == "sr" and src == "float32" and pol.via.type is None and pol.fmt.name != "e8m0"
-            and _KERNELS.used("auto"))
+            and pol.fmt.bits <= 8 and _KERNELS.used("auto"))
 
 
 def encode_sr_f32(x: np.ndarray, pol: Resolved, rbits: np.ndarray, out: np.ndarray) -> None:
@@ -920,6 +964,26 @@ def _f32_odd_index(u: np.ndarray, s: int, tmp: np.ndarray, out: np.ndarray) -> n
     return out
 
 
+def _encode_wide(x: np.ndarray, pol: Resolved, out: np.ndarray) -> np.ndarray:
+    """Formats wider than a byte (uint16 codes): a float32 table would be too large (a Binary16p16
+    boundary needs 17 significant bits) and a float64 input must not pass through float32 (their range
+    can exceed it), so float32 and float64 go through the exact float64 engine; float16 and bfloat16
+    read a 65536-entry table built by it."""
+    n = x.size
+    if x.dtype == np.float16 or x.dtype == ml_dtypes.bfloat16:
+        table = table_16(pol, "float16" if x.dtype == np.float16 else "bfloat16")
+        u16 = x.view(np.uint16)
+        for i in range(0, n, CHUNK):
+            np.take(table, u16[i : i + CHUNK], out=out[i : i + CHUNK], mode="wrap")
+        return out
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"encode_fast: unsupported dtype {x.dtype}")
+    for i in range(0, n, CHUNK):
+        with np.errstate(invalid="ignore"):  # widening signalling NaNs quiets them: fine
+            out[i : i + CHUNK] = encode_f64(x[i : i + CHUNK].astype(np.float64), pol)[0]
+    return out
+
+
 def encode_fast(x: np.ndarray, pol: Resolved, out: np.ndarray, engine: str = "auto") -> np.ndarray:
     """Table-driven encode of a 1-D contiguous float16/bfloat16/float32/float64 array.
 
@@ -929,6 +993,8 @@ def encode_fast(x: np.ndarray, pol: Resolved, out: np.ndarray, engine: str = "au
     """
     n = x.size
     compiled = n > 0 and _KERNELS.used(_KERNELS.check_engine(engine, "encode_fast"))
+    if pol.fmt.bits > 8:
+        return _encode_wide(x, pol, out)
     # every index is inside its table by construction; mode="wrap" skips the bounds check
     if x.dtype == np.float16 or x.dtype == ml_dtypes.bfloat16:
         table = table_16(pol, "float16" if x.dtype == np.float16 else "bfloat16")

@@ -1,11 +1,12 @@
-"""IEEE P3109 (interim report v4.0): every Binary{K}p{P}{s|u}{e|f} format with K = 3..8, held to the
-working group's own value tables (by digest, tools/gen_p3109_digests.py), to gfloat bit for bit
+"""IEEE P3109 (interim report v4.0): every Binary{K}p{P}{s|u}{e|f} format with K = 3..16 (504), held to
+the working group's own value tables (by digest, tools/gen_p3109_digests.py), to gfloat bit for bit
 (every rounding mode gfloat has, both saturations it has, the three stochastic variants), to the
-Fraction twin, and to the report's rules worked out by hand (4.7.4, 4.7.5)."""
+Fraction twin, and to the report's rules worked out by hand (4.7.4, 4.7.5). Formats wider than a byte
+have uint16 codes, and some (Binary16p1se: up to 2^16382) have values beyond float64."""
 
 import hashlib
 import json
-import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -13,18 +14,25 @@ import pytest
 
 import fmtsim
 from fmtsim import p3109
-from fmtsim.formats import p3109_formats
+from fmtsim.formats import CLASS_INF, CLASS_NAN, CLASS_SUBNORMAL, p3109_formats
 from fmtsim.oracle import encode_one
+from fmtsim.rounding import magnitude_keys
 
 from .conftest import slow_unless
 
 DIGESTS = json.loads((Path(__file__).parent / "fixtures" / "p3109" / "value_table_digests.json").read_text())
 ALL = [f.name for f in p3109_formats()]
 BINARY8 = {n for n in ALL if n.startswith("binary8")}
+NARROW = [n for n in ALL if fmtsim.get_format(n).bits <= 8]
+#: per K = 9..16 the extreme and middle precisions, both signednesses and domains, and every format
+#: whose values go beyond float64 at K = 16
+WIDE = [f.name for f in p3109_formats(range(9, 17))
+        if f.man_bits + 1 in (1, 2, f.bits // 2, f.bits - 1, f.bits) or not f.fits_float64 and f.bits == 16]
 
 
 def test_the_family_is_the_reports():
-    assert len(ALL) == 120 == len(DIGESTS["sha256"])  # K 3..8: signed P 1..K-1, unsigned P 1..K, two domains
+    # K 3..16 (the widths the working group publishes tables for): signed P 1..K-1, unsigned P 1..K, two domains
+    assert len(ALL) == 504 == len(DIGESTS["sha256"]) and set(ALL) == set(DIGESTS["sha256"])
     f = fmtsim.get_format("Binary8p4se")
     assert (f.bits, f.bias, f.exp_bits, f.man_bits, f.max_finite) == (8, 8, 4, 3, 224)
     assert f.nan_codes == (0x80,) and f.inf_codes == (0x7F, 0xFF) and not f.has_neg_zero
@@ -38,8 +46,8 @@ def test_the_family_is_the_reports():
 
 
 @pytest.mark.parametrize("name, message", [
-    ("binary9p4se", "K = 3..8"), ("binary2p1se", "greater than 2"), ("binary8p8se", "P must be 1..7"),
-    ("binary8p9ue", "P must be 1..8"), ("binary8p0ue", "P must be 1..8"),
+    ("binary17p4se", "K = 3..16"), ("binary2p1se", "greater than 2"), ("binary8p8se", "P must be 1..7"),
+    ("binary8p9ue", "P must be 1..8"), ("binary8p0ue", "P must be 1..8"), ("binary16p16se", "P must be 1..15"),
 ])
 def test_names_outside_the_ranges_are_refused(name, message):
     with pytest.raises(ValueError, match=message):
@@ -47,13 +55,15 @@ def test_names_outside_the_ranges_are_refused(name, message):
 
 
 def _canonical(f) -> bytes:
-    lines = []
-    for c in range(f.n_codes):
-        v = f.values[c]
-        text = "nan" if math.isnan(v) else ("inf" if v == math.inf else "-inf" if v == -math.inf else
-                                            float(abs(v) if v == 0 else v).hex())
-        lines.append(f"{c},{text},{int(f.code_class(c) == 'subnormal')}\n")
-    return "".join(lines).encode()
+    """The digest tool's canonical form (five int64 per code: kind, sign, odd m and e of m*2^e, subnormal),
+    from fmtsim's exact integer parts of every code."""
+    p = f.parts
+    kind = np.select([p.cls == CLASS_NAN, (p.cls == CLASS_INF) & ~p.negative, p.cls == CLASS_INF], [3, 1, 2], 0)
+    sig = np.where(kind == 0, p.sig, 0)
+    tz = np.zeros(sig.shape, np.int64)
+    tz[sig != 0] = np.log2(sig[sig != 0] & -sig[sig != 0]).astype(np.int64)
+    cols = (kind, p.negative & (kind == 0), sig >> tz, np.where(sig != 0, p.exp2 + tz, 0), p.cls == CLASS_SUBNORMAL)
+    return np.stack([np.asarray(c, np.int64) for c in cols], axis=1).astype("<i8").tobytes()
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -61,18 +71,47 @@ def test_every_code_is_the_value_tables(name):
     assert hashlib.sha256(_canonical(fmtsim.get_format(name))).hexdigest() == DIGESTS["sha256"][name]
 
 
-def _inputs(f, rng):
-    vals = np.unique(f.values[np.isfinite(f.values)])
+def test_the_integer_parts_are_the_fraction_values():
+    """Format.parts (array-wide) against Format.code_value and code_class (code by code), and the values
+    beyond float64 held to the report's own numbers (Binary16p1se's table: 0x0001 is 2^-16383)."""
+    for name in ("binary9p4se", "binary10p1ue", "binary12p12uf", "binary16p1se"):
+        f = fmtsim.get_format(name)
+        p = f.parts
+        n, half = f.n_codes, f.n_codes // 2
+        codes = range(n) if f.bits <= 10 else [0, 1, 2, half - 2, half - 1, half, half + 1, n - 2, n - 1]
+        for c in codes:
+            v = f.code_value(c)
+            assert f.code_class(c) == ("nan", "inf", "zero", "subnormal", "normal")[p.cls[c]], (name, c)
+            if isinstance(v, Fraction):
+                assert v == (-1) ** int(p.negative[c]) * int(p.sig[c]) * Fraction(2) ** int(p.exp2[c]), (name, c)
+    f = fmtsim.get_format("binary16p1se")
+    assert f.code_value(1) == Fraction(1, 2**16383) and f.max_finite == 2**16382 and not f.fits_float64
+    assert f.code_dtype == np.uint16 and f.nan_codes == (0x8000,) and f.inf_codes == (0x7FFF, 0xFFFF)
+    with pytest.raises(ValueError, match="not all float64s; read Format.parts"):
+        _ = f.values
+
+
+def _inputs(f, rng, n16=1 << 16):
+    keys, exact = magnitude_keys(f)
+    vals = np.unique(keys[exact & np.isfinite(keys)])  # every value that is a float64
+    if vals.size > 3000:
+        vals = np.unique(np.concatenate([vals[:500], vals[-500:], rng.choice(vals, 2000, replace=False)]))
     x16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float64)
-    x = np.concatenate([x16, vals, (vals[1:] + vals[:-1]) / 2, vals * (1 + 2**-20), vals * (1 - 2**-20),
-                        rng.standard_normal(2000) * float(f.max_finite), [float(f.max_finite) * 3, 1e300]])
+    if n16 < x16.size:
+        x16 = rng.choice(x16, n16, replace=False)
+    top = float(vals[-1])
+    x = np.concatenate([x16, vals, vals[:-1] + (vals[1:] - vals[:-1]) / 2, vals * (1 + 2**-20), vals * (1 - 2**-20),
+                        rng.standard_normal(2000) * min(top, 1e300), [min(top * 3, 1.7e308), 1e300, 5e-324]])
     return np.concatenate([x, -x])
 
 
 GF_MODES = ("TowardZero", "TowardPositive", "TowardNegative", "NearestTiesToAway", "NearestTiesToEven")
 
 
-@pytest.mark.parametrize("name", slow_unless(ALL, keep={"binary8p4se", "binary8p3uf", "binary5p2se", "binary8p1ue"}))
+# gfloat computes a format's values in float64: it raises OverflowError for those beyond it (Binary16p1se)
+@pytest.mark.parametrize("name", slow_unless(NARROW + [n for n in WIDE if fmtsim.get_format(n).fits_float64],
+                                             keep={"binary8p4se", "binary8p3uf", "binary5p2se", "binary8p1ue",
+                                                   "binary12p6se", "binary16p11ue"}))
 def test_held_to_gfloat(name, rng):
     gf = pytest.importorskip("gfloat", reason="gfloat (pip install gfloat) is the P3109 peer")
     from gfloat.encode_ndarray import encode_ndarray
@@ -83,7 +122,7 @@ def test_held_to_gfloat(name, rng):
     ext = f.specials == "top_inf"
     fi = format_info_p3109(f.bits, f.man_bits + 1, gf.Signedness.Signed if f.signed else gf.Signedness.Unsigned,
                            gf.Domain.Extended if ext else gf.Domain.Finite)
-    x = _inputs(f, rng)
+    x = _inputs(f, rng, n16=1 << 16 if f.bits <= 8 else 4000)
     if not f.signed:  # gfloat's round_float returns negatives unchanged into unsigned formats: not comparable
         x = x[~np.signbit(x)]
     gf_mode = {"TowardZero": gf.RoundMode.TowardZero, "TowardPositive": gf.RoundMode.TowardPositive,
@@ -95,7 +134,8 @@ def test_held_to_gfloat(name, rng):
             with np.errstate(all="ignore"):
                 want = encode_ndarray(fi, round_ndarray(fi, x, gf_mode[mode], sat))
             got = fmtsim.encode(x, f, profile=p3109.projection(mode, saturation))
-            assert np.array_equal(got, want.astype(np.uint8)), (mode, saturation, x[got != want][:4])
+            assert got.dtype == f.code_dtype
+            assert np.array_equal(got, want.astype(f.code_dtype)), (mode, saturation, x[got != want][:4])
     # gfloat's stochastic modes are the report's variants: Stochastic = C, StochasticFast = B, StochasticFastest = A
     x = x[np.isfinite(x)][:3000]
     for variant, rm in (("StochasticA", gf.RoundMode.StochasticFastest), ("StochasticB", gf.RoundMode.StochasticFast),
@@ -106,20 +146,24 @@ def test_held_to_gfloat(name, rng):
                 want = encode_ndarray(fi, round_ndarray(fi, x, rm, True, r, n))
             got = fmtsim.encode(x, f, profile=p3109.projection(variant, "SatFinite", random_bits=n),
                                 rbits=r.astype(np.uint32))
-            assert np.array_equal(got, want.astype(np.uint8)), (variant, n)
+            assert np.array_equal(got, want.astype(f.code_dtype)), (variant, n)
 
 
 MODES = tuple(p3109.ROUNDING)
 
 
-@pytest.mark.parametrize("name", slow_unless(ALL, keep={"binary8p4se", "binary8p4ue", "binary4p2sf", "binary6p6uf"}))
+@pytest.mark.parametrize("name", slow_unless(NARROW + WIDE, keep={"binary8p4se", "binary8p4ue", "binary4p2sf",
+                                                                    "binary6p6uf", "binary11p5ue", "binary16p2sf"}))
 def test_fast_path_equals_the_fraction_twin(name, rng):
     f = fmtsim.get_format(name)
-    vals = np.unique(f.values[np.isfinite(f.values)])
-    near = np.concatenate([vals, (vals[1:] + vals[:-1]) / 2, vals * 1.01,
-                           rng.standard_normal(40) * float(f.max_finite)])
+    keys, exact = magnitude_keys(f)
+    vals = np.unique(keys[exact & np.isfinite(keys)])
+    top, low = float(vals[-1]), float(vals[vals > 0][0])
+    near = np.concatenate([vals, vals[:-1] + (vals[1:] - vals[:-1]) / 2, vals * 1.01,
+                           rng.standard_normal(40) * min(top, 1e300)])
     x = np.concatenate([rng.choice(near, min(near.size, 40), replace=False),
-                        [float(f.max_finite) * 5, np.inf, np.nan, 0.0, -0.0, float(f.min_positive) / 3]])
+                        [min(top * 5, 1.7e308), 1.7976931348623157e308, 5e-324, 3 * 5e-324, np.inf, np.nan, 0.0, -0.0,
+                         low / 3]])
     x = np.concatenate([x, -x])  # every code is held to gfloat and the value tables above; here a sample per mode
     for mode in MODES:
         for saturation in p3109.SATURATION:

@@ -41,13 +41,41 @@ def test_a_spec_with_a_built_ins_parameters_is_that_format(spec, builtin, dtype)
                                   fmtsim.encode(X16, b, rounding=rounding, overflow=overflow, nan=nan))
 
 
+@pytest.mark.parametrize("spec, dtype", [("e5m10", np.float16), ("e8m7", ml_dtypes.bfloat16)])
+def test_sixteen_bit_user_formats_are_float16_and_bfloat16(spec, dtype, rng):
+    """Formats wider than a byte (uint16 codes) against numpy's float16 and ml_dtypes' bfloat16: every
+    code decoded, and float32 inputs encoded (both convert float32 by round to nearest even; numpy's
+    float16 converts float64 in one rounding too), through the exact float64 engine."""
+    f = fmtsim.parse_format(spec)
+    codes = np.arange(1 << 16, dtype=np.uint16)
+    assert f.bits == 16 and f.code_dtype == np.uint16
+    assert np.array_equal(fmtsim.decode(codes, f, np.float32), codes.view(dtype).astype(np.float32), equal_nan=True)
+    x32 = np.concatenate([rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+                          codes.view(dtype).astype(np.float32),
+                          np.float32([np.inf, -np.inf, 65520.0, 65519.996, 3.4e38, 1e-45, -0.0])])
+    x32 = x32[~np.isnan(x32)]  # NaN payloads: numpy keeps some, fmtsim gives the quiet NaN of the sign
+    with np.errstate(over="ignore"):
+        want = x32.astype(dtype).view(np.uint16)
+    got = fmtsim.encode(x32, f, overflow="nonsat")
+    assert got.dtype == np.uint16 and np.array_equal(got, want), x32[got != want][:4]
+    if dtype is np.float16:
+        x64 = x32.astype(np.float64) * (1 + rng.uniform(-2**-20, 2**-20, x32.size))
+        with np.errstate(over="ignore"):
+            assert np.array_equal(fmtsim.encode(x64, f, overflow="nonsat"), x64.astype(np.float16).view(np.uint16))
+    # and the Fraction twin on a sample, flags included
+    sample = rng.choice(x32, 300, replace=False)
+    codes_, flags = fmtsim.encode_with_flags(sample, f, overflow="nonsat")
+    for i, v in enumerate(sample):
+        assert (int(codes_[i]), int(flags[i])) == encode_one(float(v), f, overflow="nonsat", src="float32"), v
+
+
 def test_define_format_validates(myfp6):
     with pytest.raises(ValueError, match="lower-case letters"):
         fmtsim.define_format("My-FP", 3, 2)
     with pytest.raises(ValueError, match="taken by a built-in"):
         fmtsim.define_format("fp4", 2, 1)
-    with pytest.raises(ValueError, match="10 bits; fmtsim's codes are bytes"):
-        fmtsim.define_format("wide", 4, 5)
+    with pytest.raises(ValueError, match="17 bits; fmtsim's codes are uint8 or uint16, so a format has 2..16 bits"):
+        fmtsim.define_format("wide", 8, 8)
     with pytest.raises(ValueError, match="needs exp_bits >= 2 and man_bits >= 1"):
         fmtsim.define_format("e3m0", 3, 0)
     with pytest.raises(ValueError, match="needs a sign"):

@@ -14,11 +14,22 @@ import ml_dtypes
 import numpy as np
 
 from ..formats import Format, get_format
+from ..rounding import magnitude_keys
 from ..sources import SOURCE_TYPES
 
-__all__ = ["boundary_points", "all_16bit", "random_float32", "SOURCE_DTYPES"]
+__all__ = ["boundary_points", "all_16bit", "random_float32", "SOURCE_DTYPES", "float64_extent"]
 
 SOURCE_DTYPES = {name: st.dtype for name, st in SOURCE_TYPES.items()}
+
+
+def float64_extent(f: Format) -> tuple[float, float, float]:
+    """(smallest positive, smallest normal, largest finite) value of ``f`` as float64s: the
+    format's own where they are float64s, else the nearest of its values that are (Binary16p1se's
+    run from 2^-16383 to 2^16382: 2^-1074 and 2^1023 here)."""
+    keys, exact = magnitude_keys(f)
+    vals = np.unique(keys[exact & np.isfinite(keys) & (keys > 0) & ~f.parts.negative])
+    normal = float(f.min_normal) if f.min_normal is not None and f.fits_float64 else float(vals[0])
+    return float(vals[0]), normal, float(vals[-1])
 
 
 def _step_past_max(f: Format, top: float) -> float:
@@ -41,11 +52,13 @@ def boundary_points(fmt: str | Format, dtype: np.dtype | type) -> np.ndarray:
     next to the boundary)."""
     f = get_format(fmt)
     dt = np.dtype(dtype)
-    vals = np.unique(np.abs(f.values[np.isfinite(f.values)]))
-    top = vals[-1]
-    ext = np.append(vals, top + _step_past_max(f, top))
-    mids = (ext[:-1] + ext[1:]) / 2
-    pts = np.concatenate([ext, mids, [0.0, ext[0] / 2, ext[0] / 4, 2 * ext[-1], 4 * ext[-1]]])
+    keys, exact = magnitude_keys(f)
+    vals = np.unique(keys[exact & np.isfinite(keys)])  # every magnitude that is a float64 (all, but for
+    top = vals[-1]                                      # the formats whose values go beyond float64)
+    ext = np.append(vals, top + _step_past_max(f, top)) if f.fits_float64 else vals
+    with np.errstate(over="ignore"):  # past float64's max: Inf, dropped below
+        mids = ext[:-1] + (ext[1:] - ext[:-1]) / 2
+        pts = np.concatenate([ext, mids, [0.0, ext[0] / 2, ext[0] / 4, 2 * ext[-1], 4 * ext[-1]]])
     with np.errstate(over="ignore"):
         p = pts.astype(dt)
     p = p[np.isfinite(p)]

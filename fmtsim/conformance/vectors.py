@@ -8,7 +8,8 @@ line, fields separated by one space, uppercase hex:
     decode   <code> <float32 bits> <flags>          e4m3_to_f32.decode_all.tv
 
 Input bits are the source type's pattern (4 digits for float16/bfloat16, 8 for
-float32, 16 for float64); codes are 2 digits; flags 2 digits (bit 0 inexact,
+float32, 16 for float64); codes are 2 digits (4 for formats wider than a byte, whose
+codes are uint16: Binary16p11se); flags 2 digits (bit 0 inexact,
 1 underflow, 2 overflow, 3 infinite, 4 invalid, 5 saturated). Block schemes are
 raw little-endian binary files whose arrays the manifest lists (name, dtype,
 shape, byte offset). vectors/README.md documents both completely.
@@ -31,11 +32,11 @@ from .. import __version__
 from ..bitpatterns import SOURCE_TAGS, BitPattern, flags_text, short_value
 from ..codec import decode, encode, encode_with_flags
 from ..fileio import atomic_write, check_replaceable
-from ..formats import get_format
+from ..formats import Format, get_format, power_text
 from ..layout import pack_fp4
 from ..mma.tolerance import family_bound
 from ..policy import resolve
-from .models import boundary_points, random_float32
+from .models import boundary_points, float64_extent, random_float32
 
 __all__ = ["VectorFile", "level1_files", "write_vectors", "read_tv", "verify_lines", "verify_results",
            "verify_binary", "result_kind", "load_manifest", "format_params", "policy_files"]
@@ -53,11 +54,17 @@ class VectorFile:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def code_digits(fmt: str | Format) -> int:
+    """Hex digits of a code in vector files: 2 for byte formats, 4 for uint16 ones."""
+    return 2 * get_format(fmt).code_dtype.itemsize
+
+
 def format_params(fmt: str) -> dict[str, Any]:
     f = get_format(fmt)
+    w = code_digits(f)
     return {"name": f.name, "bits": f.bits, "kind": f.kind, "exp_bits": f.exp_bits, "man_bits": f.man_bits,
-            "bias": f.bias, "signed": f.signed, "nan_codes": [f"0x{c:02X}" for c in f.nan_codes],
-            "inf_codes": [f"0x{c:02X}" for c in f.inf_codes], "scale_exp": f.scale_exp}
+            "bias": f.bias, "signed": f.signed, "nan_codes": [f"0x{c:0{w}X}" for c in f.nan_codes],
+            "inf_codes": [f"0x{c:0{w}X}" for c in f.inf_codes], "scale_exp": f.scale_exp}
 
 
 def _hex(bits: np.ndarray, width: int) -> list[str]:
@@ -70,10 +77,11 @@ def _encode_lines(x: np.ndarray, src: str, fmt: str, rounding: str | None, overf
                                      profile=profile)
     width = SRC[src].itemsize * 2
     ins = _hex(x.view(UINT[SRC[src].itemsize]), width)
+    w = code_digits(fmt)
     rows = []
     for i, (c, f) in enumerate(zip(np.asarray(codes).tolist(), np.asarray(flags).tolist(), strict=True)):
         mid = f" {int(rbits[i]):08X}" if rbits is not None else ""
-        rows.append(f"{ins[i]}{mid} {c:02X} {f:02X}")
+        rows.append(f"{ins[i]}{mid} {c:0{w}X} {f:02X}")
     return ("\n".join(rows) + "\n").encode()
 
 
@@ -119,7 +127,8 @@ def policy_files(src: str, fmt: str, rounding: str | None, overflow: str | None,
     yield _encode_file("encode_range", _range_points(fmt, dt), src, fmt, rounding, overflow, **kw)
     rng = np.random.default_rng(seed)
     n = 4096 if level == 1 else 1 << 20
-    lo, hi = np.log2(float(f.min_positive)) - 3, min(np.log2(float(f.max_finite)) + 2, 127.9)
+    low, _, top = float64_extent(f)
+    lo, hi = np.log2(low) - 3, min(np.log2(top) + 2, 127.9)
     xr = (np.exp2(rng.uniform(lo, hi, n)) * rng.choice([-1.0, 1.0], n)).astype(dt)
     yield _encode_file("encode_random", xr, src, fmt, rounding, overflow, **kw)
     if level >= 2 and dt.itemsize == 2:
@@ -130,11 +139,10 @@ def policy_files(src: str, fmt: str, rounding: str | None, overflow: str | None,
 def _range_points(fmt: str, dt: np.dtype) -> np.ndarray:
     """+-0, tiny, subnormal edges, max, overflow ties, Inf, NaN payloads of both signs."""
     f = get_format(fmt)
-    pos = float(f.min_positive)
-    top = float(f.max_finite)
-    vals = [0.0, pos / 2, pos / 4, pos, pos * 2, top, top * 1.03125, top * 1.0625, top * 1.125, top * 2,
-            float(f.min_normal or pos), 1e-30, 1e30]
+    pos, normal, top = float64_extent(f)
     with np.errstate(over="ignore"):
+        vals = [0.0, pos / 2, pos / 4, pos, pos * 2, top, top * 1.03125, top * 1.0625, top * 1.125, top * 2,
+                normal, 1e-30, 1e30]
         a = np.array(vals, dtype=np.float64).astype(dt)
     a = a[np.isfinite(a.astype(np.float64))]
     u = UINT[dt.itemsize]
@@ -207,7 +215,8 @@ def scalar_files(level: int = 1, seed: int = 1) -> Iterator[VectorFile]:
             yield _encode_file("encode_range", _range_points(fmt, SRC["f32"]), "f32", fmt, rne, ov)
         n_random = 4096 if level == 1 else 1 << 20
         rng = np.random.default_rng(seed)
-        lo, hi = np.log2(float(f.min_positive)) - 3, min(np.log2(float(f.max_finite)) + 2, 127.9)
+        low, _, top = float64_extent(f)
+        lo, hi = np.log2(low) - 3, min(np.log2(top) + 2, 127.9)
         xr = (np.exp2(rng.uniform(lo, hi, n_random)) * rng.choice([-1.0, 1.0], n_random)).astype(np.float32)
         yield _encode_file("encode_random", xr, "f32", fmt, rne, "satfinite")
         yield _encode_file("double_rounding", _double_rounding(fmt), "f64", fmt, rne, "satfinite")
@@ -606,13 +615,15 @@ def _classifier(meta: dict[str, Any], fmt: str) -> Callable[[list[str], int], An
 
 def _describe(fmt: str, code: int) -> str:
     f = get_format(fmt)
+    w = code_digits(f)
     if code >= f.n_codes:
-        return f"{code:#04x} (not a code of {f.name})"
+        return f"0x{code:0{w}x} (not a code of {f.name})"
     if f.kind == "int":
         return f"code 0x{code:02X} ({f.code_value(code)})"
     s, e, m = f.code_fields(code)
     v = f.code_value(code)
-    return f"0x{code:02X} (sign {s}, exp {e}, man {m}, {float(v) if not isinstance(v, float) else v})"
+    shown = v if isinstance(v, float) else float(v) if f.fits_float64 else power_text(v)
+    return f"0x{code:0{w}X} (sign {s}, exp {e}, man {m}, {shown})"
 
 
 _TAG_OF_SOURCE = {name: tag for tag, (_, name) in SOURCE_TAGS.items()}
@@ -715,7 +726,7 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
             elif res.rules is not None and len(res.rules.items) < res.rules.limit:
                 code = int(e[0], 16)
                 if code < f.n_codes and int(g[1], 16) < 1 << 32:
-                    item = res.rules.add(f"{where} {n}: code 0x{code:02X}",
+                    item = res.rules.add(f"{where} {n}: code 0x{code:0{code_digits(f)}X}",
                                          explain_decode(f, code, int(e[1], 16), int(g[1], 16)))
             if len(res.messages) < max_errors:
                 if item is not None:
@@ -729,7 +740,7 @@ def _compare(exp_rows: list[list[str]], got_rows: list[list[str]], meta: dict[st
                         res.messages.append(f"{where} {n}: input {given}: expected {_describe(fmt, ec)}, "
                                             f"got {got_text}")
                 else:
-                    res.messages.append(f"{where} {n}: code 0x{int(e[0], 16):02X}: expected "
+                    res.messages.append(f"{where} {n}: code 0x{int(e[0], 16):0{code_digits(f)}X}: expected "
                                         f"{_f32_text(int(e[1], 16))}, got {_f32_text(int(g[1], 16))}")
     if tags:
         chosen = res.rules.chosen()
@@ -808,14 +819,14 @@ def result_kind(data: bytes, cases: int, result_bytes: int, name: str = "") -> s
     """How a device's results for a .tv file are written: 'npy' (a NumPy .npy file, by its
     magic bytes), 'raw' (exactly ``cases * result_bytes`` bytes, or a name ending in
     .bin/.raw/.u8/.u32) or 'text' (lines). A text file of N cases has at least 4N bytes,
-    so a file of exactly N bytes (one per code) cannot be text; a file of exactly 4N
+    so a file of exactly N or 2N bytes (one uint8 or uint16 code per case) cannot be text; a file of exactly 4N
     bytes (decode results) is text only if it reads as N text lines."""
     if data.startswith(NPY_MAGIC):
         return "npy"
     if name.lower().endswith(RAW_SUFFIXES):
         return "raw"
     if cases and len(data) == cases * result_bytes:
-        if result_bytes == 1:
+        if result_bytes <= 2:  # one or two bytes per case (uint8 or uint16 codes): too short for text
             return "raw"
         try:  # 4 bytes per case could in principle be N text lines of 4 bytes each ("0 0\n")
             if len(read_tv(data.decode("utf-8"), "results")) == cases:
@@ -842,7 +853,7 @@ def _text_of(data: bytes, what: str, cases: int, result_bytes: int) -> str:
     return text
 
 
-def _array_results(data: bytes, kind: str, cases: int, decode_op: bool, what: str) -> np.ndarray:
+def _array_results(data: bytes, kind: str, cases: int, decode_op: bool, what: str, code_bytes: int = 1) -> np.ndarray:
     """The device's results as a flat uint64 array (codes, or float32 bits for decode files)."""
     if kind == "npy":
         import io
@@ -856,18 +867,19 @@ def _array_results(data: bytes, kind: str, cases: int, decode_op: bool, what: st
         if decode_op and arr.dtype == np.float32:
             arr = arr.view(np.uint32)
         if arr.dtype.kind not in "iu":
-            want = "float32 values or their uint32 bits" if decode_op else "integer codes (uint8)"
+            want = "float32 values or their uint32 bits" if decode_op else \
+                f"integer codes (uint{8 * code_bytes})"
             raise ValueError(f"{what}: a .npy array of {arr.dtype}; expected {want}")
         flat = arr.reshape(-1)
         if flat.size != cases:
             raise ValueError(f"{what}: a .npy array of shape {arr.shape} ({flat.size} values) for {cases} cases")
     else:
-        width = 4 if decode_op else 1
+        width = 4 if decode_op else code_bytes
         if len(data) != cases * width:
             raise ValueError(f"{what}: a raw array of {len(data)} bytes for {cases} cases; expected "
                              f"{cases * width} ({width} byte(s) per case, in the vector file's order)")
-        flat = np.frombuffer(data, "<u4" if decode_op else np.uint8)
-    top = (1 << 32) - 1 if decode_op else 0xFF
+        flat = np.frombuffer(data, "<u4" if decode_op else f"<u{code_bytes}")
+    top = (1 << 32) - 1 if decode_op else (1 << (8 * code_bytes)) - 1
     bad = (flat < 0) | (flat > top)
     if bad.any():
         i = int(np.argmax(bad))
@@ -887,18 +899,26 @@ def verify_results(expected: str, actual: bytes, meta: dict[str, Any], *, check_
     _, op, n_ops = _meta_fields(meta, "the vector file's manifest.json entry")
     exp_rows = read_tv(expected, "expected")
     decode_op = op == "decode"
-    width = 4 if decode_op else 1
+    code_bytes = _code_bytes(meta)
+    width = 4 if decode_op else code_bytes
     kind = result_kind(actual, len(exp_rows), width, what)
     if kind == "text":
         return verify_lines(expected, _text_of(actual, what, len(exp_rows), width), meta, check_flags=check_flags,
                             check_nans=check_nans, max_errors=max_errors, what=what)
-    flat = _array_results(actual, kind, len(exp_rows), decode_op, what)
-    digits = 8 if decode_op else 2
+    flat = _array_results(actual, kind, len(exp_rows), decode_op, what, code_bytes)
+    digits = 8 if decode_op else 2 * code_bytes
     got_rows = [e[:n_ops] + [format(int(v), f"0{digits}X")] for e, v in zip(exp_rows, flat.tolist(), strict=True)]
     res = _compare(exp_rows, got_rows, meta, check_flags=False, check_nans=check_nans, max_errors=max_errors,
                    what=what, where="case")
     res.note = f"{'a .npy' if kind == 'npy' else 'a raw'} array of results: flags not compared (arrays carry none)"
     return res
+
+
+def _code_bytes(meta: dict[str, Any]) -> int:
+    """Bytes per code in a raw result array: 2 for a format wider than a byte (its manifest's bits)."""
+    fmt = meta.get("format")
+    bits = fmt.get("bits") if isinstance(fmt, dict) else None
+    return 2 if isinstance(bits, int) and bits > 8 else 1
 
 
 def load_manifest(path: Path) -> dict[str, Any]:
