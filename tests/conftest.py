@@ -76,7 +76,11 @@ def examples(n: int) -> int:
 
 def slow_unless(values, keep):
     """Parameters for pytest.mark.parametrize: those in ``keep`` run always, the rest are slow.
-    A tuple value stands for several argument names, as in parametrize itself."""
+    A tuple value stands for several argument names, as in parametrize itself. A ``keep`` none of
+    which is among the values is an error (the fast tier would silently run none of them)."""
+    values = list(values)
+    assert not keep or set(keep) & set(values), f"slow_unless: no value of keep {sorted(keep)} is among the values"
+
     def param(v):
         args = v if isinstance(v, tuple) else (v,)
         return pytest.param(*args, marks=pytest.mark.slow)

@@ -111,7 +111,7 @@ GF_MODES = ("TowardZero", "TowardPositive", "TowardNegative", "NearestTiesToAway
 # gfloat computes a format's values in float64: it raises OverflowError for those beyond it (Binary16p1se)
 @pytest.mark.parametrize("name", slow_unless(NARROW + [n for n in WIDE if fmtsim.get_format(n).fits_float64],
                                              keep={"binary8p4se", "binary8p3uf", "binary5p2se", "binary8p1ue",
-                                                   "binary12p6se", "binary16p11ue"}))
+                                                   "binary12p6se", "binary16p15ue"}))
 def test_held_to_gfloat(name, rng):
     gf = pytest.importorskip("gfloat", reason="gfloat (pip install gfloat) is the P3109 peer")
     from gfloat.encode_ndarray import encode_ndarray
@@ -147,6 +147,33 @@ def test_held_to_gfloat(name, rng):
             got = fmtsim.encode(x, f, profile=p3109.projection(variant, "SatFinite", random_bits=n),
                                 rbits=r.astype(np.uint32))
             assert np.array_equal(got, want.astype(f.code_dtype)), (variant, n)
+
+
+# pychop's float64 host holds formats of at most 10 exponent bits (P3109Format refuses the rest)
+@pytest.mark.parametrize("name", slow_unless([n for n in WIDE if fmtsim.get_format(n).exp_bits <= 10],
+                                             keep={"binary16p8se", "binary10p5uf"}))
+def test_wide_formats_held_to_pychop(name, rng):
+    """pychop's p3109_encode under its six deterministic modes with SatFinite, and p3109_decode of every
+    code (byte formats are pychop's conform entry points: fmtsim conform --impl pychop)."""
+    pychop = pytest.importorskip("pychop", reason="pychop (pip install pychop==0.6.2) is a P3109 peer")
+    from fmtsim.profiles.pychop import P3109_MODES
+
+    f = fmtsim.get_format(name)
+    pf = pychop.P3109Format(f.bits, f.man_bits + 1, f.signed, "extended" if f.has_inf else "finite")
+    x = _inputs(f, rng, n16=8000)
+    if not f.signed:  # negatives into unsigned formats: pychop's SatNone rules, named in conform
+        x = x[~np.signbit(x)]
+    for mode, report_name in P3109_MODES.items():
+        if report_name.startswith("Stochastic"):
+            continue
+        with np.errstate(all="ignore"):
+            theirs = np.asarray(pychop.p3109_encode(x, pf, rounding=mode, saturate=True)).astype(np.int64)
+        ours = fmtsim.encode(x, f, profile=p3109.projection(report_name, "SatFinite"))
+        assert np.array_equal(ours, theirs), (mode, x[ours != theirs][:4])
+    codes = np.arange(f.n_codes)
+    with np.errstate(all="ignore"):
+        theirs = np.asarray(pychop.p3109_decode(codes, pf), dtype=np.float64)
+    assert np.array_equal(fmtsim.decode(codes, f, np.float64), theirs, equal_nan=True)
 
 
 MODES = tuple(p3109.ROUNDING)
@@ -240,4 +267,59 @@ def test_vectors_for_a_p3109_format_and_a_new_mode_round_trip(tmp_path, capsys):
     wrong.write_text("\n".join(lines) + "\n")
     capsys.readouterr()
     assert main(["ver", str(tv), str(wrong)]) == 1
+    assert "1 failed" in capsys.readouterr().out
+
+
+def test_a_wide_format_through_every_entry_point(tmp_path, capsys, rng):
+    """A 12-bit and a 16-bit P3109 format through the API (uint16 codes, flags, quantize, threads, decode's
+    refusals) and the command line (encode, decode, table, gen, ver with text and raw uint16 results)."""
+    from fmtsim import mx
+    from fmtsim.cli import main
+
+    f = fmtsim.get_format("binary12p6se")
+    x = rng.standard_normal(1 << 19) * 100
+    codes = fmtsim.encode(x, f)
+    assert codes.dtype == np.uint16 and int(codes.max()) < 1 << 12
+    assert np.array_equal(fmtsim.encode(x, f, threads=2), codes)
+    c, flags = fmtsim.encode_with_flags(x[:1000], f)
+    assert np.array_equal(c, codes[:1000]) and flags.dtype == np.uint8
+    assert np.array_equal(fmtsim.quantize(x[:1000], f), fmtsim.decode(codes[:1000], f, np.float64))
+    assert fmtsim.decode(np.array([0x1FFF]), f, mask=True).tolist() == fmtsim.decode(np.array([0xFFF]), f).tolist()
+    with pytest.raises(ValueError, match=r"code 4096 at index 1 is outside 0..0xfff"):
+        fmtsim.decode(np.array([0, 4096]), f)
+    # values beyond float32 (Binary16p7se: bias 256) decode to float64 only; beyond float64, code by code
+    with pytest.raises(ValueError, match="binary16p7se: not every value is representable in float32; decode to float6"):
+        fmtsim.decode(np.array([0]), "binary16p7se")
+    wide = fmtsim.get_format("binary16p1se")
+    assert fmtsim.decode(np.array([0x3FFE, 0x4000, 0x8000, 0x7FFF]), wide, np.float64).tolist()[:2] == [0.25, 1.0]
+    with pytest.raises(ValueError, match=r"code 0x7ffe at index 1 is worth 2\^16382, not a float64"):
+        fmtsim.decode(np.array([0x4000, 0x7FFE]), wide, np.float64)
+    # every float64 lies inside Binary16p1se's range: the largest rounds to 2^1024, the smallest is exact
+    big = fmtsim.encode(np.array([1.7976931348623157e308, 5e-324]), wide)
+    assert [wide.code_value(int(c)) for c in big] == [2**1024, Fraction(1, 2**1074)]
+    with pytest.raises(ValueError, match="binary12p6se has 12-bit codes; MX-style blocks take element formats of at"):
+        mx.quantize(np.zeros(32, np.float32), "mx_binary12p6se")
+
+    assert main(["encode", "binary12p6se", "2.5"]) == 0
+    assert "0x428" in capsys.readouterr().out
+    assert main(["decode", "binary16p1se", "0x7ffe", "0x0001"]) == 0
+    out = capsys.readouterr().out
+    assert "0x1p+16382   2^16382" in out and "0x1p-16383   2^-16383" in out
+    assert main(["table", "binary12p6se"]) == 0
+    assert capsys.readouterr().out.count("\n0x") == 4096
+    assert main(["gen", "f32_to_binary12p6se", "-o", str(tmp_path / "v")]) == 0
+    tv = tmp_path / "v" / "f32_to_binary12p6se.rne.satfinite.encode_ties.tv"
+    body = [ln.split() for ln in tv.read_text().splitlines() if ln and not ln.startswith("#")]
+    assert all(len(code) == 4 for _, code, _ in body)  # uint16 codes: four hex digits
+    xs = np.array([int(i, 16) for i, _, _ in body], dtype=np.uint32).view(np.float32)
+    want = fmtsim.encode(xs, f)
+    assert [int(code, 16) for _, code, _ in body] == want.tolist()
+    raw = tmp_path / "device.bin"
+    raw.write_bytes(want.astype("<u2").tobytes())  # a device's results: one little-endian uint16 a case
+    assert main(["ver", str(tv), str(raw)]) == 0
+    assert f"{len(body)} passed, 0 failed" in capsys.readouterr().out
+    bad = want.copy()
+    bad[7] ^= 0x100
+    raw.write_bytes(bad.astype("<u2").tobytes())
+    assert main(["ver", str(tv), str(raw)]) == 1
     assert "1 failed" in capsys.readouterr().out
