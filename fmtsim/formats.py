@@ -26,7 +26,9 @@ IEEE P3109 (interim report v4.0, 26 June 2026, 3.1-3.2 and 4.7.6) defines a fami
 Binary{K}p{P}{s|u}{e|f}: K bits, precision P (signed 0 < P < K, unsigned 0 < P <= K), bias
 2^(K-P-1) signed and 2^(K-P) unsigned, subnormals, no -0, one NaN; Extended formats (e) have
 +-Inf, Finite ones (f) none. :func:`p3109` builds one (``get_format("binary8p4se")`` too); K is
-3..8 here, as every fmtsim code is a byte. Signed Finite formats are FNUZ-shaped ("fnuz"),
+3..16 here (the widths the working group publishes tables for). Codes are uint8 up to 8 bits and
+uint16 beyond (:attr:`Format.code_dtype`); some wide formats' values go beyond float64
+(Binary16p1se: 2^16382), which :attr:`Format.parts` holds as integers. Signed Finite formats are FNUZ-shaped ("fnuz"),
 unsigned Finite ones have only the all-ones NaN ("fn").
 
 Integer formats are two's complement (signed) or plain binary, and a code
@@ -605,4 +607,4 @@ def get_format(fmt: str | Format) -> Format:
         return parse_format(key)
     user = f", defined: {', '.join(_USER)}" if _USER else ""
     raise ValueError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}{user}, the IEEE P3109 "
-                     "formats binary{K}p{P}{s|u}{e|f} (K 3..8), and spec strings [u]e<E>m<M>[b<bias>][_<specials>]")
+                     "formats binary{K}p{P}{s|u}{e|f} (K 3..16), and spec strings [u]e<E>m<M>[b<bias>][_<specials>]")

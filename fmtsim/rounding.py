@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from functools import cache, lru_cache
 from typing import Any
 
@@ -759,6 +760,14 @@ def _e8m0_specials(x: np.ndarray, negative_in: np.ndarray, pol: Resolved, codes:
 
 def _threshold_shift(pol: Resolved) -> int:
     """Bits cut off a float32 pattern so that every rounding boundary is an even index."""
+    s = _boundary_shift(pol)
+    assert s >= 8, (pol.fmt.name, s)
+    return s
+
+
+def _boundary_shift(pol: Resolved) -> int:
+    """The largest shift (at most 20) that keeps every rounding boundary of a format inside float32's
+    range on an even index of float32 patterns."""
     mags: list[float] = []
     for side in _sides(pol.fmt, pol.on_overflow.mode == "satsym"):
         if side is None:
@@ -770,9 +779,30 @@ def _threshold_shift(pol: Resolved) -> int:
     pats = np.array([m for m in mags if 0 < m <= f32max], dtype=np.float32).view(np.uint32)
     low = pats & -pats  # lowest set bit of each pattern
     tz = int(low.min()).bit_length() - 1  # trailing zero bits of the least aligned boundary
-    s = min(20, tz - 1)  # tables of 2^12..2^24 entries: the small ones stay in the L1 cache
-    assert s >= 8, (pol.fmt.name, s)
-    return s
+    return min(20, tz - 1)  # tables of 2^12..2^24 entries: the small ones stay in the L1 cache
+
+
+#: a wide format's float32 table is built only up to this many entries (8 MB of uint16 codes)
+_WIDE_TABLE_MAX = 1 << 22
+
+
+@lru_cache(maxsize=8)
+def wide_table_f32(pol: Resolved) -> tuple[np.ndarray, int] | None:
+    """The float32 round-to-odd table of a format wider than a byte, where one is small enough: the
+    format's values and midpoints lie inside float32's range (half the smallest and twice the largest
+    included, as the byte formats' tables need) and need few enough bits (P <= 12); else None."""
+    fmt = pol.fmt
+    if not fmt.fits_float64 or fmt.kind != "float":
+        return None
+    if fmt.min_positive / 2 < Fraction(2) ** -149 or fmt.max_finite * 2 >= Fraction(2) ** 128:
+        return None
+    s = _boundary_shift(pol)
+    if 1 << (32 - s) > _WIDE_TABLE_MAX:
+        return None
+    idx = np.arange(1 << (32 - s), dtype=np.uint64) << np.uint64(s)
+    with np.errstate(invalid="ignore"):  # signalling-NaN patterns are quieted: fine here
+        reps = idx.astype(np.uint32).view(np.float32).astype(np.float64)
+    return _read_only(encode_f64(reps, pol)[0]), s
 
 
 @lru_cache(maxsize=256)
@@ -965,10 +995,11 @@ def _f32_odd_index(u: np.ndarray, s: int, tmp: np.ndarray, out: np.ndarray) -> n
 
 
 def _encode_wide(x: np.ndarray, pol: Resolved, out: np.ndarray) -> np.ndarray:
-    """Formats wider than a byte (uint16 codes): a float32 table would be too large (a Binary16p16
-    boundary needs 17 significant bits) and a float64 input must not pass through float32 (their range
-    can exceed it), so float32 and float64 go through the exact float64 engine; float16 and bfloat16
-    read a 65536-entry table built by it."""
+    """Formats wider than a byte (uint16 codes). float16 and bfloat16 read a 65536-entry table built by
+    the exact float64 engine; float32 and float64 read the float32 round-to-odd table where
+    :func:`wide_table_f32` builds one (P <= 12 inside float32's range: binary16's and bfloat16's shapes),
+    and elsewhere go through the float64 engine itself (a Binary16p16 boundary needs 17 significant
+    bits, 2^26 table entries; a format beyond float32 must not see a float64 input through float32)."""
     n = x.size
     if x.dtype == np.float16 or x.dtype == ml_dtypes.bfloat16:
         table = table_16(pol, "float16" if x.dtype == np.float16 else "bfloat16")
@@ -978,6 +1009,18 @@ def _encode_wide(x: np.ndarray, pol: Resolved, out: np.ndarray) -> np.ndarray:
         return out
     if x.dtype not in (np.float32, np.float64):
         raise TypeError(f"encode_fast: unsupported dtype {x.dtype}")
+    by_table = wide_table_f32(pol)
+    if by_table is not None:  # as the byte formats' numpy path: float64 rounded to odd into float32 first
+        codes, s = by_table
+        tmp = np.empty(min(n, CHUNK), dtype=np.uint32)
+        idx = np.empty(min(n, CHUNK), dtype=np.uint32)
+        u32 = np.empty(min(n, CHUNK), dtype=np.uint32)
+        for i in range(0, n, CHUNK):
+            m = min(CHUNK, n - i)
+            u = x[i : i + m].view(np.uint32) if x.dtype == np.float32 else odd_f64_to_f32_bits(x[i : i + m], u32[:m])
+            _f32_odd_index(u, s, tmp[:m], idx[:m])
+            np.take(codes, idx[:m], out=out[i : i + m], mode="wrap")
+        return out
     for i in range(0, n, CHUNK):
         with np.errstate(invalid="ignore"):  # widening signalling NaNs quiets them: fine
             out[i : i + CHUNK] = encode_f64(x[i : i + CHUNK].astype(np.float64), pol)[0]

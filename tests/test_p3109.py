@@ -198,6 +198,7 @@ def test_fast_path_equals_the_fraction_twin(name, rng):
             prof = p3109.projection(mode, saturation, random_bits=bits)
             r = rng.integers(0, 64, x.size).astype(np.uint32) if bits else None
             codes, flags = fmtsim.encode_with_flags(x, f, profile=prof, rbits=r)
+            assert np.array_equal(fmtsim.encode(x, f, profile=prof, rbits=r), codes)  # the fast path too
             for i, v in enumerate(x):
                 want = encode_one(float(v), f, profile=prof, rbits=0 if r is None else int(r[i]))
                 assert (int(codes[i]), int(flags[i])) == want, (mode, saturation, v)
@@ -323,3 +324,20 @@ def test_a_wide_format_through_every_entry_point(tmp_path, capsys, rng):
     raw.write_bytes(bad.astype("<u2").tobytes())
     assert main(["ver", str(tv), str(raw)]) == 1
     assert "1 failed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["binary16p11se", "binary12p6se", "binary9p4ue", "binary16p12sf", "e5m10"])
+def test_wide_table_path_equals_the_engine(name, rng):
+    """Wide formats with a float32 round-to-odd table (P <= 12 inside float32's range) against the exact
+    float64 engine (encode_with_flags runs it) on random float32 patterns and float64 values."""
+    from fmtsim.policy import resolve
+    from fmtsim.rounding import wide_table_f32
+
+    f = fmtsim.get_format(name)
+    x32 = rng.integers(0, 1 << 32, 300_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x64 = rng.standard_normal(100_000) * np.exp2(rng.uniform(-40, 40, 100_000))
+    for rounding in ("rne", "rtz", "rto", "rna", "rup"):
+        assert wide_table_f32(resolve(f, rounding)) is not None
+        for x in (x32, x64):
+            assert np.array_equal(fmtsim.encode(x, f, rounding=rounding), fmtsim.encode_with_flags(x, f,
+                                  rounding=rounding)[0]), (rounding, x.dtype)

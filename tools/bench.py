@@ -683,12 +683,55 @@ def bench_compare(repeat: int, rng: np.random.Generator, shape: tuple[int, int] 
     return rows
 
 
+def bench_wide(n: int, repeat: int, rng: np.random.Generator) -> list[list[str]]:
+    """Formats wider than a byte (uint16 codes; the exact numpy engine, no float32 table): binary16 and
+    bfloat16 as user formats (e5m10, e8m7) against numpy's and ml_dtypes' own conversions, and a P3109
+    Binary16 format against gfloat's round_ndarray + encode_ndarray, on the same float32 array."""
+    rows: list[list[str]] = []
+    x = (rng.standard_normal(n) * 100).astype(np.float32)
+    ns = lambda t: f"{np.median(t) / n * 1e9:.1f}"  # noqa: E731
+    peers: list[tuple[str, str, Callable[[], object] | None]] = [
+        ("e5m10", "numpy .astype(float16)", lambda: x.astype(np.float16)),
+        ("e8m7", "ml_dtypes .astype(bfloat16)", lambda: x.astype(ml_dtypes.bfloat16))]
+    try:
+        from importlib.metadata import version
+
+        from gfloat.encode_ndarray import encode_ndarray  # type: ignore[import-not-found]
+        from gfloat.formats import format_info_p3109  # type: ignore[import-not-found]
+        from gfloat.round_ndarray import round_ndarray  # type: ignore[import-not-found]
+
+        fi = format_info_p3109(16, 11)
+        peers.append(("binary16p11se", f"gfloat {version('gfloat')} round_ndarray + encode_ndarray",
+                      lambda: encode_ndarray(fi, round_ndarray(fi, x.astype(np.float64)))))
+    except ImportError:
+        peers.append(("binary16p11se", "no peer: gfloat is not installed", None))
+    for fmt, label, peer in peers:
+        fns: dict[str, Callable[[], object]] = {"fmtsim": lambda: fmtsim.encode(x, fmt)}
+        if peer is not None:
+            fns["peer"] = peer
+        fns["fmtsim"]()
+        t = paired(fns, repeat)
+        rows.append([f"encode f32->{fmt} (uint16 codes)", ns(t["fmtsim"]), label,
+                     ns(t["peer"]) if "peer" in t else "-",
+                     ratio_spread(t["peer"], t["fmtsim"]) if "peer" in t else "-"])
+    codes = rng.integers(0, 1 << 16, n, dtype=np.uint64).astype(np.uint16)
+    codes = codes[~np.isnan(codes.view(np.float16))]
+    m = codes.size
+    fd: dict[str, Callable[[], object]] = {"fmtsim": lambda: fmtsim.decode(codes, "e5m10"),
+                                           "peer": lambda: codes.view(np.float16).astype(np.float32)}
+    t = paired(fd, repeat)
+    rows.append(["decode e5m10->f32 (uint16 codes)", f"{np.median(t['fmtsim']) / m * 1e9:.1f}",
+                 "numpy .view(float16).astype(float32)", f"{np.median(t['peer']) / m * 1e9:.1f}",
+                 ratio_spread(t["peer"], t["fmtsim"])])
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1 << 24)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=["codec", "element", "tables", "memory", "block", "conformance", "checkpoint",
-                                       "dequantize", "mma", "mma-scale", "compare"],
+    ap.add_argument("--only", choices=["codec", "element", "wide", "tables", "memory", "block", "conformance",
+                                       "checkpoint", "dequantize", "mma", "mma-scale", "compare"],
                     nargs="*")
     ap.add_argument("--checkpoint-gb", type=float, default=2.0)
     ap.add_argument("--cores", type=int, default=64, help="cores of the 8192^3 projection (mma-scale)")
@@ -698,8 +741,8 @@ def main() -> int:
     from tabulate import tabulate
 
     rng = np.random.default_rng(0)
-    only = set(args.only or ["codec", "element", "tables", "memory", "block", "conformance", "checkpoint", "dequantize",
-                             "mma", "mma-scale", "compare"])
+    only = set(args.only or ["codec", "element", "wide", "tables", "memory", "block", "conformance", "checkpoint",
+                             "dequantize", "mma", "mma-scale", "compare"])
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}")
     print(f"n = {args.n} elements, best of {args.repeat}\n")
@@ -712,6 +755,11 @@ def main() -> int:
         print(tabulate(bench_element(args.n, args.repeat, rng),
                        ["operation (one thread)", "fmtsim ns/el", "peer", "peer ns/el", "peer/fmtsim",
                         "memcpy ns/el"], disable_numparse=True))
+        print()
+    if "wide" in only:
+        print(tabulate(bench_wide(min(args.n, 1 << 22), args.repeat, rng),
+                       ["operation (one thread)", "fmtsim ns/el", "peer", "peer ns/el", "peer/fmtsim"],
+                       disable_numparse=True))
         print()
     if "tables" in only:
         print(tabulate(bench_tables(), ["table", "time"], disable_numparse=True))

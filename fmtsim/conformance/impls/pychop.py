@@ -10,8 +10,8 @@ says what each mode is and why):
   ``randfunc`` giving the uniform numbers fmtsim's random bits stand for (each input's bits
   R = :func:`random_bits` of its pattern, so every run is the same);
 - ``p3109_encode`` under each of its six deterministic modes and three saturations, and its
-  stochastic_a/b/c with ``srbits`` (R again), into the IEEE P3109 formats; ``p3109_decode`` of every
-  code of every K 3..8 format.
+  stochastic_a/b/c with ``srbits`` (R again), into the byte-wide IEEE P3109 formats (K 3..8; the
+  wider ones are held by tests/test_p3109.py); ``p3109_decode`` of every code of every K 3..8 format.
 
 pychop returns values; :func:`~fmtsim.conformance.adapters.codes_of` reads each back as the code
 with that value (-1 where none has it). ``Chop`` and ``Chop_`` compute in the array's own float
@@ -20,11 +20,11 @@ pychop's log2 and scalings round far more; not held), float64 as float64. ``p310
 float16, float32 and float64 (bfloat16 widened to float32).
 
 Left out: ``Chop``'s stochastic rmodes 5 and 6 and the CADNA rmode 10 (a per-instance generator no
-value can be passed to), ``subnormal=False`` (flush to zero: fmtsim has no such rule), the soft-error
-``flip`` options, the torch/JAX/TensorFlow backends (other code), and the 16-bit and wider presets
-(fmtsim's codes are bytes). Its bugs are the named divergences below; their predicates reproduce
-pychop's own float arithmetic where that is where the bug lies (log2 in the array's type, a
-subtraction that cancels), so each names exactly the inputs it changes.
+value can be passed to), the soft-error ``flip`` options, the torch/JAX/TensorFlow backends (other
+code), and the 16-bit and wider presets. (``subnormal=False`` is held: profile ``pychop_chop_ftz``.)
+Its bugs are the named divergences below; their predicates reproduce pychop's own float arithmetic
+where that is where the bug lies (log2 in the array's type, a subtraction that cancels), so each
+names exactly the inputs it changes.
 """
 
 from __future__ import annotations
