@@ -28,8 +28,8 @@ Binary{K}p{P}{s|u}{e|f}: K bits, precision P (signed 0 < P < K, unsigned 0 < P <
 +-Inf, Finite ones (f) none. :func:`p3109` builds one (``get_format("binary8p4se")`` too); K is
 3..16 here (the widths the working group publishes tables for). Codes are uint8 up to 8 bits and
 uint16 beyond (:attr:`Format.code_dtype`); some wide formats' values go beyond float64
-(Binary16p1se: 2^16382), which :attr:`Format.parts` holds as integers. Signed Finite formats are FNUZ-shaped ("fnuz"),
-unsigned Finite ones have only the all-ones NaN ("fn").
+(Binary16p1se: 2^16382), which :attr:`Format.parts` holds as integers. Signed Finite formats are
+FNUZ-shaped ("fnuz"), unsigned Finite ones have only the all-ones NaN ("fn").
 
 Integer formats are two's complement (signed) or plain binary, and a code
 is worth ``code * 2**scale_exp`` (MX INT8: scale_exp = -6).
@@ -53,6 +53,7 @@ __all__ = ["Format", "FORMATS", "get_format", "format_names", "p3109", "P3109_WI
            "parse_format", "user_formats", "forget_format"]
 
 Kind = Literal["float", "int"]
+Specials = Literal["ieee", "fn", "fnuz", "top_inf", "none"]
 
 #: code classes in :attr:`Format.parts` (the names :meth:`Format.code_class` gives)
 CLASS_NAN, CLASS_INF, CLASS_ZERO, CLASS_SUBNORMAL, CLASS_NORMAL, CLASS_INT = range(6)
@@ -95,7 +96,6 @@ def power_text(v: Fraction) -> str:
     e = _floor_log2(abs(v))
     m = v / Fraction(2) ** e
     return f"{m}*2^{e}" if m != 1 else f"2^{e}"
-Specials = Literal["ieee", "fn", "fnuz", "top_inf", "none"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -661,7 +661,8 @@ def nan_input_flags(codes: np.ndarray, bits: np.ndarray, src: str, pol: Resolved
 def _reaches_min_normal(a: np.ndarray, mn: float, p: int, how: str, result: np.ndarray) -> np.ndarray:
     """Tininess after rounding: does ``a`` (0 < a < mn) round to mn at precision ``p``
     with an unbounded exponent? Only a > mn (1 - 2^-p), the last step below mn, can."""
-    t = a / mn  # exact: a power-of-two scale
+    with np.errstate(divide="ignore"):  # mn is 0.0 where the smallest normal is below float64 (no a is tiny)
+        t = a / mn  # exact: a power-of-two scale
     if how in ("ne", "na"):  # the tie (1 - 2^-(p+1)) goes to the even neighbour mn
         return t >= 1 - 2.0 ** -(p + 1)
     if how == "nz":

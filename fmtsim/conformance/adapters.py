@@ -108,7 +108,7 @@ class Adapter:
         if self.rbits is not None:
             kw = {**kw, "rbits": self.rbits(x[keep])}
         with np.errstate(invalid="ignore"):  # widening a signalling NaN quiets it: still a NaN
-            return keep, np.asarray(encode(x[keep], rec, **kw), dtype=np.uint8).reshape(-1)
+            return keep, np.asarray(encode(x[keep], rec, **kw), dtype=get_format(rec).code_dtype).reshape(-1)
 
     def expected_flags(self, x: np.ndarray, fmt: str) -> np.ndarray:
         """fmtsim's flags (only the bits this entry point reports) for inputs the profile accepts."""
@@ -136,7 +136,7 @@ def codes_of(values: Any, fmt: str | Format) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):  # widening a signalling NaN quiets it: still a NaN
         v = np.ascontiguousarray(np.asarray(values, dtype=np.float64)).reshape(-1)
         c = np.asarray(encode(v, f, rounding="rtz", overflow="nonsat", nan="signed" if f.has_nan else "zero"),
-                       dtype=np.uint8).reshape(-1)
+                       dtype=f.code_dtype).reshape(-1)
     back = decode(c, f, np.float64)
     same = (back.view(np.uint64) == v.view(np.uint64)) | (np.isnan(back) & np.isnan(v))
     return np.where(same, c.astype(np.int64), -1)

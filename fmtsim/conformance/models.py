@@ -63,7 +63,8 @@ def boundary_points(fmt: str | Format, dtype: np.dtype | type) -> np.ndarray:
         p = pts.astype(dt)
     p = p[np.isfinite(p)]
     p = p[p >= 0]
-    around = np.concatenate([p, _next_up(p, dt, 1), _next_up(p[p > 0], dt, -1)])
+    with np.errstate(over="ignore"):  # one ulp past the type's max is Inf, dropped below
+        around = np.concatenate([p, _next_up(p, dt, 1), _next_up(p[p > 0], dt, -1)])
     with np.errstate(invalid="ignore"):
         wide = around.astype(np.float64)
     around = around[np.isfinite(wide) & (wide >= 0)]

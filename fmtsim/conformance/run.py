@@ -68,7 +68,7 @@ def decode_rows(dec: Decoder, names: tuple[str, ...]) -> list[Row]:
         if name not in dec.formats:
             continue
         f = get_format(name)
-        codes = np.arange(f.n_codes, dtype=np.uint8)
+        codes = np.arange(f.n_codes, dtype=f.code_dtype)
         row = Row(dec.label, name, "decode_all")
         try:
             theirs = np.asarray(dec.decode(codes, name), dtype=np.float32).reshape(-1)
@@ -184,9 +184,9 @@ def vector_rows(impl: Implementation, names: tuple[str, ...], vec_dir: Path) -> 
         lines = [ln.split() for ln in (vec_dir / fname).read_text().splitlines() if ln.strip()]
         dt = _SRC_DTYPES[src]
         x = np.array([int(ln[0], 16) for ln in lines], dtype=np.uint64).astype(_UINT[dt.itemsize]).view(dt)
-        want = np.array([int(ln[-2], 16) for ln in lines], dtype=np.uint8)
+        want = np.array([int(ln[-2], 16) for ln in lines], dtype=np.int64)
         rb = np.array([int(ln[1], 16) for ln in lines], np.uint32) if len(lines[0]) == 4 else None
-        got = np.asarray(run_it(x, rb), dtype=np.uint8).reshape(-1)
+        got = np.asarray(run_it(x, rb), dtype=np.int64).reshape(-1)
         row = rows.setdefault(f"{impl.name}:{fmt}", Row(impl.name, fmt, "vectors (committed .tv)"))
         row.add(got == want, path.known(fmt, SRC_NAME.get(src, src), x) if path is not None else {},
                 mismatch(f"{fname}", x, got, impl.name, want, "vector"))

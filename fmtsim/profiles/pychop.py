@@ -4,7 +4,9 @@ P3109 module (``p3109_encode``/``p3109_decode``).
 
 ``Chop(exp_bits, sig_bits, rmode)`` (LightChop) emulates an IEEE-style format: bias 2^(e-1) - 1,
 the top exponent kept for Inf and NaN. ``Chop(4, 3)`` is the IEEE-style E4M3 (``e4m3ieee``, max 240;
-not OCP's E4M3), ``Chop(5, 2)`` OCP's E5M2, ``Chop(3, 4)`` the IEEE-style E3M4. Its modes, read off
+not OCP's E4M3), ``Chop(5, 2)`` OCP's E5M2, ``Chop(3, 4)`` the IEEE-style E3M4, and ``Chop(5, 10)``
+and ``Chop(8, 7)`` IEEE binary16 and bfloat16 (the user formats ``e5m10b15_ieee`` and
+``e8m7b127_ieee``, uint16 codes). Its modes, read off
 pychop/np/lightchop.py and checked on every float16 pattern and 2^18 random float32 patterns:
 
     rmode 1  rne     nearest, ties to even (np.round)
@@ -24,19 +26,21 @@ A NaN input gives +NaN whatever its sign (``nan='positive'``), Inf gives Inf (``
 ``subnormal=False`` every input below the smallest normal gives a zero of its sign, whatever the
 mode (``subnormal_flush='inputs'``, profile ``pychop_chop_ftz``).
 
-``Chop_(prec, rmode, customs=Customs(t, emax))`` (float_point) describes a target by its precision
-t and emax (emin = 1 - emax): the presets ``q43`` (t 4, emax 7: ``e4m3ieee``) and ``q52`` (t 3, emax
-15: ``e5m2``), and ``Customs(t=5, emax=3)`` for ``e3m4``. Its modes 1-4 are rne, rup, rdn and rtz
-(IEEE 754 overflow: ±max toward the finite side); a NaN keeps its sign (``nan='signed'``), and it
-writes every zero result as +0 (``neg_zero_input='positive'`` for the input -0.0 and
-``neg_underflow='positive'`` for a negative that rounds to zero). Its stochastic modes
-take ``randfunc``, the uniform random numbers, so they are held too: mode 5 (proportional) is
+``Chop_(prec, rmode, customs=Customs(t, emax))`` (float_point) describes a target by its precision t
+and emax (emin = 1 - emax): the presets ``q43`` (t 4, emax 7: ``e4m3ieee``) and ``q52`` (t 3, emax
+15: ``e5m2``), ``Customs(t=5, emax=3)`` for ``e3m4`` and the binary16 preset ``h`` (t 11, emax 15:
+``e5m10b15_ieee``); not its bfloat16 preset ``b``, which gives 0 or 2^-126 for bfloat16's subnormals
+from float32 and bfloat16 arrays (every mode; not yet reproduced as a named divergence). Its modes
+1-4 are rne, rup, rdn and rtz (IEEE 754 overflow: ±max toward the finite side); a NaN keeps its sign
+(``nan='signed'``), and it writes every zero result as +0 (``neg_zero_input='positive'`` for the
+input -0.0 and ``neg_underflow='positive'`` for a negative that rounds to zero). Its stochastic
+modes take ``randfunc``, the uniform random numbers, so they are held too: mode 5 (proportional) is
 up exactly when its random number u <= v (v the distance to the neighbour toward zero, in ulps);
 given u = (2^N - R) / 2^N that is fmtsim's ``sr`` with ``sr_rule='truncated'``, ``sr_bits=N`` and R
-(profile ``pychop_float_point_sr``, N = 16); its overflow clamps finite values to ±max and keeps ±Inf
-(``satfinite`` with ``inf='infinite'``). Mode 6 (equal probabilities) is up exactly when u <= 1/2:
-given u = 1/4 for an odd R and 3/4 for an even one, ``sr_rule='equal'`` (``pychop_float_point_sr_equal``),
-with its overflow at the round-to-nearest boundary (``nonsat``).
+(profile ``pychop_float_point_sr``, N = 16); its overflow clamps finite values to ±max and keeps
+±Inf (``satfinite`` with ``inf='infinite'``). Mode 6 (equal probabilities) is up exactly when u <=
+1/2: given u = 1/4 for an odd R and 3/4 for an even one, ``sr_rule='equal'``
+(``pychop_float_point_sr_equal``), with its overflow at the round-to-nearest boundary (``nonsat``).
 
 ``p3109_encode(x, P3109Format(k, precision, signed, domain), rounding=..., saturate=...)`` writes
 IEEE P3109 codes: its six deterministic modes are the report's, fmtsim.p3109.projection's, and
@@ -55,12 +59,13 @@ from ..policy import Policy
 from . import Provenance, Variant
 
 #: ``Chop(exp_bits, sig_bits)``'s formats fmtsim holds, by fmtsim's name
-CHOP_FORMATS: dict[str, tuple[int, int]] = {"e4m3ieee": (4, 3), "e5m2": (5, 2), "e3m4": (3, 4)}
+CHOP_FORMATS: dict[str, tuple[int, int]] = {"e4m3ieee": (4, 3), "e5m2": (5, 2), "e3m4": (3, 4),
+                                             "e5m10b15_ieee": (5, 10), "e8m7b127_ieee": (8, 7)}
 #: its deterministic rmodes -> fmtsim's rounding mode
 CHOP_MODES: dict[int, str] = {1: "rne", 2: "rup", 3: "rdn", 4: "rtz", 7: "rnm", 8: "rnp", 9: "rto"}
 #: ``Chop_``'s (float_point) formats: the preset (or "" for Customs) and its (t, emax)
 FLOAT_POINT_FORMATS: dict[str, tuple[str, int, int]] = {"e4m3ieee": ("q43", 4, 7), "e5m2": ("q52", 3, 15),
-                                                        "e3m4": ("", 5, 3)}
+                                                        "e3m4": ("", 5, 3), "e5m10b15_ieee": ("h", 11, 15)}
 FLOAT_POINT_MODES: dict[int, str] = {1: "rne", 2: "rup", 3: "rdn", 4: "rtz"}
 #: the random bits fmtsim's sr rule reads for Chop_'s stochastic modes (u = (2^N - R) / 2^N)
 FLOAT_POINT_SR_BITS = 16

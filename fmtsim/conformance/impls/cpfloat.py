@@ -1,7 +1,7 @@
 """``cpfloat``: CPFloat's ``cpfloatf`` (float arrays) and ``cpfloat`` (double arrays), every
 deterministic rounding mode, into the formats of fmtsim's ``cpfloat`` profile (the q43 and q52
-presets, the IEEE-style E4M3 and E3M4, OCP's FP4/FP6; fmtsim.profiles.cpfloat says how each is
-asked for).
+presets, the IEEE-style E4M3 and E3M4, OCP's FP4/FP6, and the binary16 preset as the user format
+``e5m10b15_ieee`` (uint16 codes); fmtsim.profiles.cpfloat says how each is asked for).
 
 CPFloat is C, header-only and LGPL: fmtsim carries none of it. A small C shim of fmtsim's own
 (shims/cpfloat_shim.c: it fills CPFloat's option struct and calls it on the array) is compiled on
@@ -23,7 +23,8 @@ probabilities): their random numbers come from CPFloat's own generator state (PC
 seeded from the clock), consumed one per element only on some branches, and no values can be
 passed in, so a run cannot be reproduced; ``CPFLOAT_SUBN_RND`` (subnormals rounded to the
 normal range: fmtsim has no flush-to-normal rule) and the bit-flip (soft error) options; the
-16-bit and wider presets (fmtsim's codes are bytes). Its bugs are the named divergences below.
+bfloat16 preset (fmtsim.profiles.cpfloat says why) and the wider ones. Its bugs are the named
+divergences below.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ def _overflow_nan(mode: str) -> Callable[[np.ndarray, Format], np.ndarray]:
     return expected
 
 
-_WITH_NAN = tuple(f for f in FORMATS if f in ("e5m2", "e4m3ieee", "e3m4"))
+_WITH_NAN = tuple(f for f in FORMATS if f in ("e5m2", "e4m3ieee", "e3m4", "e5m10b15_ieee"))
 _NAN_TEXT = ("a NaN input's bit pattern is rounded like a number's, by adding to it as an unsigned integer and "
              "masking (CPFloat compares NaN with nothing first): where the addition carries out of the significand "
              "the result is a zero of the other sign, or wraps to a tiny value (0x7FFFFFFF gives -0.0; 0xFFFFFFFF "
@@ -230,7 +231,8 @@ DIVERGENCES: tuple[Divergence, ...] = tuple(
 
 class Cpfloat(Implementation):
     name = "cpfloat"
-    summary = "CPFloat cpfloatf/cpfloat (a C shim built against the user's CPFloat headers), 7 rounding modes"
+    summary = ("CPFloat cpfloatf/cpfloat (a C shim built against the user's CPFloat headers), 7 rounding modes, "
+               "its 8-bit, FP6/FP4 and binary16 targets")
     install = ("CPFloat's headers (a checkout of github.com/north-numerical-computing/cpfloat named by CPFLOAT_PATH, "
                "or CPFLOAT_INCLUDE) and a C or C++ compiler")
     capabilities = ("encode",)

@@ -583,7 +583,7 @@ DIVERGENCES: tuple[Divergence, ...] = _unique(
 
 class Pychop(Implementation):
     name = "pychop"
-    summary = ("pychop (NumPy): Chop (LightChop) rmodes 1-4, 7-9; Chop_ (float_point) presets q43/q52 and Customs, "
+    summary = ("pychop (NumPy): Chop (LightChop) rmodes 1-4, 7-9; Chop_ (float_point) presets q43/q52/h and Customs, "
                "rmodes 1-6; p3109_encode (every mode and saturation) and p3109_decode")
     requires = ("pychop",)
     install = "pip install pychop==0.6.2"
