@@ -68,12 +68,12 @@ TARGETS: dict[str, Target] = {
     "e2m1": Target("", 2, 0, 2, saturation=1),
     "e3m2": Target("", 3, -2, 4, saturation=1),
     "e2m3": Target("", 4, 0, 2, saturation=1),
-    # the binary16 preset, as a fmtsim user format (uint16 codes). Not bfloat16 ("b"): for a float
-    # array CPFloat rounds a target with float's own exponent range by other code (its *_SAME_EXP
-    # macros: under TP/TN a zero keeps its sign and a NaN is masked, not rounded, so some become Inf),
-    # and for a double array by the code every other target here takes, so its directed modes would
-    # need a profile that changes with the source type.
+    # the 16-bit presets, as fmtsim user formats (uint16 codes). For a float array CPFloat rounds
+    # bfloat16, a target with float's own exponent range, by other code (its *_SAME_EXP macros: under
+    # TP and TN a zero keeps its sign, and a NaN is masked, not rounded); the conform implementation
+    # holds those two modes from float sources to the plain ``cpfloat`` profile
     "e5m10b15_ieee": Target("h", 11, -14, 15),
+    "e8m7b127_ieee": Target("b", 8, -126, 127),
 }
 
 #: CPFloat's deterministic rounding modes (its cpfloat_rounding_t values) -> fmtsim's

@@ -1,7 +1,9 @@
 """``cpfloat``: CPFloat's ``cpfloatf`` (float arrays) and ``cpfloat`` (double arrays), every
 deterministic rounding mode, into the formats of fmtsim's ``cpfloat`` profile (the q43 and q52
-presets, the IEEE-style E4M3 and E3M4, OCP's FP4/FP6, and the binary16 preset as the user format
-``e5m10b15_ieee`` (uint16 codes); fmtsim.profiles.cpfloat says how each is asked for).
+presets, the IEEE-style E4M3 and E3M4, OCP's FP4/FP6, and the binary16 and bfloat16 presets as the
+user formats ``e5m10b15_ieee`` and ``e8m7b127_ieee`` (uint16 codes); fmtsim.profiles.cpfloat says how
+each is asked for). bfloat16 under TP and TN is two entry points, from double and from float arrays
+(:data:`SAME_RANGE` says why).
 
 CPFloat is C, header-only and LGPL: fmtsim carries none of it. A small C shim of fmtsim's own
 (shims/cpfloat_shim.c: it fills CPFloat's option struct and calls it on the array) is compiled on
@@ -23,8 +25,7 @@ probabilities): their random numbers come from CPFloat's own generator state (PC
 seeded from the clock), consumed one per element only on some branches, and no values can be
 passed in, so a run cannot be reproduced; ``CPFLOAT_SUBN_RND`` (subnormals rounded to the
 normal range: fmtsim has no flush-to-normal rule) and the bit-flip (soft error) options; the
-bfloat16 preset (fmtsim.profiles.cpfloat says why) and the wider ones. Its bugs are the named
-divergences below.
+wider presets. Its bugs are the named divergences below.
 """
 
 from __future__ import annotations
@@ -144,9 +145,12 @@ def _encoder(mode: str) -> Callable[[np.ndarray, str], np.ndarray]:
 
 # ---- its bugs: each predicate is the exact set of inputs, from CPFloat's own integer arithmetic ----
 
-def _nan_rounded(mode: str) -> Callable[[np.ndarray, Format], np.ndarray]:
+def _nan_rounded(mode: str, same_range: bool = False) -> Callable[[np.ndarray, Format], np.ndarray]:
     """NaN inputs whose bit pattern, rounded by ``mode`` as CPFloat rounds a number's (an integer
-    addition on the pattern, then a mask), is no longer a NaN."""
+    addition on the pattern, then a mask), is no longer a NaN. ``same_range``: CPFloat's code for a
+    target with the host type's own exponent range (its *_SAME_EXP macros), whose TP and TN add to a
+    pattern only when the value compares above (TP) or below (TN) zero, which a NaN never does: a NaN
+    is only masked there."""
     def expected(x: np.ndarray, fmt: Format) -> np.ndarray:
         a = _host(x)
         wide = a.dtype == np.float64
@@ -158,7 +162,9 @@ def _nan_rounded(mode: str) -> Callable[[np.ndarray, Format], np.ndarray]:
         lead = u(((1 << nbits) - 1) ^ ((1 << (prec - p)) - 1))
         trail = u((1 << (prec - p)) - 1)
         negative = (bits >> u(nbits - 1)) == u(1)
-        if mode == "rne":
+        if same_range and mode in ("rup", "rdn"):
+            add = np.zeros(bits.shape, np.uint64)
+        elif mode == "rne":
             add = (trail >> u(1)) + ((bits >> u(prec - p)) & u(1))
         elif mode == "rna":
             add = np.full(bits.shape, u(1 << (prec - 1 - p)))
@@ -201,7 +207,7 @@ def _overflow_nan(mode: str) -> Callable[[np.ndarray, Format], np.ndarray]:
     return expected
 
 
-_WITH_NAN = tuple(f for f in FORMATS if f in ("e5m2", "e4m3ieee", "e3m4", "e5m10b15_ieee"))
+_WITH_NAN = tuple(f for f in FORMATS if f in ("e5m2", "e4m3ieee", "e3m4", "e5m10b15_ieee", "e8m7b127_ieee"))
 _NAN_TEXT = ("a NaN input's bit pattern is rounded like a number's, by adding to it as an unsigned integer and "
              "masking (CPFloat compares NaN with nothing first): where the addition carries out of the significand "
              "the result is a zero of the other sign, or wraps to a tiny value (0x7FFFFFFF gives -0.0; 0xFFFFFFFF "
@@ -214,13 +220,24 @@ _OVERFLOW_TEXT = ("not a bug: the q43 preset's 256 bit patterns are all finite (
                   "-Inf; rtz and rto clamp to ±480), where the record's profile writes ±480.")
 
 
-def divergences_for(mode: str) -> tuple[Divergence, ...]:
-    """The named divergences of the entry point rounding under ``mode``."""
-    label = f"cpfloat[{mode}]"
-    out = [Divergence("cpfloat.nan_payload_rounded", label, _WITH_NAN, SOURCES, _NAN_TEXT, _nan_rounded(mode)),
+def divergences_for(mode: str, label: str | None = None, same_range: bool = False) -> tuple[Divergence, ...]:
+    """The named divergences of the entry point rounding under ``mode`` (``same_range``: the one that
+    takes bfloat16 from float arrays, see :data:`SAME_RANGE`)."""
+    label = label or f"cpfloat[{mode}]"
+    out = [Divergence("cpfloat.nan_payload_rounded", label, _WITH_NAN, SOURCES, _NAN_TEXT,
+                      _nan_rounded(mode, same_range)),
            Divergence("cpfloat.e4m3_overflow_nan_has_no_code", label, ("cpfloat_e4m3",), SOURCES, _OVERFLOW_TEXT,
                       _overflow_nan(mode))]
     return tuple(out)
+
+
+#: CPFloat rounds a float array into a target with float's own exponent range (emax 127, no
+#: saturation, infinities: bfloat16) by its *_SAME_EXP macros, and a double array, or any other
+#: target, by the *_OTHER_EXP ones. The two differ under TP and TN alone: the SAME_EXP code keeps the
+#: sign of a zero (the input -0.0, a negative that rounds to zero: fmtsim's plain ``cpfloat``
+#: profile) and only masks a NaN. Those two modes hold bfloat16 by two entry points, split by source.
+SAME_RANGE = tuple(f for f, t in TARGETS.items() if t.emax == 127 and not t.saturation and t.infinity)
+FLOAT_HOST_SOURCES = ("float32", "float16", "bfloat16")
 
 
 # one record per name, for the documentation and the registry (each entry point holds its own, whose
@@ -255,10 +272,23 @@ class Cpfloat(Implementation):
         return header_version(inc) if inc is not None else None
 
     def encoders(self, req: Request) -> list[Adapter]:
-        return [Adapter(f"cpfloat[{mode}]", _encoder(mode), profile="cpfloat_directed" if mode in ("rup", "rdn")
-                        else "cpfloat", formats=FORMATS, sources=SOURCES,
-                        divergences=divergences_for(mode), options={"rounding": mode}, records=RECORDS)
-                for mode in MODES]
+        out = []
+        for mode in MODES:
+            directed = mode in ("rup", "rdn")
+            profile = "cpfloat_directed" if directed else "cpfloat"
+            rest = tuple(f for f in FORMATS if not directed or f not in SAME_RANGE)
+            out.append(Adapter(f"cpfloat[{mode}]", _encoder(mode), profile=profile, formats=rest, sources=SOURCES,
+                               divergences=divergences_for(mode), options={"rounding": mode}, records=RECORDS))
+            if directed and SAME_RANGE:
+                out.append(Adapter(f"cpfloat[{mode}] from double", _encoder(mode), profile=profile,
+                                   formats=SAME_RANGE, sources=("float64",),
+                                   divergences=divergences_for(mode, f"cpfloat[{mode}] from double"),
+                                   options={"rounding": mode}, records=RECORDS))
+                label = f"cpfloat[{mode}] from float, float's exponent range"
+                out.append(Adapter(label, _encoder(mode), profile="cpfloat", formats=SAME_RANGE,
+                                   sources=FLOAT_HOST_SOURCES, divergences=divergences_for(mode, label, True),
+                                   options={"rounding": mode}, records=RECORDS))
+        return out
 
 
 IMPLEMENTATIONS = [Cpfloat()]
