@@ -29,8 +29,9 @@ mode (``subnormal_flush='inputs'``, profile ``pychop_chop_ftz``).
 ``Chop_(prec, rmode, customs=Customs(t, emax))`` (float_point) describes a target by its precision t
 and emax (emin = 1 - emax): the presets ``q43`` (t 4, emax 7: ``e4m3ieee``) and ``q52`` (t 3, emax
 15: ``e5m2``), ``Customs(t=5, emax=3)`` for ``e3m4`` and the binary16 preset ``h`` (t 11, emax 15:
-``e5m10b15_ieee``); not its bfloat16 preset ``b``, which gives 0 or 2^-126 for bfloat16's subnormals
-from float32 and bfloat16 arrays (every mode; not yet reproduced as a named divergence). Its modes
+``e5m10b15_ieee``) and the bfloat16 preset ``b`` (``e8m7b127_ieee``), each with ``subnormal=True``:
+``b`` alone defaults to no subnormals (as MATLAB chop's bfloat16), rounding below the smallest normal
+onto 0 and 2^-126, a format fmtsim does not model, so that default is not held. Its modes
 1-4 are rne, rup, rdn and rtz (IEEE 754 overflow: ±max toward the finite side); a NaN keeps its sign
 (``nan='signed'``), and it writes every zero result as +0 (``neg_zero_input='positive'`` for the
 input -0.0 and ``neg_underflow='positive'`` for a negative that rounds to zero). Its stochastic
@@ -65,7 +66,8 @@ CHOP_FORMATS: dict[str, tuple[int, int]] = {"e4m3ieee": (4, 3), "e5m2": (5, 2), 
 CHOP_MODES: dict[int, str] = {1: "rne", 2: "rup", 3: "rdn", 4: "rtz", 7: "rnm", 8: "rnp", 9: "rto"}
 #: ``Chop_``'s (float_point) formats: the preset (or "" for Customs) and its (t, emax)
 FLOAT_POINT_FORMATS: dict[str, tuple[str, int, int]] = {"e4m3ieee": ("q43", 4, 7), "e5m2": ("q52", 3, 15),
-                                                        "e3m4": ("", 5, 3), "e5m10b15_ieee": ("h", 11, 15)}
+                                                        "e3m4": ("", 5, 3), "e5m10b15_ieee": ("h", 11, 15),
+                                                        "e8m7b127_ieee": ("b", 8, 127)}
 FLOAT_POINT_MODES: dict[int, str] = {1: "rne", 2: "rup", 3: "rdn", 4: "rtz"}
 #: the random bits fmtsim's sr rule reads for Chop_'s stochastic modes (u = (2^N - R) / 2^N)
 FLOAT_POINT_SR_BITS = 16

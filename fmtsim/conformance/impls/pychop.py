@@ -249,8 +249,8 @@ def _float_point(fmt: str, rmode: int, randfunc: Callable[[int], np.ndarray] | N
     from pychop.np import Chop_
 
     prec, t, emax = FLOAT_POINT_FORMATS[fmt]
-    if prec:
-        return Chop_(prec=prec, rmode=rmode, randfunc=randfunc)
+    if prec:  # subnormal=True: the presets' default but for bfloat16's, which (as MATLAB chop's) has none
+        return Chop_(prec=prec, rmode=rmode, randfunc=randfunc, subnormal=True)
     return Chop_(rmode=rmode, randfunc=randfunc, customs=Customs(t=t, emax=emax))
 
 
@@ -583,7 +583,7 @@ DIVERGENCES: tuple[Divergence, ...] = _unique(
 
 class Pychop(Implementation):
     name = "pychop"
-    summary = ("pychop (NumPy): Chop (LightChop) rmodes 1-4, 7-9; Chop_ (float_point) presets q43/q52/h and Customs, "
+    summary = ("pychop (NumPy): Chop (LightChop) rmodes 1-4, 7-9; Chop_ (float_point) presets q43/q52/h/b and Customs, "
                "rmodes 1-6; p3109_encode (every mode and saturation) and p3109_decode")
     requires = ("pychop",)
     install = "pip install pychop==0.6.2"
